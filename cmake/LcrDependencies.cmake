@@ -1,0 +1,35 @@
+# Every dependency comes from a Debian package through find_package.
+
+find_package(Kokkos REQUIRED)
+# Debian's Kokkos 3.4 (libtrilinos-kokkos-dev) ships an imported target whose include
+# directory is /usr/lib/include (does not exist) and whose libraries are bare names.
+# The package variables are right, so repair the target from them.
+if(Kokkos_VERSION VERSION_LESS 3.5)
+  get_filename_component(_lcr_kokkos_inc "${Kokkos_INCLUDE_DIRS}" REALPATH)
+  set_target_properties(Kokkos::kokkos PROPERTIES
+    INTERFACE_INCLUDE_DIRECTORIES "${_lcr_kokkos_inc}"
+    INTERFACE_LINK_DIRECTORIES "${Kokkos_LIBRARY_DIRS}")
+endif()
+message(STATUS "lcr: Kokkos ${Kokkos_VERSION}")
+
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(tomlplusplus REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(fmt REQUIRED)
+find_package(Threads REQUIRED)
+
+if(LCR_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(LCR_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()
+if(LCR_ENABLE_CUDA)
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+endif()
+if(LCR_ENABLE_NCCL AND NOT LCR_ENABLE_CUDA)
+  message(FATAL_ERROR "LCR_ENABLE_NCCL=ON needs LCR_ENABLE_CUDA=ON: NCCL moves device buffers.")
+endif()

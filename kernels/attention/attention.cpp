@@ -1,0 +1,245 @@
+#include "kernels/attention/attention.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "kernels/attention/kokkos/sdpa.hpp"
+#include "kernels/schemes/goat/goat.hpp"
+#include "kernels/schemes/numerics/qk_norm.hpp"
+#include "kernels/schemes/pope/pope.hpp"
+#include "kernels/schemes/rope/rope.hpp"
+
+namespace lcr {
+namespace {
+
+bool uses_fox(Scheme s) { return s == Scheme::FoX || s == Scheme::PaTHFoX; }
+
+// What the scheme hands the SDPA kernel.
+template <class T>
+struct Lanes {
+  View4<const T> q2, k2;
+  double scale = 1.0;
+};
+
+template <class T>
+Lanes<T> build_lanes(const AttentionSpec& spec, const LaneArgs<T>& a) {
+  const int B = a.q.extent(0), Lq = a.q.extent(1), Lk = a.k.extent(1);
+  auto alloc = [&](int width, View4<T>& q2, View4<T>& k2) {
+    q2 = View4<T>("lcr::q_lanes", B, Lq, spec.heads, width);
+    k2 = View4<T>("lcr::k_lanes", B, Lk, spec.kv_heads, width);
+  };
+  Lanes<T> out;
+  View4<T> q2, k2;
+  switch (spec.scheme) {
+    case Scheme::RoPE:
+      alloc(rope::lanes_width(spec), q2, k2);
+      rope::lanes_forward(a, q2, k2);
+      out.scale = rope::sdpa_scale(spec);
+      break;
+    case Scheme::GOAT:
+    case Scheme::GOAT2D:
+      alloc(goat::lanes_width(spec), q2, k2);
+      goat::lanes_forward(a, q2, k2);
+      out.scale = goat::sdpa_scale(spec);
+      break;
+    case Scheme::PoPE:
+      alloc(pope::lanes_width(spec), q2, k2);
+      pope::lanes_forward(a, q2, k2);
+      out.scale = pope::sdpa_scale(spec);
+      break;
+    default:  // NoPE, ALiBi, FoX: the kernel sees q and k as they are
+      out.q2 = a.q;
+      out.k2 = a.k;
+      out.scale = 1.0 / std::sqrt(double(spec.head_dim));
+      return out;
+  }
+  out.q2 = q2;
+  out.k2 = k2;
+  return out;
+}
+
+template <class T>
+void lanes_backward(const AttentionSpec& spec, const LaneArgs<T>& a, const View4<const T>& dq2,
+                    const View4<const T>& dk2, const View4<T>& dq, const View4<T>& dk,
+                    ParamSet<T>& dparams) {
+  switch (spec.scheme) {
+    case Scheme::RoPE:
+      return rope::lanes_backward(a, dq2, dk2, dq, dk, dparams);
+    case Scheme::GOAT:
+    case Scheme::GOAT2D:
+      return goat::lanes_backward(a, dq2, dk2, dq, dk, dparams);
+    case Scheme::PoPE:
+      return pope::lanes_backward(a, dq2, dk2, dq, dk, dparams);
+    default:
+      Kokkos::deep_copy(dq, dq2);
+      Kokkos::deep_copy(dk, dk2);
+  }
+}
+
+template <class T>
+View1<T> alibi_slopes(int heads) {
+  View1<T> s("lcr::alibi_slopes", heads);
+  auto h = Kokkos::create_mirror_view(s);
+  for (int i = 0; i < heads; ++i) h(i) = T(alibi_slope(i, heads));
+  Kokkos::deep_copy(s, h);
+  return s;
+}
+
+// Everything the forward and the backward both recompute: normalised q/k and lanes.
+template <class T>
+struct Prepared {
+  View4<const T> qn, kn;  // after QK-RMSNorm (or q, k)
+  Lanes<T> lanes;
+  SdpaArgs<T> sdpa;
+};
+
+template <class T>
+Prepared<T> prepare(const AttentionSpec& spec, const AttentionInputs<T>& in,
+                    const ParamSet<T>& params) {
+  Prepared<T> p;
+  p.qn = in.q;
+  p.kn = in.k;
+  if (spec.numerics.qk_norm) {
+    View4<T> qn("lcr::q_normed", in.q.extent(0), in.q.extent(1), in.q.extent(2), in.q.extent(3));
+    View4<T> kn("lcr::k_normed", in.k.extent(0), in.k.extent(1), in.k.extent(2), in.k.extent(3));
+    const T eps = T(spec.numerics.qk_norm_eps);
+    rms_norm_heads_forward<T>(in.q, params.v1("qk_norm.q_gain"), eps, qn);
+    rms_norm_heads_forward<T>(in.k, params.v1("qk_norm.k_gain"), eps, kn);
+    p.qn = qn;
+    p.kn = kn;
+  }
+  LaneArgs<T> la{&spec, &params, p.qn, p.kn, in.q_pos0, in.k_pos0};
+  p.lanes = build_lanes(spec, la);
+  p.sdpa.q = p.lanes.q2;
+  p.sdpa.k = p.lanes.k2;
+  p.sdpa.v = in.v;
+  p.sdpa.q_pos0 = in.q_pos0;
+  p.sdpa.k_pos0 = in.k_pos0;
+  p.sdpa.scale = T(p.lanes.scale);
+  p.sdpa.softcap = T(spec.numerics.softcap);
+  if (spec.scheme == Scheme::ALiBi) p.sdpa.alibi_slopes = alibi_slopes<T>(spec.heads);
+  if (uses_fox(spec.scheme)) {
+    p.sdpa.bias_q = in.fox_cq;
+    p.sdpa.bias_k = in.fox_ck;
+  }
+  return p;
+}
+
+template <class V>
+void expect_shape(const char* name, const V& v, std::vector<int64_t> want) {
+  require(shape_of(v) == want, name, " has shape ", shape_string(shape_of(v)), ", expected ",
+          shape_string(want));
+}
+
+}  // namespace
+
+template <class T>
+void check_inputs(const AttentionSpec& spec, const AttentionInputs<T>& in,
+                  const ParamSet<T>& params) {
+  validate(spec);
+  require(spec.scheme != Scheme::PaTH && spec.scheme != Scheme::PaTHFoX,
+          "PaTH attention goes through path_attention_forward (kernels/schemes/path)");
+  const int64_t B = in.q.extent(0), Lq = in.q.extent(1), Lk = in.k.extent(1);
+  const int64_t dq = input_qk_dim(spec);
+  expect_shape("q", in.q, {B, Lq, spec.heads, dq});
+  expect_shape("k", in.k, {B, Lk, spec.kv_heads, dq});
+  expect_shape("v", in.v, {B, Lk, spec.kv_heads, spec.v_dim()});
+  require(in.q_pos0 >= 0 && in.k_pos0 >= 0, "positions must be >= 0 (q_pos0 ", in.q_pos0,
+          ", k_pos0 ", in.k_pos0, ")");
+  if (uses_fox(spec.scheme)) {
+    expect_shape("fox_cq", in.fox_cq, {B, Lq, spec.heads});
+    expect_shape("fox_ck", in.fox_ck, {B, Lk, spec.heads});
+  } else {
+    require(in.fox_cq.extent(0) == 0 && in.fox_ck.extent(0) == 0, "FoX gates were given but the "
+            "scheme is '", scheme_name(spec.scheme), "'; use scheme 'fox' or drop the gates");
+  }
+  const auto want = attention_param_layout(spec);
+  require(params.layout.total() == want.total() && params.data.extent(0) == size_t(want.total()),
+          "parameter buffer has ", params.data.extent(0), " values; scheme '",
+          scheme_name(spec.scheme), "' with these options needs ", want.total(),
+          " (build it from attention_param_layout(spec))");
+}
+
+template <class T>
+AttentionOutputs<T> make_outputs(const AttentionSpec& spec, const AttentionInputs<T>& in) {
+  const int B = in.q.extent(0), Lq = in.q.extent(1);
+  return {View4<T>("lcr::o", B, Lq, spec.heads, spec.v_dim()),
+          View3<T>("lcr::lse", B, spec.heads, Lq)};
+}
+
+template <class T>
+AttentionGrads<T> make_grads(const AttentionSpec& spec, const AttentionInputs<T>& in) {
+  AttentionGrads<T> g;
+  g.dq = View4<T>("lcr::dq", in.q.extent(0), in.q.extent(1), in.q.extent(2), in.q.extent(3));
+  g.dk = View4<T>("lcr::dk", in.k.extent(0), in.k.extent(1), in.k.extent(2), in.k.extent(3));
+  g.dv = View4<T>("lcr::dv", in.v.extent(0), in.v.extent(1), in.v.extent(2), in.v.extent(3));
+  g.dparams = ParamSet<T>(attention_param_layout(spec), "lcr::dparams");
+  if (uses_fox(spec.scheme)) {
+    g.dfox_cq = View3<T>("lcr::dfox_cq", in.q.extent(0), in.q.extent(1), spec.heads);
+    g.dfox_ck = View3<T>("lcr::dfox_ck", in.k.extent(0), in.k.extent(1), spec.heads);
+  }
+  return g;
+}
+
+template <class T>
+void attention_forward(const AttentionSpec& spec, const AttentionInputs<T>& in,
+                       const ParamSet<T>& params, const AttentionOutputs<T>& out) {
+  check_inputs(spec, in, params);
+  expect_shape("o", out.o, {int64_t(in.q.extent(0)), int64_t(in.q.extent(1)), spec.heads,
+                            spec.v_dim()});
+  expect_shape("lse", out.lse, {int64_t(in.q.extent(0)), spec.heads, int64_t(in.q.extent(1))});
+  const Prepared<T> p = prepare(spec, in, params);
+  sdpa_forward(p.sdpa, out.o, out.lse);
+  if (spec.numerics.sink) sdpa_apply_sink<T>(params.v1("sink"), out.o, out.lse);
+}
+
+template <class T>
+void attention_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
+                        const ParamSet<T>& params, const AttentionOutputs<T>& out,
+                        const View4<const T>& dout, AttentionGrads<T>& g) {
+  check_inputs(spec, in, params);
+  expect_shape("dout", dout, shape_of(out.o));
+  const Prepared<T> p = prepare(spec, in, params);
+  const int B = in.q.extent(0), Lq = in.q.extent(1), H = spec.heads;
+  Kokkos::deep_copy(g.dparams.data, T(0));
+
+  View3<T> delta("lcr::delta", B, H, Lq);
+  sdpa_row_delta<T>(out.o, dout, delta);
+  View4<T> dq2("lcr::dq_lanes", p.lanes.q2.extent(0), p.lanes.q2.extent(1), p.lanes.q2.extent(2),
+               p.lanes.q2.extent(3));
+  View4<T> dk2("lcr::dk_lanes", p.lanes.k2.extent(0), p.lanes.k2.extent(1), p.lanes.k2.extent(2),
+               p.lanes.k2.extent(3));
+  sdpa_backward<T>(p.sdpa, out.lse, delta, dout, dq2, dk2, g.dv, g.dfox_cq, g.dfox_ck);
+  if (spec.numerics.sink)
+    sdpa_sink_backward<T>(params.v1("sink"), out.lse, delta, g.dparams.v1("sink"));
+
+  LaneArgs<T> la{&spec, &params, p.qn, p.kn, in.q_pos0, in.k_pos0};
+  if (!spec.numerics.qk_norm) {
+    lanes_backward<T>(spec, la, dq2, dk2, g.dq, g.dk, g.dparams);
+    return;
+  }
+  View4<T> dqn("lcr::dq_normed", in.q.extent(0), in.q.extent(1), in.q.extent(2), in.q.extent(3));
+  View4<T> dkn("lcr::dk_normed", in.k.extent(0), in.k.extent(1), in.k.extent(2), in.k.extent(3));
+  lanes_backward<T>(spec, la, dq2, dk2, dqn, dkn, g.dparams);
+  const T eps = T(spec.numerics.qk_norm_eps);
+  rms_norm_heads_backward<T>(in.q, params.v1("qk_norm.q_gain"), eps, dqn, g.dq,
+                             g.dparams.v1("qk_norm.q_gain"));
+  rms_norm_heads_backward<T>(in.k, params.v1("qk_norm.k_gain"), eps, dkn, g.dk,
+                             g.dparams.v1("qk_norm.k_gain"));
+}
+
+#define LCR_INSTANTIATE(T)                                                                     \
+  template void check_inputs<T>(const AttentionSpec&, const AttentionInputs<T>&,               \
+                                const ParamSet<T>&);                                           \
+  template AttentionOutputs<T> make_outputs<T>(const AttentionSpec&, const AttentionInputs<T>&); \
+  template AttentionGrads<T> make_grads<T>(const AttentionSpec&, const AttentionInputs<T>&);   \
+  template void attention_forward<T>(const AttentionSpec&, const AttentionInputs<T>&,          \
+                                     const ParamSet<T>&, const AttentionOutputs<T>&);          \
+  template void attention_backward<T>(const AttentionSpec&, const AttentionInputs<T>&,         \
+                                      const ParamSet<T>&, const AttentionOutputs<T>&,          \
+                                      const View4<const T>&, AttentionGrads<T>&);
+LCR_INSTANTIATE(float)
+LCR_INSTANTIATE(double)
+#undef LCR_INSTANTIATE
+
+}  // namespace lcr

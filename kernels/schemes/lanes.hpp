@@ -1,0 +1,20 @@
+#pragma once
+// The contract of a dot-product scheme's "lanes": a map from the caller's (q, k) to the
+// (q', k') the plain SDPA kernel consumes, and its backward. Implemented by rope/, goat/,
+// pope/; NoPE, ALiBi and FoX use q' = q, k' = k.
+#include "core/tensor.hpp"
+#include "kernels/attention/params.hpp"
+#include "kernels/attention/spec.hpp"
+
+namespace lcr {
+
+template <class T>
+struct LaneArgs {
+  const AttentionSpec* spec = nullptr;
+  const ParamSet<T>* params = nullptr;
+  View4<const T> q;  // [B, Lq, H, dq]   (after QK-RMSNorm when enabled)
+  View4<const T> k;  // [B, Lk, Hkv, dq]
+  int64_t q_pos0 = 0, k_pos0 = 0;
+};
+
+}  // namespace lcr
