@@ -1,6 +1,7 @@
 // Test main: Kokkos lives for the whole test binary.
-#include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);

@@ -85,18 +85,18 @@ View1<T> alibi_slopes(int heads) {
   return s;
 }
 
-// Everything the forward and the backward both recompute: normalised q/k and lanes.
-template <class T>
-struct Prepared {
-  View4<const T> qn, kn;  // after QK-RMSNorm (or q, k)
-  Lanes<T> lanes;
-  SdpaArgs<T> sdpa;
-};
+template <class V>
+void expect_shape(const char* name, const V& v, std::vector<int64_t> want) {
+  require(shape_of(v) == want, name, " has shape ", shape_string(shape_of(v)), ", expected ",
+          shape_string(want));
+}
+
+}  // namespace
 
 template <class T>
-Prepared<T> prepare(const AttentionSpec& spec, const AttentionInputs<T>& in,
-                    const ParamSet<T>& params) {
-  Prepared<T> p;
+PreparedAttention<T> prepare_attention(const AttentionSpec& spec, const AttentionInputs<T>& in,
+                                       const ParamSet<T>& params) {
+  PreparedAttention<T> p;
   p.qn = in.q;
   p.kn = in.k;
   if (spec.numerics.qk_norm) {
@@ -109,13 +109,13 @@ Prepared<T> prepare(const AttentionSpec& spec, const AttentionInputs<T>& in,
     p.kn = kn;
   }
   LaneArgs<T> la{&spec, &params, p.qn, p.kn, in.q_pos0, in.k_pos0};
-  p.lanes = build_lanes(spec, la);
-  p.sdpa.q = p.lanes.q2;
-  p.sdpa.k = p.lanes.k2;
+  const Lanes<T> lanes = build_lanes(spec, la);
+  p.sdpa.q = lanes.q2;
+  p.sdpa.k = lanes.k2;
   p.sdpa.v = in.v;
   p.sdpa.q_pos0 = in.q_pos0;
   p.sdpa.k_pos0 = in.k_pos0;
-  p.sdpa.scale = T(p.lanes.scale);
+  p.sdpa.scale = T(lanes.scale);
   p.sdpa.softcap = T(spec.numerics.softcap);
   if (spec.scheme == Scheme::ALiBi) p.sdpa.alibi_slopes = alibi_slopes<T>(spec.heads);
   if (uses_fox(spec.scheme)) {
@@ -125,13 +125,25 @@ Prepared<T> prepare(const AttentionSpec& spec, const AttentionInputs<T>& in,
   return p;
 }
 
-template <class V>
-void expect_shape(const char* name, const V& v, std::vector<int64_t> want) {
-  require(shape_of(v) == want, name, " has shape ", shape_string(shape_of(v)), ", expected ",
-          shape_string(want));
+template <class T>
+void prepared_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
+                       const ParamSet<T>& params, const PreparedAttention<T>& p,
+                       const View4<const T>& dq2, const View4<const T>& dk2, const View4<T>& dq,
+                       const View4<T>& dk, ParamSet<T>& dparams) {
+  LaneArgs<T> la{&spec, &params, p.qn, p.kn, in.q_pos0, in.k_pos0};
+  if (!spec.numerics.qk_norm) {
+    lanes_backward<T>(spec, la, dq2, dk2, dq, dk, dparams);
+    return;
+  }
+  View4<T> dqn("lcr::dq_normed", in.q.extent(0), in.q.extent(1), in.q.extent(2), in.q.extent(3));
+  View4<T> dkn("lcr::dk_normed", in.k.extent(0), in.k.extent(1), in.k.extent(2), in.k.extent(3));
+  lanes_backward<T>(spec, la, dq2, dk2, dqn, dkn, dparams);
+  const T eps = T(spec.numerics.qk_norm_eps);
+  rms_norm_heads_backward<T>(in.q, params.v1("qk_norm.q_gain"), eps, dqn, dq,
+                             dparams.v1("qk_norm.q_gain"));
+  rms_norm_heads_backward<T>(in.k, params.v1("qk_norm.k_gain"), eps, dkn, dk,
+                             dparams.v1("qk_norm.k_gain"));
 }
-
-}  // namespace
 
 template <class T>
 void check_inputs(const AttentionSpec& spec, const AttentionInputs<T>& in,
@@ -150,8 +162,10 @@ void check_inputs(const AttentionSpec& spec, const AttentionInputs<T>& in,
     expect_shape("fox_cq", in.fox_cq, {B, Lq, spec.heads});
     expect_shape("fox_ck", in.fox_ck, {B, Lk, spec.heads});
   } else {
-    require(in.fox_cq.extent(0) == 0 && in.fox_ck.extent(0) == 0, "FoX gates were given but the "
-            "scheme is '", scheme_name(spec.scheme), "'; use scheme 'fox' or drop the gates");
+    require(in.fox_cq.extent(0) == 0 && in.fox_ck.extent(0) == 0,
+            "FoX gates were given but the "
+            "scheme is '",
+            scheme_name(spec.scheme), "'; use scheme 'fox' or drop the gates");
   }
   const auto want = attention_param_layout(spec);
   require(params.layout.total() == want.total() && params.data.extent(0) == size_t(want.total()),
@@ -185,10 +199,10 @@ template <class T>
 void attention_forward(const AttentionSpec& spec, const AttentionInputs<T>& in,
                        const ParamSet<T>& params, const AttentionOutputs<T>& out) {
   check_inputs(spec, in, params);
-  expect_shape("o", out.o, {int64_t(in.q.extent(0)), int64_t(in.q.extent(1)), spec.heads,
-                            spec.v_dim()});
+  expect_shape("o", out.o,
+               {int64_t(in.q.extent(0)), int64_t(in.q.extent(1)), spec.heads, spec.v_dim()});
   expect_shape("lse", out.lse, {int64_t(in.q.extent(0)), spec.heads, int64_t(in.q.extent(1))});
-  const Prepared<T> p = prepare(spec, in, params);
+  const PreparedAttention<T> p = prepare_attention(spec, in, params);
   sdpa_forward(p.sdpa, out.o, out.lse);
   if (spec.numerics.sink) sdpa_apply_sink<T>(params.v1("sink"), out.o, out.lse);
 }
@@ -199,44 +213,37 @@ void attention_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
                         const View4<const T>& dout, AttentionGrads<T>& g) {
   check_inputs(spec, in, params);
   expect_shape("dout", dout, shape_of(out.o));
-  const Prepared<T> p = prepare(spec, in, params);
+  const PreparedAttention<T> p = prepare_attention(spec, in, params);
   const int B = in.q.extent(0), Lq = in.q.extent(1), H = spec.heads;
   Kokkos::deep_copy(g.dparams.data, T(0));
 
   View3<T> delta("lcr::delta", B, H, Lq);
   sdpa_row_delta<T>(out.o, dout, delta);
-  View4<T> dq2("lcr::dq_lanes", p.lanes.q2.extent(0), p.lanes.q2.extent(1), p.lanes.q2.extent(2),
-               p.lanes.q2.extent(3));
-  View4<T> dk2("lcr::dk_lanes", p.lanes.k2.extent(0), p.lanes.k2.extent(1), p.lanes.k2.extent(2),
-               p.lanes.k2.extent(3));
+  View4<T> dq2("lcr::dq_lanes", p.sdpa.q.extent(0), p.sdpa.q.extent(1), p.sdpa.q.extent(2),
+               p.sdpa.q.extent(3));
+  View4<T> dk2("lcr::dk_lanes", p.sdpa.k.extent(0), p.sdpa.k.extent(1), p.sdpa.k.extent(2),
+               p.sdpa.k.extent(3));
   sdpa_backward<T>(p.sdpa, out.lse, delta, dout, dq2, dk2, g.dv, g.dfox_cq, g.dfox_ck);
   if (spec.numerics.sink)
     sdpa_sink_backward<T>(params.v1("sink"), out.lse, delta, g.dparams.v1("sink"));
-
-  LaneArgs<T> la{&spec, &params, p.qn, p.kn, in.q_pos0, in.k_pos0};
-  if (!spec.numerics.qk_norm) {
-    lanes_backward<T>(spec, la, dq2, dk2, g.dq, g.dk, g.dparams);
-    return;
-  }
-  View4<T> dqn("lcr::dq_normed", in.q.extent(0), in.q.extent(1), in.q.extent(2), in.q.extent(3));
-  View4<T> dkn("lcr::dk_normed", in.k.extent(0), in.k.extent(1), in.k.extent(2), in.k.extent(3));
-  lanes_backward<T>(spec, la, dq2, dk2, dqn, dkn, g.dparams);
-  const T eps = T(spec.numerics.qk_norm_eps);
-  rms_norm_heads_backward<T>(in.q, params.v1("qk_norm.q_gain"), eps, dqn, g.dq,
-                             g.dparams.v1("qk_norm.q_gain"));
-  rms_norm_heads_backward<T>(in.k, params.v1("qk_norm.k_gain"), eps, dkn, g.dk,
-                             g.dparams.v1("qk_norm.k_gain"));
+  prepared_backward<T>(spec, in, params, p, dq2, dk2, g.dq, g.dk, g.dparams);
 }
 
-#define LCR_INSTANTIATE(T)                                                                     \
-  template void check_inputs<T>(const AttentionSpec&, const AttentionInputs<T>&,               \
-                                const ParamSet<T>&);                                           \
+#define LCR_INSTANTIATE(T)                                                                       \
+  template PreparedAttention<T> prepare_attention<T>(                                            \
+      const AttentionSpec&, const AttentionInputs<T>&, const ParamSet<T>&);                      \
+  template void prepared_backward<T>(const AttentionSpec&, const AttentionInputs<T>&,            \
+                                     const ParamSet<T>&, const PreparedAttention<T>&,            \
+                                     const View4<const T>&, const View4<const T>&,               \
+                                     const View4<T>&, const View4<T>&, ParamSet<T>&);            \
+  template void check_inputs<T>(const AttentionSpec&, const AttentionInputs<T>&,                 \
+                                const ParamSet<T>&);                                             \
   template AttentionOutputs<T> make_outputs<T>(const AttentionSpec&, const AttentionInputs<T>&); \
-  template AttentionGrads<T> make_grads<T>(const AttentionSpec&, const AttentionInputs<T>&);   \
-  template void attention_forward<T>(const AttentionSpec&, const AttentionInputs<T>&,          \
-                                     const ParamSet<T>&, const AttentionOutputs<T>&);          \
-  template void attention_backward<T>(const AttentionSpec&, const AttentionInputs<T>&,         \
-                                      const ParamSet<T>&, const AttentionOutputs<T>&,          \
+  template AttentionGrads<T> make_grads<T>(const AttentionSpec&, const AttentionInputs<T>&);     \
+  template void attention_forward<T>(const AttentionSpec&, const AttentionInputs<T>&,            \
+                                     const ParamSet<T>&, const AttentionOutputs<T>&);            \
+  template void attention_backward<T>(const AttentionSpec&, const AttentionInputs<T>&,           \
+                                      const ParamSet<T>&, const AttentionOutputs<T>&,            \
                                       const View4<const T>&, AttentionGrads<T>&);
 LCR_INSTANTIATE(float)
 LCR_INSTANTIATE(double)

@@ -8,6 +8,7 @@
 //   real/imag parts) --> sdpa (scale, ALiBi slope, FoX bias lanes, softcap) --> sink.
 // The backward runs the same stages in reverse, recomputing the cheap O(L d) stages.
 #include "core/tensor.hpp"
+#include "kernels/attention/kokkos/sdpa.hpp"
 #include "kernels/attention/params.hpp"
 #include "kernels/attention/spec.hpp"
 
@@ -15,9 +16,9 @@ namespace lcr {
 
 template <class T>
 struct AttentionInputs {
-  View4<const T> q;  // [B, Lq, H, input_qk_dim(spec)]
-  View4<const T> k;  // [B, Lk, Hkv, input_qk_dim(spec)]
-  View4<const T> v;  // [B, Lk, Hkv, v_dim]
+  View4<const T> q;    // [B, Lq, H, input_qk_dim(spec)]
+  View4<const T> k;    // [B, Lk, Hkv, input_qk_dim(spec)]
+  View4<const T> v;    // [B, Lk, Hkv, v_dim]
   int64_t q_pos0 = 0;  // global position of query row 0
   int64_t k_pos0 = 0;  // global position of key row 0
   // FoX / PaTH-FoX: cumulative log forget gates at GLOBAL positions,
@@ -34,8 +35,8 @@ struct AttentionOutputs {
 
 template <class T>
 struct AttentionGrads {
-  View4<T> dq, dk, dv;   // shapes of q, k, v
-  ParamSet<T> dparams;   // same layout as the parameters
+  View4<T> dq, dk, dv;        // shapes of q, k, v
+  ParamSet<T> dparams;        // same layout as the parameters
   View3<T> dfox_cq, dfox_ck;  // FoX only
 };
 
@@ -59,5 +60,27 @@ template <class T>
 void attention_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
                         const ParamSet<T>& params, const AttentionOutputs<T>& out,
                         const View4<const T>& dout, AttentionGrads<T>& grads);
+
+// The kernel-level form of a dot-product attention call: what the context-parallel ring
+// and other kernel implementations consume. prepare_attention runs QK-RMSNorm and the
+// scheme's lanes (with the GLOBAL positions in `in`) and fills the SDPA arguments;
+// prepared_backward maps lane gradients dq2 [like sdpa.q], dk2 [like sdpa.k] back to
+// dq, dk (overwritten) and ADDS lane/QK-norm parameter gradients into dparams. The sink
+// is not part of it (apply it once, after all key blocks are merged).
+template <class T>
+struct PreparedAttention {
+  View4<const T> qn, kn;  // q, k after QK-RMSNorm (or q, k themselves)
+  SdpaArgs<T> sdpa;       // q', k', v, positions, scale, ALiBi, FoX lanes, softcap
+};
+
+template <class T>
+PreparedAttention<T> prepare_attention(const AttentionSpec& spec, const AttentionInputs<T>& in,
+                                       const ParamSet<T>& params);
+
+template <class T>
+void prepared_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
+                       const ParamSet<T>& params, const PreparedAttention<T>& p,
+                       const View4<const T>& dq2, const View4<const T>& dk2, const View4<T>& dq,
+                       const View4<T>& dk, ParamSet<T>& dparams);
 
 }  // namespace lcr

@@ -79,10 +79,10 @@ struct ParamSet {
  private:
   const ParamEntry& check(const std::string& n, size_t rank) const {
     const auto& e = layout.at(n);
-    require(e.shape.size() == rank, "parameter '", n, "' has rank ", e.shape.size(), ", not ", rank);
+    require(e.shape.size() == rank, "parameter '", n, "' has rank ", e.shape.size(), ", not ",
+            rank);
     return e;
   }
 };
-
 
 }  // namespace lcr

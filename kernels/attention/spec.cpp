@@ -14,9 +14,9 @@ struct NamedScheme {
   Scheme scheme;
 };
 constexpr NamedScheme kSchemes[] = {
-    {"nope", Scheme::NoPE},   {"rope", Scheme::RoPE}, {"alibi", Scheme::ALiBi},
-    {"goat", Scheme::GOAT},   {"goat2d", Scheme::GOAT2D}, {"pope", Scheme::PoPE},
-    {"fox", Scheme::FoX},     {"path", Scheme::PaTH}, {"path_fox", Scheme::PaTHFoX},
+    {"nope", Scheme::NoPE}, {"rope", Scheme::RoPE},     {"alibi", Scheme::ALiBi},
+    {"goat", Scheme::GOAT}, {"goat2d", Scheme::GOAT2D}, {"pope", Scheme::PoPE},
+    {"fox", Scheme::FoX},   {"path", Scheme::PaTH},     {"path_fox", Scheme::PaTHFoX},
 };
 }  // namespace
 

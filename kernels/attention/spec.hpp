@@ -23,22 +23,22 @@ enum class RopePairing { Interleaved, HalfSplit };  // (2m, 2m+1) vs (m, m + r/2
 
 struct RopeOptions {
   RopePairing pairing = RopePairing::HalfSplit;
-  int rotary_dim = 0;         // first r dims rotated (partial RoPE); 0 = the whole head
-  double base = 10000.0;      // angle = pos * base^(-2m/r)
-  double yarn_factor = 1.0;   // YaRN scale s = L'/L; 1 disables YaRN
+  int rotary_dim = 0;            // first r dims rotated (partial RoPE); 0 = the whole head
+  double base = 10000.0;         // angle = pos * base^(-2m/r)
+  double yarn_factor = 1.0;      // YaRN scale s = L'/L; 1 disables YaRN
   int yarn_original_len = 4096;  // N, the training context the frequencies were fitted to
   double yarn_beta_fast = 32.0;  // ramp upper edge (r > beta: no interpolation)
   double yarn_beta_slow = 1.0;   // ramp lower edge (r < alpha: interpolate only)
 };
 
 struct GoatOptions {
-  int modes = 4;               // R Fourier modes; d_p = 2R + 2, d_c = head_dim - d_p > 0
-  double base = 10000.0;       // B in w_r = B^(-(r-1)/max(R-1,1))
-  int mlp_hidden = 16;         // width of g_h's hidden SiLU layer
-  int feature_freqs = 4;       // sin/cos pairs in phi(j)
-  int64_t train_len = 1024;    // L_train in phi(j)
-  int grid_width = 0;          // GOAT2D: position p sits at (y, x) = (p / W, p % W)
-  int y_modes = 0;             // GOAT2D: modes on the y axis (rest on x); 0 = R / 2
+  int modes = 4;             // R Fourier modes; d_p = 2R + 2, d_c = head_dim - d_p > 0
+  double base = 10000.0;     // B in w_r = B^(-(r-1)/max(R-1,1))
+  int mlp_hidden = 16;       // width of g_h's hidden SiLU layer
+  int feature_freqs = 4;     // sin/cos pairs in phi(j)
+  int64_t train_len = 1024;  // L_train in phi(j)
+  int grid_width = 0;        // GOAT2D: position p sits at (y, x) = (p / W, p % W)
+  int y_modes = 0;           // GOAT2D: modes on the y axis (rest on x); 0 = R / 2
 };
 
 struct PopeOptions {
@@ -46,19 +46,19 @@ struct PopeOptions {
 };
 
 struct NumericsOptions {
-  bool qk_norm = false;     // per-head RMSNorm of q and k (gain [dq] shared by heads),
-                            // applied before the position scheme
+  bool qk_norm = false;  // per-head RMSNorm of q and k (gain [dq] shared by heads),
+                         // applied before the position scheme
   double qk_norm_eps = 1e-6;
-  double softcap = 0.0;     // logit <- c tanh(logit / c); 0 disables
-  bool sink = false;        // learned per-head logit s_h added to the softmax denominator
+  double softcap = 0.0;  // logit <- c tanh(logit / c); 0 disables
+  bool sink = false;     // learned per-head logit s_h added to the softmax denominator
 };
 
 struct AttentionSpec {
   Scheme scheme = Scheme::NoPE;
-  int heads = 1;       // H, query heads
-  int kv_heads = 1;    // Hkv, divides H
-  int head_dim = 64;   // d_h: the kernel's head width (GOAT: d_c + d_p; PoPE: d)
-  int value_dim = 0;   // dv; 0 = head_dim
+  int heads = 1;      // H, query heads
+  int kv_heads = 1;   // Hkv, divides H
+  int head_dim = 64;  // d_h: the kernel's head width (GOAT: d_c + d_p; PoPE: d)
+  int value_dim = 0;  // dv; 0 = head_dim
   RopeOptions rope;
   GoatOptions goat;
   PopeOptions pope;

@@ -47,8 +47,10 @@ bool is_fox(const Problem& p) {
 
 template <class S>
 S lift(double x, double t) {
-  if constexpr (std::is_same_v<S, ref::Dual>) return ref::Dual(x, t);
-  else return x + 0 * t;
+  if constexpr (std::is_same_v<S, ref::Dual>)
+    return ref::Dual(x, t);
+  else
+    return x + 0 * t;
 }
 
 // Converts the float64 problem to reference inputs of scalar S; the input named `name`

@@ -34,8 +34,7 @@ std::vector<NamedCase> cases() {
   return all;
 }
 
-INSTANTIATE_TEST_SUITE_P(DotProduct, AttentionSchemeTest, ::testing::ValuesIn(cases()),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(DotProduct, AttentionSchemeTest, ::testing::ValuesIn(cases()), case_name);
 
 }  // namespace
 }  // namespace lcr::test

@@ -14,8 +14,8 @@ template <class T>
 using Scratch2 = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace::scratch_memory_space,
                               Kokkos::MemoryUnmanaged>;
 template <class T>
-using Scratch1 = Kokkos::View<T*, Kokkos::LayoutRight, ExecSpace::scratch_memory_space,
-                              Kokkos::MemoryUnmanaged>;
+using Scratch1 =
+    Kokkos::View<T*, Kokkos::LayoutRight, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
 constexpr int kTileQ = 32;  // query rows per team
 constexpr int kTileK = 64;  // key rows per scratch tile
@@ -309,20 +309,20 @@ void check_sdpa_args(const SdpaArgs<T>& a) {
   require(a.k.extent(0) == B && a.v.extent(0) == B, "q, k, v batch sizes differ: q ",
           shape_string(shape_of(a.q)), ", k ", shape_string(shape_of(a.k)), ", v ",
           shape_string(shape_of(a.v)));
-  require(a.k.extent(3) == D, "q and k head widths differ: q ", shape_string(shape_of(a.q)),
-          ", k ", shape_string(shape_of(a.k)));
+  require(a.k.extent(3) == D, "q and k head widths differ: q ", shape_string(shape_of(a.q)), ", k ",
+          shape_string(shape_of(a.k)));
   require(a.v.extent(1) == Lk && a.v.extent(2) == Hkv, "k and v shapes disagree: k ",
           shape_string(shape_of(a.k)), ", v ", shape_string(shape_of(a.v)));
-  require(Hkv > 0 && H % Hkv == 0, "query heads (", H, ") must be a multiple of KV heads (",
-          Hkv, ")");
+  require(Hkv > 0 && H % Hkv == 0, "query heads (", H, ") must be a multiple of KV heads (", Hkv,
+          ")");
   require(a.alibi_slopes.extent(0) == 0 || a.alibi_slopes.extent(0) == H,
           "alibi_slopes must have one slope per query head (", H, ")");
   require((a.bias_q.extent(0) == 0) == (a.bias_k.extent(0) == 0),
           "bias_q and bias_k must be given together");
   if (a.bias_q.extent(0) > 0)
     require(a.bias_q.extent(0) == B && a.bias_q.extent(1) == a.q.extent(1) &&
-                a.bias_q.extent(2) == H && a.bias_k.extent(0) == B &&
-                a.bias_k.extent(1) == Lk && a.bias_k.extent(2) == H,
+                a.bias_q.extent(2) == H && a.bias_k.extent(0) == B && a.bias_k.extent(1) == Lk &&
+                a.bias_k.extent(2) == H,
             "bias lanes must be [B, Lq, H] and [B, Lk, H]");
   require(a.q_pos0 >= 0 && a.k_pos0 >= 0, "positions must be non-negative");
 }
@@ -338,7 +338,17 @@ void sdpa_forward(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse) 
   if (B == 0 || Lq == 0 || H == 0) return;
   const int nqt = ceil_div(Lq, kTileQ);
   const size_t bytes = Forward<T>::scratch_bytes(D, Dv);
-  Forward<T> f{a, o, lse, H, Hkv, Lq, Lk, D, Dv, nqt, scratch_level(bytes),
+  Forward<T> f{a,
+               o,
+               lse,
+               H,
+               Hkv,
+               Lq,
+               Lk,
+               D,
+               Dv,
+               nqt,
+               scratch_level(bytes),
                -std::numeric_limits<T>::infinity()};
   launch(f, B * H * nqt, bytes);
 }
@@ -347,7 +357,8 @@ template <class T>
 void sdpa_row_delta(const View4<const T>& o, const View4<const T>& dout, const View3<T>& delta) {
   const int B = o.extent(0), L = o.extent(1), H = o.extent(2), Dv = o.extent(3);
   Kokkos::parallel_for(
-      "lcr::sdpa_row_delta", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, H, L}),
+      "lcr::sdpa_row_delta",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, H, L}),
       KOKKOS_LAMBDA(int b, int h, int i) {
         T s = T(0);
         for (int d = 0; d < Dv; ++d) s += o(b, i, h, d) * dout(b, i, h, d);
@@ -368,15 +379,16 @@ void sdpa_backward(const SdpaArgs<T>& a, const View3<const T>& lse, const View3<
   if (Lk > 0) {
     const int nkt = ceil_div(Lk, kTileK);
     const size_t bytes = BackwardKV<T>::scratch_bytes(D, Dv);
-    BackwardKV<T> f{a, lse, delta, dout, dk, dv, dbias_k, H, Hkv, Lq, Lk, D, Dv, nkt,
-                    scratch_level(bytes), ninf};
+    BackwardKV<T> f{
+        a,   lse, delta, dout, dk, dv, dbias_k, H, Hkv, Lq, Lk, D, Dv, nkt, scratch_level(bytes),
+        ninf};
     launch(f, B * Hkv * nkt, bytes);
   }
   if (Lq > 0) {
     const int nqt = ceil_div(Lq, kTileQ);
     const size_t bytes = BackwardQ<T>::scratch_bytes(D, Dv);
-    BackwardQ<T> f{a, lse, delta, dout, dq, dbias_q, H, Hkv, Lq, Lk, D, Dv, nqt,
-                   scratch_level(bytes), ninf};
+    BackwardQ<T> f{
+        a, lse, delta, dout, dq, dbias_q, H, Hkv, Lq, Lk, D, Dv, nqt, scratch_level(bytes), ninf};
     launch(f, B * H * nqt, bytes);
   }
 }
@@ -386,7 +398,8 @@ void sdpa_apply_sink(const View1<const T>& sink, const View4<T>& o, const View3<
   const int B = o.extent(0), L = o.extent(1), H = o.extent(2), Dv = o.extent(3);
   const T ninf = -std::numeric_limits<T>::infinity();
   Kokkos::parallel_for(
-      "lcr::sdpa_apply_sink", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, H, L}),
+      "lcr::sdpa_apply_sink",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, H, L}),
       KOKKOS_LAMBDA(int b, int h, int i) {
         const T old = lse(b, h, i), s = sink(h);
         const T mx = old > s ? old : s;
@@ -410,17 +423,15 @@ void sdpa_sink_backward(const View1<const T>& sink, const View3<const T>& lse,
       });
 }
 
-#define LCR_INSTANTIATE(T)                                                                     \
-  template void check_sdpa_args<T>(const SdpaArgs<T>&);                                        \
-  template void sdpa_forward<T>(const SdpaArgs<T>&, const View4<T>&, const View3<T>&);         \
-  template void sdpa_row_delta<T>(const View4<const T>&, const View4<const T>&,                \
-                                  const View3<T>&);                                            \
-  template void sdpa_backward<T>(const SdpaArgs<T>&, const View3<const T>&,                    \
-                                 const View3<const T>&, const View4<const T>&,                 \
-                                 const View4<T>&, const View4<T>&, const View4<T>&,            \
-                                 const View3<T>&, const View3<T>&);                            \
-  template void sdpa_apply_sink<T>(const View1<const T>&, const View4<T>&, const View3<T>&);   \
-  template void sdpa_sink_backward<T>(const View1<const T>&, const View3<const T>&,            \
+#define LCR_INSTANTIATE(T)                                                                         \
+  template void check_sdpa_args<T>(const SdpaArgs<T>&);                                            \
+  template void sdpa_forward<T>(const SdpaArgs<T>&, const View4<T>&, const View3<T>&);             \
+  template void sdpa_row_delta<T>(const View4<const T>&, const View4<const T>&, const View3<T>&);  \
+  template void sdpa_backward<T>(const SdpaArgs<T>&, const View3<const T>&, const View3<const T>&, \
+                                 const View4<const T>&, const View4<T>&, const View4<T>&,          \
+                                 const View4<T>&, const View3<T>&, const View3<T>&);               \
+  template void sdpa_apply_sink<T>(const View1<const T>&, const View4<T>&, const View3<T>&);       \
+  template void sdpa_sink_backward<T>(const View1<const T>&, const View3<const T>&,                \
                                       const View3<const T>&, const View1<T>&);
 LCR_INSTANTIATE(float)
 LCR_INSTANTIATE(double)

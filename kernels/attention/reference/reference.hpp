@@ -46,8 +46,8 @@ std::vector<T> rms_normed(const T* x, int d, const PView1<T, HostSpace>& gain, d
 
 // Pre-softcap logit of (query row i of head h, key row j) for every scheme.
 template <class T>
-T reference_logit(const AttentionSpec& spec, const RefInputs<T>& in, const T* q, const T* k,
-                  int b, int h, int i, int j) {
+T reference_logit(const AttentionSpec& spec, const RefInputs<T>& in, const T* q, const T* k, int b,
+                  int h, int i, int j) {
   const int hk = h / spec.group();
   const int64_t pi = in.q_pos0 + i, pj = in.k_pos0 + j;
   const int d = input_qk_dim(spec);
@@ -71,7 +71,8 @@ T reference_logit(const AttentionSpec& spec, const RefInputs<T>& in, const T* q,
     case Scheme::PoPE:
       return pope_reference_logit(spec, in.params, q, k, hk, pi, pj);
     default:
-      throw_error("reference_logit: scheme '", scheme_name(spec.scheme), "' has no dot-product "
+      throw_error("reference_logit: scheme '", scheme_name(spec.scheme),
+                  "' has no dot-product "
                   "reference (PaTH has its own)");
   }
 }
@@ -90,8 +91,9 @@ RefOutputs<T> reference_forward(const AttentionSpec& spec, const RefInputs<T>& i
       std::vector<std::vector<T>> keys(Lk);
       for (int j = 0; j < Lk; ++j) {
         const T* kr = &in.k(b, j, hk, 0);
-        keys[j] = norm ? rms_normed(kr, d, in.params.v1("qk_norm.k_gain"), spec.numerics.qk_norm_eps)
-                       : std::vector<T>(kr, kr + d);
+        keys[j] = norm
+                      ? rms_normed(kr, d, in.params.v1("qk_norm.k_gain"), spec.numerics.qk_norm_eps)
+                      : std::vector<T>(kr, kr + d);
       }
       for (int i = 0; i < Lq; ++i) {
         const T* qr = &in.q(b, i, h, 0);

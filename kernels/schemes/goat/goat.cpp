@@ -1,5 +1,6 @@
 // TEMPORARY: replaced by the GOAT implementation in this session.
 #include "kernels/schemes/goat/goat.hpp"
+
 #include "core/error.hpp"
 namespace lcr::goat {
 void validate(const AttentionSpec&) { throw_error("goat not implemented yet"); }
@@ -11,8 +12,14 @@ void lanes_forward(const LaneArgs<T>&, const View4<T>&, const View4<T>&) {}
 template <class T>
 void lanes_backward(const LaneArgs<T>&, const View4<const T>&, const View4<const T>&,
                     const View4<T>&, const View4<T>&, ParamSet<T>&) {}
-template void lanes_forward<float>(const LaneArgs<float>&, const View4<float>&, const View4<float>&);
-template void lanes_forward<double>(const LaneArgs<double>&, const View4<double>&, const View4<double>&);
-template void lanes_backward<float>(const LaneArgs<float>&, const View4<const float>&, const View4<const float>&, const View4<float>&, const View4<float>&, ParamSet<float>&);
-template void lanes_backward<double>(const LaneArgs<double>&, const View4<const double>&, const View4<const double>&, const View4<double>&, const View4<double>&, ParamSet<double>&);
-}
+template void lanes_forward<float>(const LaneArgs<float>&, const View4<float>&,
+                                   const View4<float>&);
+template void lanes_forward<double>(const LaneArgs<double>&, const View4<double>&,
+                                    const View4<double>&);
+template void lanes_backward<float>(const LaneArgs<float>&, const View4<const float>&,
+                                    const View4<const float>&, const View4<float>&,
+                                    const View4<float>&, ParamSet<float>&);
+template void lanes_backward<double>(const LaneArgs<double>&, const View4<const double>&,
+                                     const View4<const double>&, const View4<double>&,
+                                     const View4<double>&, ParamSet<double>&);
+}  // namespace lcr::goat

@@ -13,7 +13,6 @@ void rms_norm_heads_forward(const View4<const T>& x, const View1<const T>& gain,
 // dx overwritten; dgain ADDED (reduced over B, L, H).
 template <class T>
 void rms_norm_heads_backward(const View4<const T>& x, const View1<const T>& gain, T eps,
-                             const View4<const T>& dy, const View4<T>& dx,
-                             const View1<T>& dgain);
+                             const View4<const T>& dy, const View4<T>& dx, const View1<T>& dgain);
 
 }  // namespace lcr

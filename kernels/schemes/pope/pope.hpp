@@ -4,10 +4,10 @@
 
 namespace lcr::pope {
 
-void validate(const AttentionSpec& spec);       // throws Error naming the bad option
+void validate(const AttentionSpec& spec);  // throws Error naming the bad option
 void add_params(const AttentionSpec& spec, ParamLayout& layout);
-int lanes_width(const AttentionSpec& spec);     // width of q', k'
-double sdpa_scale(const AttentionSpec& spec);   // scale the SDPA kernel applies
+int lanes_width(const AttentionSpec& spec);    // width of q', k'
+double sdpa_scale(const AttentionSpec& spec);  // scale the SDPA kernel applies
 
 template <class T>
 void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2);
