@@ -1,17 +1,354 @@
-// TEMPORARY: replaced by the GOAT implementation in this session.
+// GOAT options, parameters, geometry and the Kokkos lanes (forward and backward).
+// The math and the lane layout are in goat.hpp.
 #include "kernels/schemes/goat/goat.hpp"
 
+#include <cmath>
+
 #include "core/error.hpp"
+#include "kernels/attention/kokkos/math.hpp"
+
 namespace lcr::goat {
-void validate(const AttentionSpec&) { throw_error("goat not implemented yet"); }
-void add_params(const AttentionSpec&, ParamLayout&) {}
+
+// ---------------------------------------------------------------- options, geometry
+
+void validate(const AttentionSpec& s) {
+  const auto& g = s.goat;
+  require(g.modes >= 1, "goat.modes must be >= 1 (number of Fourier modes R), got ", g.modes);
+  const int dp = 2 * g.modes + 2;
+  require(s.head_dim > dp, "GOAT needs head_dim > 2*modes + 2 (head_dim ", s.head_dim, ", modes ",
+          g.modes, " leave d_c = ", s.head_dim - dp,
+          " content dims); raise head_dim or lower goat.modes");
+  require(g.mlp_hidden >= 1, "goat.mlp_hidden must be >= 1 (width of the key-bias MLP), got ",
+          g.mlp_hidden);
+  require(g.feature_freqs >= 1,
+          "goat.feature_freqs must be >= 1 (sin/cos pairs in the key-bias features), got ",
+          g.feature_freqs);
+  require(g.train_len >= 1, "goat.train_len must be >= 1 (L_train in the key-bias features), got ",
+          g.train_len);
+  require(std::isfinite(g.base) && g.base > 1,
+          "goat.base must be a finite number > 1 (frequencies B^(-(r-1)/(R-1))), got ", g.base);
+  if (s.scheme != Scheme::GOAT2D) return;
+  require(g.grid_width >= 1,
+          "goat2d needs goat.grid_width >= 1 (position p sits at (p / W, p % W)), got ",
+          g.grid_width);
+  require(g.modes >= 2, "goat2d needs goat.modes >= 2 (at least one mode per axis), got ",
+          g.modes);
+  require(g.y_modes >= 0 && g.y_modes < g.modes, "goat.y_modes must be in [0, modes) = [0, ",
+          g.modes, ") (0 means modes/2; the rest go to the x axis), got ", g.y_modes);
+}
+
+int content_dim(const AttentionSpec& s) { return s.head_dim - (2 * s.goat.modes + 2); }
+int feature_count(const AttentionSpec& s) { return 2 * s.goat.feature_freqs + 2; }
 int lanes_width(const AttentionSpec& s) { return s.head_dim; }
-double sdpa_scale(const AttentionSpec&) { return 1.0; }
+double sdpa_scale(const AttentionSpec& s) { return 1.0 / std::sqrt(double(s.head_dim)); }
+
+int y_modes(const AttentionSpec& s) {
+  if (s.scheme != Scheme::GOAT2D) return 0;
+  return s.goat.y_modes > 0 ? s.goat.y_modes : s.goat.modes / 2;
+}
+
+Axis mode_axis(const AttentionSpec& s, int r) {
+  if (s.scheme != Scheme::GOAT2D) return Axis::Linear;
+  return r < y_modes(s) ? Axis::Y : Axis::X;
+}
+
+namespace {
+// B^(-n / max(N - 1, 1)) for the 0-based rung n of an N-rung ladder.
+double ladder(double base, int n, int N) { return std::pow(base, -double(n) / std::max(N - 1, 1)); }
+}  // namespace
+
+double mode_frequency(const AttentionSpec& s, int r) {
+  const int Ry = y_modes(s);
+  switch (mode_axis(s, r)) {
+    case Axis::Y:
+      return ladder(s.goat.base, r, Ry);
+    case Axis::X:
+      return ladder(s.goat.base, r - Ry, s.goat.modes - Ry);
+    default:
+      return ladder(s.goat.base, r, s.goat.modes);
+  }
+}
+
+double feature_frequency(const AttentionSpec& s, int m) {
+  return ladder(s.goat.base, m, s.goat.feature_freqs);
+}
+
+int64_t mode_coordinate(const AttentionSpec& s, int r, int64_t p) {
+  switch (mode_axis(s, r)) {
+    case Axis::Y:
+      return p / s.goat.grid_width;
+    case Axis::X:
+      return p % s.goat.grid_width;
+    default:
+      return p;
+  }
+}
+
+void add_params(const AttentionSpec& s, ParamLayout& l) {
+  const int64_t H = s.heads, Hkv = s.kv_heads, R = s.goat.modes, N = s.goat.mlp_hidden;
+  l.add("goat.alpha", {H, R});
+  l.add("goat.beta", {H, R});
+  l.add("goat.lambda", {Hkv});
+  l.add("goat.bump", {Hkv});
+  l.add("goat.mlp_w1", {Hkv, N, int64_t(feature_count(s))});
+  l.add("goat.mlp_b1", {Hkv, N});
+  l.add("goat.mlp_w2", {Hkv, N});
+}
+
+// ---------------------------------------------------------------- device tables
+
+namespace {
+
+// cos / sin of every mode's angle at positions pos0 .. pos0 + L - 1: [L, R, 2], double.
+// The angle w_r c_r(p) is formed in double so positions up to ~1e7 keep ~1e-9 rad.
+View3<double> mode_table(const AttentionSpec& s, int64_t pos0, int L) {
+  const int R = s.goat.modes;
+  View1<double> freq("lcr::goat_freq", R);
+  View1<int> axis("lcr::goat_axis", R);
+  auto hf = Kokkos::create_mirror_view(freq);
+  auto ha = Kokkos::create_mirror_view(axis);
+  for (int r = 0; r < R; ++r) {
+    hf(r) = mode_frequency(s, r);
+    ha(r) = int(mode_axis(s, r));
+  }
+  Kokkos::deep_copy(freq, hf);
+  Kokkos::deep_copy(axis, ha);
+  const int64_t W = std::max(s.goat.grid_width, 1);
+  View3<double> tab("lcr::goat_mode_table", L, R, 2);
+  Kokkos::parallel_for(
+      "lcr::goat_mode_table", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {L, R}),
+      KOKKOS_LAMBDA(int t, int r) {
+        const int64_t p = pos0 + t;
+        const int64_t c = axis(r) == 1 ? p / W : axis(r) == 2 ? p % W : p;
+        const double ang = freq(r) * double(c);
+        tab(t, r, 0) = kmath::cos(ang);
+        tab(t, r, 1) = kmath::sin(ang);
+      });
+  return tab;
+}
+
+// phi(p) at positions pos0 .. pos0 + L - 1: [L, 2F + 2], double.
+View2<double> feature_table(const AttentionSpec& s, int64_t pos0, int L) {
+  const int F = s.goat.feature_freqs, NF = feature_count(s);
+  View1<double> freq("lcr::goat_feature_freq", F);
+  auto hf = Kokkos::create_mirror_view(freq);
+  for (int m = 0; m < F; ++m) hf(m) = feature_frequency(s, m);
+  Kokkos::deep_copy(freq, hf);
+  const double inv_len = 1.0 / double(s.goat.train_len);
+  const double inv_log = 1.0 / std::log1p(double(s.goat.train_len));
+  View2<double> phi("lcr::goat_features", L, NF);
+  Kokkos::parallel_for(
+      "lcr::goat_features", Kokkos::RangePolicy<ExecSpace>(0, L), KOKKOS_LAMBDA(int t) {
+        const double p = double(pos0 + t);
+        for (int m = 0; m < F; ++m) {
+          phi(t, 2 * m) = kmath::sin(p * freq(m));
+          phi(t, 2 * m + 1) = kmath::cos(p * freq(m));
+        }
+        phi(t, 2 * F) = p * inv_len;
+        phi(t, 2 * F + 1) = kmath::log1p(p) * inv_log;
+      });
+  return phi;
+}
+
+// Parameter slices as device views (unmanaged aliases of the one buffer).
 template <class T>
-void lanes_forward(const LaneArgs<T>&, const View4<T>&, const View4<T>&) {}
+struct GoatParams {
+  PView2<T> alpha, beta;   // [H, R]
+  PView1<T> lambda, bump;  // [Hkv]
+  PView3<T> w1;            // [Hkv, hidden, NF]
+  PView2<T> b1, w2;        // [Hkv, hidden]
+  explicit GoatParams(const ParamSet<T>& p)
+      : alpha(p.v2("goat.alpha")),
+        beta(p.v2("goat.beta")),
+        lambda(p.v1("goat.lambda")),
+        bump(p.v1("goat.bump")),
+        w1(p.v3("goat.mlp_w1")),
+        b1(p.v2("goat.mlp_b1")),
+        w2(p.v2("goat.mlp_w2")) {}
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- forward
+
 template <class T>
-void lanes_backward(const LaneArgs<T>&, const View4<const T>&, const View4<const T>&,
-                    const View4<T>&, const View4<T>&, ParamSet<T>&) {}
+void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2) {
+  const AttentionSpec& s = *a.spec;
+  const int B = a.q.extent(0), Lq = a.q.extent(1), Lk = a.k.extent(1);
+  const int H = s.heads, Hkv = s.kv_heads, R = s.goat.modes, N = s.goat.mlp_hidden;
+  const int dc = content_dim(s), NF = feature_count(s);
+  const double dh = s.head_dim;
+  const T content_scale = T(std::sqrt(dh / dc)), lane_scale = T(std::sqrt(dh));
+  const GoatParams<T> P(*a.params);
+  const auto qtab = mode_table(s, a.q_pos0, Lq);
+  const auto ktab = mode_table(s, a.k_pos0, Lk);
+  const auto phi = feature_table(s, a.k_pos0, Lk);
+  const auto q = a.q, k = a.k;
+  const int64_t k_pos0 = a.k_pos0;
+
+  // q' = [sqrt(d_h/d_c) q_c, sqrt(d_h) q_rel, sqrt(d_h), 0]
+  Kokkos::parallel_for(
+      "lcr::goat_q_lanes", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lq, H}),
+      KOKKOS_LAMBDA(int b, int i, int h) {
+        for (int c = 0; c < dc; ++c) q2(b, i, h, c) = content_scale * q(b, i, h, c);
+        for (int r = 0; r < R; ++r) {
+          const double cs = qtab(i, r, 0), sn = qtab(i, r, 1);
+          const double al = double(P.alpha(h, r)), be = double(P.beta(h, r));
+          q2(b, i, h, dc + 2 * r) = T(double(lane_scale) * (al * cs + be * sn));
+          q2(b, i, h, dc + 2 * r + 1) = T(double(lane_scale) * (al * sn - be * cs));
+        }
+        q2(b, i, h, dc + 2 * R) = lane_scale;
+        q2(b, i, h, dc + 2 * R + 1) = T(0);
+      });
+
+  // u(j) per KV head, in double: lambda j + w2 . silu(W1 phi(j) + b1) + bump 1{j = 0}.
+  View2<double> u("lcr::goat_key_bias", Lk, Hkv);
+  Kokkos::parallel_for(
+      "lcr::goat_key_bias", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {Lk, Hkv}),
+      KOKKOS_LAMBDA(int j, int hk) {
+        const int64_t p = k_pos0 + j;
+        double g = 0;
+        for (int n = 0; n < N; ++n) {
+          double pre = double(P.b1(hk, n));
+          for (int m = 0; m < NF; ++m) pre += double(P.w1(hk, n, m)) * phi(j, m);
+          g += double(P.w2(hk, n)) * kmath::silu(pre);
+        }
+        u(j, hk) = double(P.lambda(hk)) * double(p) + g + (p == 0 ? double(P.bump(hk)) : 0.0);
+      });
+
+  // k' = [k_c, k_rel, u(j), 0]
+  Kokkos::parallel_for(
+      "lcr::goat_k_lanes",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lk, Hkv}),
+      KOKKOS_LAMBDA(int b, int j, int hk) {
+        for (int c = 0; c < dc; ++c) k2(b, j, hk, c) = k(b, j, hk, c);
+        for (int r = 0; r < R; ++r) {
+          k2(b, j, hk, dc + 2 * r) = T(ktab(j, r, 0));
+          k2(b, j, hk, dc + 2 * r + 1) = T(ktab(j, r, 1));
+        }
+        k2(b, j, hk, dc + 2 * R) = T(u(j, hk));
+        k2(b, j, hk, dc + 2 * R + 1) = T(0);
+      });
+}
+
+// ---------------------------------------------------------------- backward
+
+template <class T>
+void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4<const T>& dk2,
+                    const View4<T>& dq, const View4<T>& dk, ParamSet<T>& dparams) {
+  using Team = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = Team::member_type;
+  const AttentionSpec& s = *a.spec;
+  const int B = a.q.extent(0), Lq = a.q.extent(1), Lk = a.k.extent(1);
+  const int H = s.heads, Hkv = s.kv_heads, R = s.goat.modes, N = s.goat.mlp_hidden;
+  const int dc = content_dim(s), NF = feature_count(s);
+  const double dh = s.head_dim;
+  const T content_scale = T(std::sqrt(dh / dc));
+  const double lane_scale = std::sqrt(dh);
+  const GoatParams<T> P(*a.params);
+  const GoatParams<T> dP(dparams);
+  const int64_t k_pos0 = a.k_pos0;
+
+  // Content lanes: dq_c = sqrt(d_h/d_c) dq'_c, dk_c = dk'_c.
+  Kokkos::parallel_for(
+      "lcr::goat_dq_content",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lq, H}),
+      KOKKOS_LAMBDA(int b, int i, int h) {
+        for (int c = 0; c < dc; ++c) dq(b, i, h, c) = content_scale * dq2(b, i, h, c);
+      });
+  Kokkos::parallel_for(
+      "lcr::goat_dk_content",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lk, Hkv}),
+      KOKKOS_LAMBDA(int b, int j, int hk) {
+        for (int c = 0; c < dc; ++c) dk(b, j, hk, c) = dk2(b, j, hk, c);
+      });
+
+  // d alpha_hr = sqrt(d_h) sum_{b,i} (dq'_2r cos + dq'_2r+1 sin),
+  // d beta_hr  = sqrt(d_h) sum_{b,i} (dq'_2r sin - dq'_2r+1 cos): one team per element
+  // e = (h, r, which), summing over the B * Lq rows in double.
+  const auto qtab = mode_table(s, a.q_pos0, Lq);
+  Kokkos::parallel_for(
+      "lcr::goat_dalpha_dbeta", Team(H * R * 2, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
+        const int e = m.league_rank(), which = e % 2, r = (e / 2) % R, h = e / (2 * R);
+        double sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(m, B * Lq),
+            [&](int t, double& acc) {
+              const int b = t / Lq, i = t % Lq;
+              const double g0 = dq2(b, i, h, dc + 2 * r), g1 = dq2(b, i, h, dc + 2 * r + 1);
+              const double cs = qtab(i, r, 0), sn = qtab(i, r, 1);
+              acc += which == 0 ? g0 * cs + g1 * sn : g0 * sn - g1 * cs;
+            },
+            sum);
+        Kokkos::single(Kokkos::PerTeam(m), [&] {
+          if (which == 0)
+            dP.alpha(h, r) += T(lane_scale * sum);
+          else
+            dP.beta(h, r) += T(lane_scale * sum);
+        });
+      });
+
+  // du(j, hk) = sum_b dk'(b, j, hk, u lane): u does not depend on the batch row.
+  View2<double> du("lcr::goat_dkey_bias", Lk, Hkv);
+  Kokkos::parallel_for(
+      "lcr::goat_dkey_bias", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {Lk, Hkv}),
+      KOKKOS_LAMBDA(int j, int hk) {
+        double acc = 0;
+        for (int b = 0; b < B; ++b) acc += dk2(b, j, hk, dc + 2 * R);
+        du(j, hk) = acc;
+      });
+
+  // Key-bias parameters, one team per element, summing du(j) * d u(j)/d theta over keys.
+  // Per KV head the elements are [lambda, bump, then per hidden unit n: w2_n, b1_n,
+  // W1_n,0 .. W1_n,NF-1]. The hidden pre-activation is recomputed per key (NF flops)
+  // rather than stored ([Lk, Hkv, hidden] would dominate memory at long contexts).
+  const auto phi = feature_table(s, a.k_pos0, Lk);
+  const int per_head = 2 + N * (2 + NF);
+  Kokkos::parallel_for(
+      "lcr::goat_dkey_params", Team(Hkv * per_head, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
+        const int hk = m.league_rank() / per_head, e = m.league_rank() % per_head;
+        const int n = e < 2 ? 0 : (e - 2) / (2 + NF), kind = e < 2 ? e : 2 + (e - 2) % (2 + NF);
+        // kind: 0 lambda, 1 bump, 2 w2_n, 3 b1_n, 4 + c: W1_n,c
+        double sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(m, Lk),
+            [&](int j, double& acc) {
+              const int64_t p = k_pos0 + j;
+              if (kind == 0) {
+                acc += du(j, hk) * double(p);
+                return;
+              }
+              if (kind == 1) {
+                if (p == 0) acc += du(j, hk);
+                return;
+              }
+              double pre = double(P.b1(hk, n));
+              for (int c = 0; c < NF; ++c) pre += double(P.w1(hk, n, c)) * phi(j, c);
+              const double sg = kmath::sigmoid(pre);
+              if (kind == 2) {
+                acc += du(j, hk) * pre * sg;  // silu(pre)
+                return;
+              }
+              // silu'(x) = sigmoid(x) (1 + x (1 - sigmoid(x)))
+              const double back = du(j, hk) * double(P.w2(hk, n)) * sg * (1.0 + pre * (1.0 - sg));
+              acc += kind == 3 ? back : back * phi(j, kind - 4);
+            },
+            sum);
+        Kokkos::single(Kokkos::PerTeam(m), [&] {
+          if (kind == 0)
+            dP.lambda(hk) += T(sum);
+          else if (kind == 1)
+            dP.bump(hk) += T(sum);
+          else if (kind == 2)
+            dP.w2(hk, n) += T(sum);
+          else if (kind == 3)
+            dP.b1(hk, n) += T(sum);
+          else
+            dP.w1(hk, n, kind - 4) += T(sum);
+        });
+      });
+}
+
 template void lanes_forward<float>(const LaneArgs<float>&, const View4<float>&,
                                    const View4<float>&);
 template void lanes_forward<double>(const LaneArgs<double>&, const View4<double>&,
@@ -22,4 +359,5 @@ template void lanes_backward<float>(const LaneArgs<float>&, const View4<const fl
 template void lanes_backward<double>(const LaneArgs<double>&, const View4<const double>&,
                                      const View4<const double>&, const View4<double>&,
                                      const View4<double>&, ParamSet<double>&);
+
 }  // namespace lcr::goat
