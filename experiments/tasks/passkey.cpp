@@ -5,7 +5,8 @@
 //   filler[0, a) + needle + filler[a, F) + question + key
 //
 //   filler   the sentences "The grass is green. The sky is blue. The sun is yellow. Here we
-//            go. There and back again. " repeated (one continuous stream of F bytes)
+//            go. There and back again. " repeated: the last F bytes of the repetition, so
+//            the filler ends with a whole sentence and the question follows cleanly
 //   needle   "The pass key is <key>. Remember it. <key> is the pass key. "
 //   question "What is the pass key? The pass key is "
 //   key      key_digits decimal digits, each uniform in 0-9
@@ -32,9 +33,7 @@ std::string needle_text(const std::string& key) {
   return "The pass key is " + key + ". Remember it. " + key + " is the pass key. ";
 }
 
-bool is_sentence_start(int64_t p) {
-  const int64_t c = static_cast<int64_t>(kFiller.size());
-  const int64_t q = p % c;
+bool is_cycle_sentence_start(int64_t q) {  // q: offset in kFiller
   return q == 0 || (kFiller[q - 1] == ' ' && kFiller[q - 2] == '.');
 }
 
@@ -52,6 +51,8 @@ class Passkey : public Task {
             o.key_digits, "-digit keys: needle, question and answer alone take ", fixed,
             " bytes; use seq_len >= ", fixed);
     filler_len_ = seq_len - fixed;
+    const int64_t c = static_cast<int64_t>(kFiller.size());
+    phase_ = (c - filler_len_ % c) % c;  // filler byte p is kFiller[(p + phase_) % c]
   }
   std::string name() const override { return "passkey"; }
   std::string description() const override {
@@ -83,10 +84,9 @@ class Passkey : public Task {
     const std::string needle = needle_text(key);
     int64_t t = 0;
     auto put = [&](char c) { tokens[t++] = static_cast<unsigned char>(c); };
-    const int64_t c = static_cast<int64_t>(kFiller.size());
-    for (int64_t i = 0; i < a; ++i) put(kFiller[i % c]);
+    for (int64_t i = 0; i < a; ++i) put(filler(i));
     for (char ch : needle) put(ch);
-    for (int64_t i = a; i < filler_len_; ++i) put(kFiller[i % c]);
+    for (int64_t i = a; i < filler_len_; ++i) put(filler(i));
     for (char ch : kQuestion) put(ch);
     for (char ch : key) put(ch);
 
@@ -96,8 +96,14 @@ class Passkey : public Task {
   }
 
  private:
+  bool is_sentence_start(int64_t p) const {
+    return is_cycle_sentence_start((p + phase_) % static_cast<int64_t>(kFiller.size()));
+  }
+  char filler(int64_t p) const { return kFiller[(p + phase_) % kFiller.size()]; }
+
   PasskeyOptions o_;
   int64_t filler_len_ = 0;
+  int64_t phase_ = 0;
 };
 
 }  // namespace
