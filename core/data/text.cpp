@@ -9,14 +9,14 @@
 
 namespace lcr::data {
 
-std::vector<std::string> default_corpus_files() {
+std::vector<std::string> default_corpus_files(const std::string& dir) {
   // Fixed order, largest prose first; the unversioned names (GPL, LGPL, GFDL) are
   // symlinks to files already listed and are left out so no text appears twice.
   static const char* names[] = {"GPL-3",   "GPL-2",    "GPL-1",    "LGPL-3",     "LGPL-2.1",
                                 "LGPL-2",  "GFDL-1.3", "GFDL-1.2", "Apache-2.0", "MPL-2.0",
                                 "MPL-1.1", "Artistic", "CC0-1.0",  "BSD"};
   std::vector<std::string> out;
-  for (const char* n : names) out.push_back(std::string(kDefaultCorpusDir) + "/" + n);
+  for (const char* n : names) out.push_back(dir + "/" + n);
   return out;
 }
 
@@ -44,8 +44,9 @@ std::shared_ptr<TokenBuffer> load_byte_text(const std::vector<std::string>& path
   return std::make_shared<TokenBuffer>(std::move(tokens), vocab, desc.str());
 }
 
-std::shared_ptr<TokenBuffer> load_default_corpus(const TextOptions& options) {
-  const std::vector<std::string> files = default_corpus_files();
+std::shared_ptr<TokenBuffer> load_default_corpus(const TextOptions& options,
+                                                 const std::string& dir) {
+  const std::vector<std::string> files = default_corpus_files(dir);
   for (const std::string& f : files) {
     std::ifstream probe(f, std::ios::binary);
     require(probe.good(), "built-in corpus: ", f,

@@ -23,8 +23,9 @@ struct TextOptions {
 
 constexpr const char* kDefaultCorpusDir = "/usr/share/common-licenses";
 
-// The built-in corpus's files, in the order they are concatenated (absolute paths).
-std::vector<std::string> default_corpus_files();
+// The built-in corpus's files, in the order they are concatenated. `dir` exists for
+// tests; the corpus is defined by kDefaultCorpusDir.
+std::vector<std::string> default_corpus_files(const std::string& dir = kDefaultCorpusDir);
 
 // Reads the files in order as byte tokens. Throws naming the file when one cannot be read.
 // describe() reports the file count, byte count and an FNV-1a checksum of the bytes, so a
@@ -34,7 +35,8 @@ std::shared_ptr<TokenBuffer> load_byte_text(const std::vector<std::string>& path
 
 // The built-in corpus. A missing file is an error naming the path looked for and how to
 // pass other data instead.
-std::shared_ptr<TokenBuffer> load_default_corpus(const TextOptions& options = {});
+std::shared_ptr<TokenBuffer> load_default_corpus(const TextOptions& options = {},
+                                                 const std::string& dir = kDefaultCorpusDir);
 
 // Decodes byte tokens back to text (the special token prints as "\n<eod>\n"); for logs and
 // for looking at samples.

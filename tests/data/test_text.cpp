@@ -64,6 +64,19 @@ TEST(Text, DefaultCorpusIsTheLicenseTextsInOrder) {
   EXPECT_EQ(load_default_corpus()->describe(), corpus->describe());  // deterministic
 }
 
+TEST(Text, MissingCorpusNamesThePathAndTheFix) {
+  TempDir tmp;  // an empty folder standing in for /usr/share/common-licenses
+  try {
+    load_default_corpus({}, tmp.dir.string());
+    ADD_FAILURE();
+  } catch (const lcr::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find((tmp.dir / "GPL-3").string() + " not found"), std::string::npos) << m;
+    EXPECT_NE(m.find("base-files"), std::string::npos) << m;
+    EXPECT_NE(m.find("--data <path>"), std::string::npos) << m;
+  }
+}
+
 TEST(Text, EndOfDocumentTokenAfterEachFile) {
   TempDir tmp;
   const std::string a = tmp.write("a.txt", "ab"), b = tmp.write("b.txt", "c\xff");
