@@ -1,17 +1,150 @@
-// TEMPORARY: replaced by the POPE implementation in this session.
+// PoPE lanes (DESIGN.md section 3; seed 002, which corrects the paper's printed sign of
+// the frequency exponent and says the clamp is on delta, not theta).
+//
+// The logit is sum_c mu_q,c mu_k,c cos((p_j - p_i) theta_c + delta_c) / sqrt(d) with
+// mu = softplus (content lives in the magnitudes only) and the phase from positions and
+// the learned per-(KV head, channel) bias delta only. As one dot product of width 2d:
+//   q' = [mu_q cos(phi), mu_q sin(phi)],   phi = p_i theta             (q' [B, Lq, H, 2d])
+//   k' = [mu_k cos(psi), mu_k sin(psi)],   psi = p_j theta + delta[hk] (k' [B, Lk, Hkv, 2d])
+//   <q', k'> = sum_c mu_q mu_k cos(phi - psi) = sum_c mu_q mu_k cos((p_j - p_i) theta + delta)
+// The SDPA scale is 1/sqrt(d), not 1/sqrt(2d): the definition divides by the input width.
+// delta is used as clamp(delta, -2 pi, 0); its gradient is the clamp's derivative (zero
+// outside the range), so a parameter pushed outside by an optimizer stops moving there.
+// Phases are computed in double precision: p theta at p = 1e7 has no accurate float32 form.
+//
+// Backward, per channel c (dq' = [dre, dim]):
+//   dmu = dre cos + dim sin,   dx = dmu sigmoid(x)          (softplus' = sigmoid)
+//   dpsi = mu (dim cos psi - dre sin psi)                   (keys only: phi has no parameter)
+//   ddelta[hk, c] += sum over b, j of dpsi, inside the clamp range.
+// The delta reduction is deterministic: the per-element dpsi is stored, then one team per
+// (hk, c) reduces it over b and j in a fixed order (no atomics).
 #include "kernels/schemes/pope/pope.hpp"
 
+#include <cmath>
+
 #include "core/error.hpp"
+#include "kernels/attention/kokkos/math.hpp"
+
 namespace lcr::pope {
-void validate(const AttentionSpec&) { throw_error("pope not implemented yet"); }
-void add_params(const AttentionSpec&, ParamLayout&) {}
-int lanes_width(const AttentionSpec& s) { return s.head_dim; }
-double sdpa_scale(const AttentionSpec&) { return 1.0; }
+namespace {
+
+KOKKOS_INLINE_FUNCTION double clamp_delta(double x) {
+  return x < kDeltaMin ? kDeltaMin : (x > kDeltaMax ? kDeltaMax : x);
+}
+KOKKOS_INLINE_FUNCTION bool delta_in_range(double x) { return x >= kDeltaMin && x <= kDeltaMax; }
+
+View1<const double> theta_table(const AttentionSpec& spec) {
+  const std::vector<double> f = frequencies(spec);
+  View1<double> t("lcr::pope_theta", f.size());
+  auto h = Kokkos::create_mirror_view(t);
+  for (size_t c = 0; c < f.size(); ++c) h(c) = f[c];
+  Kokkos::deep_copy(t, h);
+  return t;
+}
+
+// x [B, L, Hx, d] -> y [B, L, Hx, 2d]: y = mu [cos(p theta + delta), sin(...)], where delta
+// is clamp(delta[hx, :]) when `delta` is non-empty (keys) and 0 otherwise (queries).
 template <class T>
-void lanes_forward(const LaneArgs<T>&, const View4<T>&, const View4<T>&) {}
+void polar_forward(const View4<const T>& x, const View4<T>& y, const View1<const double>& theta,
+                   const PView2<T>& delta, int64_t pos0) {
+  const int B = x.extent(0), L = x.extent(1), H = x.extent(2), d = x.extent(3);
+  const bool has_delta = delta.extent(0) > 0;
+  Kokkos::parallel_for(
+      "lcr::pope_forward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, L, H}),
+      KOKKOS_LAMBDA(int b, int i, int h) {
+        const double pos = double(pos0 + i);
+        for (int c = 0; c < d; ++c) {
+          const double ph = pos * theta(c) + (has_delta ? clamp_delta(double(delta(h, c))) : 0.0);
+          const T mu = kmath::softplus(x(b, i, h, c));
+          y(b, i, h, c) = mu * T(kmath::cos(ph));
+          y(b, i, h, d + c) = mu * T(kmath::sin(ph));
+        }
+      });
+}
+
+// The backward of polar_forward: dx overwritten; with a delta, dpsi [Hx, d, B * L] (the
+// gradient of each element's phase) is written for the reduction.
 template <class T>
-void lanes_backward(const LaneArgs<T>&, const View4<const T>&, const View4<const T>&,
-                    const View4<T>&, const View4<T>&, ParamSet<T>&) {}
+void polar_backward(const View4<const T>& x, const View4<const T>& dy, const View4<T>& dx,
+                    const View1<const double>& theta, const PView2<T>& delta, int64_t pos0,
+                    const View3<T>& dpsi) {
+  const int B = x.extent(0), L = x.extent(1), H = x.extent(2), d = x.extent(3);
+  const bool has_delta = delta.extent(0) > 0;
+  Kokkos::parallel_for(
+      "lcr::pope_backward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, L, H}),
+      KOKKOS_LAMBDA(int b, int i, int h) {
+        const double pos = double(pos0 + i);
+        for (int c = 0; c < d; ++c) {
+          const double ph = pos * theta(c) + (has_delta ? clamp_delta(double(delta(h, c))) : 0.0);
+          const T cs = T(kmath::cos(ph)), sn = T(kmath::sin(ph));
+          const T dre = dy(b, i, h, c), dim = dy(b, i, h, d + c), xv = x(b, i, h, c);
+          dx(b, i, h, c) = (dre * cs + dim * sn) * kmath::sigmoid(xv);
+          if (has_delta) dpsi(h, c, b * L + i) = kmath::softplus(xv) * (dim * cs - dre * sn);
+        }
+      });
+}
+
+// ddelta[hk, c] += sum_n dpsi[hk, c, n] where delta[hk, c] is inside the clamp range.
+template <class T>
+void reduce_delta_grad(const View3<const T>& dpsi, const PView2<T>& delta,
+                       const PView2<T>& ddelta) {
+  const int Hk = dpsi.extent(0), d = dpsi.extent(1), n = dpsi.extent(2);
+  using Member = Kokkos::TeamPolicy<ExecSpace>::member_type;
+  Kokkos::parallel_for(
+      "lcr::pope_delta_grad", Kokkos::TeamPolicy<ExecSpace>(Hk * d, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& team) {
+        const int hk = team.league_rank() / d, c = team.league_rank() % d;
+        T sum = T(0);
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, n), [&](int t, T& acc) { acc += dpsi(hk, c, t); }, sum);
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          if (delta_in_range(double(delta(hk, c)))) ddelta(hk, c) += sum;
+        });
+      });
+}
+
+}  // namespace
+
+void validate(const AttentionSpec& s) {
+  require(std::isfinite(s.pope.base) && s.pope.base > 1,
+          "pope.base must be a finite number > 1, got ", s.pope.base,
+          " (theta_c = base^(-(c-1)/d); 10000 is the usual value)");
+}
+
+void add_params(const AttentionSpec& spec, ParamLayout& layout) {
+  layout.add("pope.delta", {spec.kv_heads, spec.head_dim});
+}
+
+int lanes_width(const AttentionSpec& spec) { return 2 * spec.head_dim; }
+
+double sdpa_scale(const AttentionSpec& spec) { return 1.0 / std::sqrt(double(spec.head_dim)); }
+
+std::vector<double> frequencies(const AttentionSpec& spec) {
+  const int d = spec.head_dim;
+  std::vector<double> theta(d);
+  for (int c = 0; c < d; ++c) theta[c] = std::pow(spec.pope.base, -double(c) / d);
+  return theta;
+}
+
+template <class T>
+void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2) {
+  const auto theta = theta_table(*a.spec);
+  polar_forward<T>(a.q, q2, theta, PView2<T>(), a.q_pos0);
+  polar_forward<T>(a.k, k2, theta, a.params->v2("pope.delta"), a.k_pos0);
+}
+
+template <class T>
+void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4<const T>& dk2,
+                    const View4<T>& dq, const View4<T>& dk, ParamSet<T>& dparams) {
+  const auto theta = theta_table(*a.spec);
+  const auto delta = a.params->v2("pope.delta");
+  const int B = a.k.extent(0), Lk = a.k.extent(1), Hk = a.k.extent(2), d = a.k.extent(3);
+  polar_backward<T>(a.q, dq2, dq, theta, PView2<T>(), a.q_pos0, View3<T>());
+  View3<T> dpsi("lcr::pope_dpsi", Hk, d, int64_t(B) * Lk);
+  polar_backward<T>(a.k, dk2, dk, theta, delta, a.k_pos0, dpsi);
+  reduce_delta_grad<T>(dpsi, delta, dparams.v2("pope.delta"));
+}
+
 template void lanes_forward<float>(const LaneArgs<float>&, const View4<float>&,
                                    const View4<float>&);
 template void lanes_forward<double>(const LaneArgs<double>&, const View4<double>&,
@@ -22,4 +155,5 @@ template void lanes_backward<float>(const LaneArgs<float>&, const View4<const fl
 template void lanes_backward<double>(const LaneArgs<double>&, const View4<const double>&,
                                      const View4<const double>&, const View4<double>&,
                                      const View4<double>&, ParamSet<double>&);
+
 }  // namespace lcr::pope
