@@ -1,0 +1,49 @@
+#include "core/model/config.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace lcr {
+
+int ModelConfig::ffn() const {
+  if (ffn_hidden > 0) return ffn_hidden;
+  // LLaMA's rule: 2/3 of a 4D MLP keeps the parameter count of a GELU MLP; rounded to a
+  // multiple of 8 so the GEMM tiles stay full.
+  const int f = int(std::lround(8.0 * d_model / 3.0 / 8.0)) * 8;
+  return f > 0 ? f : 8;
+}
+
+bool model_uses_fox(const ModelConfig& cfg) { return cfg.attention.scheme == Scheme::FoX; }
+
+void validate(const ModelConfig& c) {
+  require(c.vocab_size > 0, "model.vocab_size must be positive, got ", c.vocab_size);
+  require(c.d_model > 0, "model.d_model must be positive, got ", c.d_model);
+  require(c.n_layers > 0, "model.n_layers must be positive, got ", c.n_layers);
+  require(c.ffn_hidden >= 0, "model.ffn_hidden must be >= 0 (0 picks about 8/3 d_model), got ",
+          c.ffn_hidden);
+  require(c.norm_eps > 0 && std::isfinite(c.norm_eps), "model.norm_eps must be > 0, got ",
+          c.norm_eps);
+  require(c.init_std > 0 && std::isfinite(c.init_std), "model.init_std must be > 0, got ",
+          c.init_std);
+  require(std::isfinite(c.fox_bias_init), "model.fox_bias_init must be finite");
+  const Scheme s = c.attention.scheme;
+  // PaTH's layer parameterisation (low-rank w projection, width-3 convolution, beta gate)
+  // lives in kernels/schemes/path and is not wired into the block yet.
+  require(s != Scheme::PaTH && s != Scheme::PaTHFoX, "attention scheme '", scheme_name(s),
+          "' is not yet supported by the model (its layer parameters are still being built in "
+          "kernels/schemes/path); choose one of nope, rope, alibi, goat, goat2d, pope, fox");
+  validate(c.attention);
+}
+
+std::string describe(const ModelConfig& c) {
+  std::ostringstream os;
+  os << "V=" << c.vocab_size << " D=" << c.d_model << " layers=" << c.n_layers
+     << " heads=" << c.attention.heads << "/" << c.attention.kv_heads
+     << " head_dim=" << c.attention.head_dim << " ffn=" << c.ffn()
+     << " scheme=" << scheme_name(c.attention.scheme) << (c.tie_embeddings ? " tied" : " untied");
+  return os.str();
+}
+
+}  // namespace lcr

@@ -1,0 +1,177 @@
+// The attention-runner contract for context parallelism, checked on one process: a model
+// whose local rows are a PERMUTATION of the sequence (a zigzag layout's local order) with a
+// runner that maps them to global positions must give the loss and gradients of the plain
+// single-segment model. This exercises what the ring relies on: FoX's cumulative gates
+// carried across segments in both directions, and positions taken from the runner.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "model_test_util.hpp"
+
+namespace lcr {
+namespace {
+
+// Local row r holds global position perm[r]; attention runs on the un-permuted tensors.
+template <class T>
+class PermutedRunner : public AttentionRunner<T> {
+ public:
+  PermutedRunner(std::vector<int64_t> perm, std::vector<RowSegment> segs)
+      : perm_(std::move(perm)), segs_(std::move(segs)) {}
+
+  std::vector<RowSegment> segments(int64_t L) const override {
+    require(L == int64_t(perm_.size()), "PermutedRunner built for L = ", perm_.size());
+    return segs_;
+  }
+  void segment_carry(const std::vector<RowSegment>& segs, const View3<const T>& totals,
+                     const View3<T>& carry, bool reverse) override {
+    local_segment_carry<T>(segs, totals, carry, reverse);  // this process holds every chunk
+  }
+  void forward(const AttentionSpec& spec, const AttentionInputs<T>& in, const ParamSet<T>& params,
+               const AttentionOutputs<T>& out) override {
+    const AttentionInputs<T> g = to_global(in);
+    const AttentionOutputs<T> go = make_outputs(spec, g);
+    attention_forward(spec, g, params, go);
+    move_rows(go.o, out.o, 1, false);
+    move_rows(go.lse, out.lse, 2, false);
+  }
+  void backward(const AttentionSpec& spec, const AttentionInputs<T>& in, const ParamSet<T>& params,
+                const AttentionOutputs<T>& out, const View4<const T>& dout,
+                AttentionGrads<T>& grads) override {
+    const AttentionInputs<T> g = to_global(in);
+    AttentionOutputs<T> go = make_outputs(spec, g);
+    move_rows(out.o, go.o, 1, true);
+    move_rows(out.lse, go.lse, 2, true);
+    View4<T> gdout("gdout", dout.extent(0), dout.extent(1), dout.extent(2), dout.extent(3));
+    move_rows(dout, gdout, 1, true);
+    AttentionGrads<T> gg = make_grads(spec, g);
+    attention_backward(spec, g, params, go, View4<const T>(gdout), gg);
+    move_rows(gg.dq, grads.dq, 1, false);
+    move_rows(gg.dk, grads.dk, 1, false);
+    move_rows(gg.dv, grads.dv, 1, false);
+    Kokkos::deep_copy(grads.dparams.data, gg.dparams.data);
+    if (gg.dfox_cq.extent(0) > 0) {
+      move_rows(gg.dfox_cq, grads.dfox_cq, 1, false);
+      move_rows(gg.dfox_ck, grads.dfox_ck, 1, false);
+    }
+  }
+
+ private:
+  // to_global: dst[.., perm[r], ..] = src[.., r, ..]; otherwise dst[.., r, ..] = src[.., perm[r],
+  // ..].
+  template <class S, class D>
+  void move_rows(const S& src, const D& dst, int axis, bool to_global) const {
+    auto s = Kokkos::create_mirror_view_and_copy(HostSpace(), src);
+    auto d = Kokkos::create_mirror_view(dst);
+    int64_t outer = 1, inner = 1;
+    for (int a = 0; a < axis; ++a) outer *= int64_t(src.extent(a));
+    for (unsigned a = unsigned(axis) + 1; a < S::rank; ++a) inner *= int64_t(src.extent(a));
+    const int64_t L = int64_t(perm_.size());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t r = 0; r < L; ++r)
+        for (int64_t e = 0; e < inner; ++e) {
+          const int64_t lr = (o * L + r) * inner + e, gr = (o * L + perm_[size_t(r)]) * inner + e;
+          if (to_global)
+            d.data()[gr] = s.data()[lr];
+          else
+            d.data()[lr] = s.data()[gr];
+        }
+    Kokkos::deep_copy(dst, d);
+  }
+  template <class V>
+  V global_copy(const V& local, int axis) const {
+    typename V::non_const_type g("global", local.layout());
+    move_rows(local, g, axis, true);
+    return g;
+  }
+  AttentionInputs<T> to_global(const AttentionInputs<T>& in) const {
+    AttentionInputs<T> g;
+    g.q = global_copy(in.q, 1);
+    g.k = global_copy(in.k, 1);
+    g.v = global_copy(in.v, 1);
+    if (in.fox_cq.extent(0) > 0) {
+      g.fox_cq = global_copy(in.fox_cq, 1);
+      g.fox_ck = global_copy(in.fox_ck, 1);
+    }
+    return g;  // positions 0..L-1 in order
+  }
+
+  std::vector<int64_t> perm_;
+  std::vector<RowSegment> segs_;
+};
+
+// Zigzag, L = 7 over 2 ranks (4 chunks [0,2) [2,4) [4,6) [6,7)), both ranks' rows on this
+// process: rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2. Local order 0 1 6 2 3 4 5.
+const std::vector<int64_t> kPerm = {0, 1, 6, 2, 3, 4, 5};
+const std::vector<RowSegment> kSegs = {{0, 2, 0}, {2, 1, 6}, {3, 2, 2}, {5, 2, 4}};
+
+void expect_same_as_single_segment(const ModelConfig& cfg) {
+  const int64_t B = 2, L = 7;
+  const auto batch = test::random_batch(B, L, cfg.vocab_size, 3);
+  Model<double> a(cfg, 42), b(cfg, 42);
+  test::jitter_params(a, 0.2, 8);
+  test::jitter_params(b, 0.2, 8);
+  // The permuted batch: local row r of b is global position kPerm[r].
+  test::Batch pb{View2<int32_t>("pt", B, L), View2<int32_t>("pl", B, L)};
+  auto t = Kokkos::create_mirror_view_and_copy(HostSpace(), batch.tokens);
+  auto y = Kokkos::create_mirror_view_and_copy(HostSpace(), batch.labels);
+  auto pt = Kokkos::create_mirror_view(pb.tokens);
+  auto pl = Kokkos::create_mirror_view(pb.labels);
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t r = 0; r < L; ++r) {
+      pt(i, r) = t(i, kPerm[size_t(r)]);
+      pl(i, r) = y(i, kPerm[size_t(r)]);
+    }
+  Kokkos::deep_copy(pb.tokens, pt);
+  Kokkos::deep_copy(pb.labels, pl);
+
+  LocalAttention<double> local;
+  PermutedRunner<double> zigzag(kPerm, kSegs);
+  a.zero_grad();
+  b.zero_grad();
+  const double la = a.forward(batch.tokens, batch.labels, local);
+  const double lb = b.forward(pb.tokens, pb.labels, zigzag);
+  a.backward(local);
+  b.backward(zigzag);
+  // Only summation order differs (rows in another order): agreement to ~1e-15 relative.
+  EXPECT_NEAR(la, lb, 1e-12 * std::abs(la));
+  auto ga = Kokkos::create_mirror_view_and_copy(HostSpace(), a.grads());
+  auto gb = Kokkos::create_mirror_view_and_copy(HostSpace(), b.grads());
+  double scale = 0;
+  for (size_t i = 0; i < ga.extent(0); ++i) scale = std::max(scale, std::abs(ga(i)));
+  for (const auto& e : a.layout().params().entries())
+    for (int64_t j = 0; j < e.size(); ++j)
+      ASSERT_NEAR(ga(e.offset + j), gb(e.offset + j), 1e-12 * scale) << e.name << "[" << j << "]";
+}
+
+TEST(RunnerSegments, FoXZigzagEqualsSingleSegment) {
+  expect_same_as_single_segment(test::tiny_config(Scheme::FoX));
+}
+
+TEST(RunnerSegments, GOATZigzagEqualsSingleSegment) {
+  expect_same_as_single_segment(test::tiny_config(Scheme::GOAT));
+}
+
+TEST(RunnerSegments, LocalCarrySumsEarlierSegmentsInPositionOrder) {
+  // totals of segments with positions 6, 0, 2: forward carries 0+... in position order.
+  const std::vector<RowSegment> segs = {{0, 1, 6}, {1, 2, 0}, {3, 4, 2}};
+  View3<double> tot("tot", 1, 3, 1), carry("carry", 1, 3, 1);
+  auto h = Kokkos::create_mirror_view(tot);
+  h(0, 0, 0) = 1;    // position 6
+  h(0, 1, 0) = 10;   // positions 0-1
+  h(0, 2, 0) = 100;  // positions 2-5
+  Kokkos::deep_copy(tot, h);
+  local_segment_carry<double>(segs, tot, carry, false);
+  auto c = Kokkos::create_mirror_view_and_copy(HostSpace(), carry);
+  EXPECT_EQ(c(0, 0, 0), 110);
+  EXPECT_EQ(c(0, 1, 0), 0);
+  EXPECT_EQ(c(0, 2, 0), 10);
+  local_segment_carry<double>(segs, tot, carry, true);
+  Kokkos::deep_copy(c, carry);
+  EXPECT_EQ(c(0, 0, 0), 0);
+  EXPECT_EQ(c(0, 1, 0), 101);
+  EXPECT_EQ(c(0, 2, 0), 1);
+}
+
+}  // namespace
+}  // namespace lcr
