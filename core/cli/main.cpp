@@ -1,0 +1,79 @@
+// The `lcr` command: `lcr <verb> [options] [section.key=value ...]`, --help on each verb.
+// The command line is parsed first; Kokkos (and MPI, when a launcher started us) come up
+// only for the verb that runs, so --help and usage errors never touch them.
+#include <mpi.h>
+#include <spdlog/spdlog.h>
+
+#include <Kokkos_Core.hpp>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/cli/verbs.hpp"
+#include "core/error.hpp"
+
+namespace {
+
+// mpirun / srun set these; a plain `lcr demo` runs without MPI.
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+struct MpiGuard {
+  bool active = false;
+  int rank = 0, size = 1;
+  MpiGuard(int* argc, char*** argv) {
+    if (!launched_by_mpi()) return;
+    MPI_Init(argc, argv);
+    active = true;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  ~MpiGuard() {
+    if (active) MPI_Finalize();
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // --kokkos-* options go to Kokkos, everything else to CLI11.
+  std::vector<char*> kokkos_args{argv[0]}, cli_args{argv[0]};
+  for (int i = 1; i < argc; ++i)
+    (std::strncmp(argv[i], "--kokkos-", 9) == 0 ? kokkos_args : cli_args).push_back(argv[i]);
+
+  CLI::App app{"lcr: long-context attention research platform (Kokkos, MPI, HDF5)", "lcr"};
+  app.require_subcommand(1);
+  app.footer("Kokkos options (--kokkos-num-threads=N, ...) are passed to Kokkos.");
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "debug log lines");
+  app.add_flag("-q,--quiet", quiet, "warnings and errors only");
+  lcr::cli::Runner run;
+  lcr::cli::add_attention_verb(app, run);
+  lcr::cli::add_demo_verb(app, run);
+  try {
+    app.parse(int(cli_args.size()), cli_args.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  spdlog::set_level(verbose ? spdlog::level::debug
+                    : quiet ? spdlog::level::warn
+                            : spdlog::level::info);
+
+  int kargc = int(kokkos_args.size());
+  char** kargv = kokkos_args.data();
+  MpiGuard mpi(&kargc, &kargv);
+  if (mpi.size > 1)
+    spdlog::set_pattern(fmt::format("[%H:%M:%S.%e] [rank {}] [%^%l%$] %v", mpi.rank));
+  Kokkos::ScopeGuard kokkos(kargc, kargv);
+  try {
+    return run();
+  } catch (const lcr::Error& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    spdlog::error("unexpected failure: {}", e.what());
+    return 2;
+  }
+}

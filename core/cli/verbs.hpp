@@ -1,0 +1,16 @@
+#pragma once
+// The verbs of the `lcr` command. Each verb registers a CLI11 subcommand with its options
+// and, when the command line selects it, stores in `run` the function main() calls once
+// Kokkos (and MPI, under a launcher) are up. A new verb is one add_*_verb function here
+// and one line in main.cpp.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace lcr::cli {
+
+using Runner = std::function<int()>;  // returns the process exit status
+
+void add_attention_verb(CLI::App& app, Runner& run);  // attention_cmd.cpp
+void add_demo_verb(CLI::App& app, Runner& run);       // demo_cmd.cpp
+
+}  // namespace lcr::cli

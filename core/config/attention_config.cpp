@@ -1,0 +1,68 @@
+#include "core/config/attention_config.hpp"
+
+namespace lcr::config {
+
+void bind_attention(Table& root, AttentionSpec& s) {
+  Table& a = root.table("attention", "attention layer: position scheme, shapes, numerics");
+  std::vector<std::pair<std::string, Scheme>> schemes;
+  for (const auto& n : scheme_names()) schemes.emplace_back(n, parse_scheme(n));
+  a.choice("scheme", s.scheme, schemes, "position scheme");
+  a.field("heads", s.heads, "H, query heads");
+  a.field("kv_heads", s.kv_heads, "Hkv, key/value heads; divides heads (GQA)");
+  a.field("head_dim", s.head_dim, "d_h, the kernel's head width (GOAT: d_c + 2R + 2)");
+  a.field("value_dim", s.value_dim, "dv; 0 = head_dim");
+
+  Table& r = a.table("rope");
+  r.choice("pairing", s.rope.pairing,
+           {{"half_split", RopePairing::HalfSplit}, {"interleaved", RopePairing::Interleaved}},
+           "rotated pairs: (m, m + r/2) or (2m, 2m+1)");
+  r.field("rotary_dim", s.rope.rotary_dim, "r, leading dims rotated; 0 = the whole head");
+  r.field("base", s.rope.base, "angle = pos * base^(-2m/r)");
+  r.field("yarn_factor", s.rope.yarn_factor, "YaRN scale s = L'/L; 1 disables YaRN");
+  r.field("yarn_original_len", s.rope.yarn_original_len, "YaRN: training context N");
+  r.field("yarn_beta_fast", s.rope.yarn_beta_fast, "YaRN ramp upper edge");
+  r.field("yarn_beta_slow", s.rope.yarn_beta_slow, "YaRN ramp lower edge");
+
+  Table& g = a.table("goat");
+  g.field("modes", s.goat.modes, "R Fourier modes; d_c = head_dim - 2R - 2 > 0");
+  g.field("base", s.goat.base, "w_r = base^(-(r-1)/max(R-1,1))");
+  g.field("mlp_hidden", s.goat.mlp_hidden, "hidden width of the key-bias SiLU MLP");
+  g.field("feature_freqs", s.goat.feature_freqs, "sin/cos pairs in phi(j)");
+  g.field("train_len", s.goat.train_len, "L_train in phi(j)");
+  g.field("grid_width", s.goat.grid_width, "GOAT2D: p sits at (p / W, p % W)");
+  g.field("y_modes", s.goat.y_modes, "GOAT2D: modes on the y axis; 0 = R / 2");
+
+  a.table("pope").field("base", s.pope.base, "theta_c = base^(-(c-1)/d)");
+  a.table("path").field("block_size", s.path.block_size,
+                        "PaTH block length (any value >= 1 gives the same result)");
+
+  Table& n = a.table("numerics");
+  n.field("qk_norm", s.numerics.qk_norm, "per-head RMSNorm of q and k before the scheme");
+  n.field("qk_norm_eps", s.numerics.qk_norm_eps, "RMSNorm epsilon");
+  n.field("softcap", s.numerics.softcap, "logit <- c tanh(logit / c); 0 disables");
+  n.field("sink", s.numerics.sink, "learned per-head sink logit");
+}
+
+AttentionSpec attention_spec_from(const toml::table& root) {
+  AttentionSpec spec;
+  Table t;
+  bind_attention(t, spec);
+  t.read(root);
+  return spec;
+}
+
+std::string attention_spec_toml(const AttentionSpec& spec) {
+  AttentionSpec copy = spec;
+  Table t;
+  bind_attention(t, copy);
+  return t.to_toml();
+}
+
+std::vector<std::pair<std::string, Value>> attention_spec_values(const AttentionSpec& spec) {
+  AttentionSpec copy = spec;
+  Table t;
+  bind_attention(t, copy);
+  return t.table("attention").values();
+}
+
+}  // namespace lcr::config

@@ -1,0 +1,135 @@
+// CPU benchmarks of attention forward and backward for every dot-product scheme, through
+// the attention API, so a new scheme in scheme_names() is benchmarked without edits here
+// (PaTH has its own, bench_path.cpp). Shapes: B = 1, H = Hkv = 1, head_dim 64, float32,
+// L = 1K..16K (self-attention, causal). GFLOP/s counts the two causal matrix products
+// QK^T and PV, 4 B H L^2 D / 2 FLOPs forward, 2.5x that backward (five products: the
+// forward's QK^T recomputed, dV, dP, dQ, dK); scheme lanes and exp are not counted.
+// Names: fwd/<variant>/<L> and bwd/<variant>/<L>, e.g. --benchmark_filter='fwd/rope/.*'.
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Random.hpp>
+#include <memory>
+
+#include "kernels/attention/attention.hpp"
+
+namespace lcr {
+namespace {
+
+struct Variant {
+  std::string name;
+  AttentionSpec spec;
+};
+
+std::vector<Variant> variants() {
+  std::vector<Variant> out;
+  AttentionSpec base;
+  base.head_dim = 64;
+  for (const auto& name : scheme_names()) {
+    AttentionSpec s = base;
+    s.scheme = parse_scheme(name);
+    if (s.scheme == Scheme::PaTH || s.scheme == Scheme::PaTHFoX) continue;  // bench_path.cpp
+    if (s.scheme == Scheme::GOAT2D) s.goat.grid_width = 128;                // 128 x 128 grid at 16K
+    out.push_back({name, s});
+  }
+  AttentionSpec all = base;  // the numerics options together, on the plain kernel
+  all.numerics.sink = all.numerics.qk_norm = true;
+  all.numerics.softcap = 30.0;
+  out.push_back({"nope_sink_softcap_qknorm", all});
+  return out;
+}
+
+double flops(int64_t L, int64_t D) { return 4.0 * L * L * D / 2; }  // B = H = 1
+
+// One benchmark problem, allocated once per (variant, L); random inputs in [-1, 1].
+struct Problem {
+  AttentionSpec spec;
+  AttentionInputs<float> in;
+  ParamSet<float> params;
+  AttentionOutputs<float> out;
+  View4<float> dout;
+  AttentionGrads<float> grads;
+};
+
+std::unique_ptr<Problem> make_problem(const AttentionSpec& s, int L) {
+  validate(s);
+  Kokkos::Random_XorShift64_Pool<ExecSpace> pool(1234);
+  auto random4 = [&](const char* label, int heads, int width) {
+    View4<float> v(label, 1, L, heads, width);
+    Kokkos::fill_random(v, pool, -1.0f, 1.0f);
+    return v;
+  };
+  auto p = std::make_unique<Problem>();
+  p->spec = s;
+  const int dq = input_qk_dim(s);
+  p->in.q = random4("q", s.heads, dq);
+  p->in.k = random4("k", s.kv_heads, dq);
+  p->in.v = random4("v", s.kv_heads, s.v_dim());
+  p->dout = random4("dout", s.heads, s.v_dim());
+  if (s.scheme == Scheme::FoX) {  // cumulative log forget gates of a constant gate 0.99
+    View3<float> c("fox_c", 1, L, s.heads);
+    Kokkos::parallel_for(
+        "fox_c", Kokkos::RangePolicy<ExecSpace>(0, L), KOKKOS_LAMBDA(int t) {
+          for (int h = 0; h < int(c.extent(2)); ++h) c(0, t, h) = -0.01f * float(t + 1);
+        });
+    p->in.fox_cq = p->in.fox_ck = c;
+  }
+  // Small parameters keep every logit moderate; the timing does not depend on them.
+  p->params = ParamSet<float>(attention_param_layout(s));
+  Kokkos::fill_random(p->params.data, pool, -0.1f, 0.1f);
+  p->out = make_outputs<float>(s, p->in);
+  p->grads = make_grads<float>(s, p->in);
+  check_inputs(s, p->in, p->params);
+  return p;
+}
+
+void forward(benchmark::State& st, const AttentionSpec& spec) {
+  const int L = int(st.range(0));
+  std::unique_ptr<Problem> p;
+  try {
+    p = make_problem(spec, L);
+  } catch (const Error& e) {  // a scheme the API does not support (yet) with these options
+    st.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : st) {
+    attention_forward<float>(p->spec, p->in, p->params, p->out);
+    Kokkos::fence();
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(1e-9 * flops(L, spec.head_dim),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void backward(benchmark::State& st, const AttentionSpec& spec) {
+  const int L = int(st.range(0));
+  std::unique_ptr<Problem> p;
+  try {
+    p = make_problem(spec, L);
+  } catch (const Error& e) {
+    st.SkipWithError(e.what());
+    return;
+  }
+  attention_forward<float>(p->spec, p->in, p->params, p->out);
+  for (auto _ : st) {
+    attention_backward<float>(p->spec, p->in, p->params, p->out, p->dout, p->grads);
+    Kokkos::fence();
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(2.5e-9 * flops(L, spec.head_dim),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Registered at static initialisation, like BENCHMARK(); main.cpp runs them.
+const bool registered = [] {
+  for (const auto& v : variants())
+    for (const bool bwd : {false, true})
+      benchmark::RegisterBenchmark((std::string(bwd ? "bwd/" : "fwd/") + v.name).c_str(),
+                                   bwd ? backward : forward, v.spec)
+          ->RangeMultiplier(2)
+          ->Range(1 << 10, 1 << 14)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.2)  // one iteration at 16K; several at 1K
+          ->UseRealTime();
+  return true;
+}();
+
+}  // namespace
+}  // namespace lcr
