@@ -25,6 +25,12 @@ struct AttentionInputs {
   // c_t = sum_{s <= t} log f_s (kernels/schemes/fox computes them from gates).
   View3<const T> fox_cq;  // [B, Lq, H]
   View3<const T> fox_ck;  // [B, Lk, H]
+  // PaTH / PaTH-FoX (self-attention: Lq == Lk, q_pos0 == k_pos0): H_t = I - beta_t w_t w_t^T
+  // per position and KV head (query heads of a GQA group share their KV head's
+  // transitions). w_t unit vectors, 0 <= beta_t < 2 (kernels/schemes/path/params.hpp
+  // builds both from layer activations).
+  View4<const T> path_w;     // [B, L, Hkv, head_dim]
+  View3<const T> path_beta;  // [B, L, Hkv]
 };
 
 template <class T>
@@ -38,6 +44,8 @@ struct AttentionGrads {
   View4<T> dq, dk, dv;        // shapes of q, k, v
   ParamSet<T> dparams;        // same layout as the parameters
   View3<T> dfox_cq, dfox_ck;  // FoX only
+  View4<T> dpath_w;           // PaTH only: unconstrained gradient w.r.t. path_w
+  View3<T> dpath_beta;        // PaTH only
 };
 
 // Allocates outputs / gradients of the right shapes for these inputs.

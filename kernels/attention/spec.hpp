@@ -45,6 +45,14 @@ struct PopeOptions {
   double base = 10000.0;  // theta_c = base^(-(c-1)/d)
 };
 
+// PaTH / PaTH-FoX (kernels/schemes/path): the kernel works on blocks of block_size
+// positions (UT transform inside a block, a right-to-left scan over earlier blocks).
+// Any block_size >= 1 gives the same result up to rounding; it trades the O(L^2 d^2 / B)
+// transition work against the O(L B (B + d)) work inside blocks.
+struct PathOptions {
+  int block_size = 64;
+};
+
 struct NumericsOptions {
   bool qk_norm = false;  // per-head RMSNorm of q and k (gain [dq] shared by heads),
                          // applied before the position scheme
@@ -62,6 +70,7 @@ struct AttentionSpec {
   RopeOptions rope;
   GoatOptions goat;
   PopeOptions pope;
+  PathOptions path;
   NumericsOptions numerics;
 
   int v_dim() const { return value_dim > 0 ? value_dim : head_dim; }

@@ -1,0 +1,244 @@
+// PaTH backward: the cross-block part query block by query block (steps 1-4 in
+// scan.hpp), then block_backward for everything inside blocks.
+#include "kernels/schemes/path/blocks.hpp"
+#include "kernels/schemes/path/logit.hpp"
+#include "kernels/schemes/path/scan.hpp"
+#include "kernels/schemes/path/team_la.hpp"
+
+namespace lcr::path {
+namespace {
+
+using la::Member;
+using la::N;
+using la::Scratch1;
+using la::Scratch2;
+using la::Tr;
+using Range3 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>;
+
+// Work space of the cross-block backward, reused by every query block.
+template <class T>
+struct CrossState {
+  View5<T> xs;       // [B, H, nb, block, d]: x^(c) of the current query block's rows
+  View5<T> rs;       // [B, H, nb, block, d]: r^(c), then g^(c) in place
+  View4<T> rsum;     // [B, H, nb, block]: FoX, sum_j dx_ij over key block c
+  View4<T> dk_fold;  // [B, L, Hkv, d]
+  View4<T> dq_fold;  // [B, L, H, d]
+  View5<T> dp;       // [B, Hkv, nb, d, d]
+};
+
+// Step 2, team (b, KV head, key block c < qa): the softmax gradient between the query
+// block qa (carried to block c's right end) and key block c.
+template <class T>
+struct CrossKeys {
+  PathArgs<T> a;
+  BlockState<T> st;
+  CrossState<T> cs;
+  View3<const T> lse, delta;
+  View4<const T> dout;
+  View4<T> dv;
+  View3<T> dfox_k;
+  int qa, nq, H, Hkv, d, dv_dim, level;
+  bool has_fox;
+
+  static size_t scratch_bytes(int n, int d, int dv) {
+    return 2 * Scratch2<T>::shmem_size(n, d) + 2 * Scratch2<T>::shmem_size(n, dv) +
+           Scratch2<T>::shmem_size(n, dv) + 2 * Scratch2<T>::shmem_size(n, n) +
+           3 * Scratch1<T>::shmem_size(n);
+  }
+
+  KOKKOS_FUNCTION void operator()(const Member& t) const {
+    const int blk = st.block, c = t.league_rank() % qa, bh = t.league_rank() / qa;
+    const int hk = bh % Hkv, b = bh / Hkv, G = H / Hkv, sq = qa * blk, sk = c * blk;
+    const auto lv = level;
+    Scratch2<T> Kf(t.team_scratch(lv), blk, d), dKf(t.team_scratch(lv), blk, d);
+    Scratch2<T> V(t.team_scratch(lv), blk, dv_dim), dV(t.team_scratch(lv), blk, dv_dim);
+    Scratch2<T> dO(t.team_scratch(lv), blk, dv_dim);
+    Scratch2<T> S(t.team_scratch(lv), blk, blk), Gx(t.team_scratch(lv), blk, blk);
+    Scratch1<T> lse_s(t.team_scratch(lv), blk), del_s(t.team_scratch(lv), blk);
+    Scratch1<T> fq(t.team_scratch(lv), blk);
+    const Logit<T> logit{a.scale, a.softcap};
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, blk), [&](int j) {
+      for (int x = 0; x < d; ++x) {
+        Kf(j, x) = st.k_fold(b, sk + j, hk, x);
+        dKf(j, x) = T(0);
+      }
+      for (int x = 0; x < dv_dim; ++x) {
+        V(j, x) = a.v(b, sk + j, hk, x);
+        dV(j, x) = T(0);
+      }
+    });
+    for (int gi = 0; gi < G; ++gi) {
+      const int h = hk * G + gi;
+      auto X = Kokkos::subview(cs.xs, b, h, c, Kokkos::ALL, Kokkos::ALL);
+      auto R = Kokkos::subview(cs.rs, b, h, c, Kokkos::ALL, Kokkos::ALL);
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int i) {
+        for (int x = 0; x < dv_dim; ++x) dO(i, x) = dout(b, sq + i, h, x);
+        lse_s(i) = lse(b, h, sq + i);
+        del_s(i) = delta(b, h, sq + i);
+        fq(i) = has_fox ? a.fox_q(b, sq + i, h) : T(0);
+      });
+      t.team_barrier();
+      la::gemm(t, N, Tr, nq, blk, d, T(1), X, Kf, T(0), S);        // raw logits
+      la::gemm(t, N, Tr, nq, blk, dv_dim, T(1), dO, V, T(0), Gx);  // dO V^T
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int i) {
+        T rowsum = T(0);
+        for (int j = 0; j < blk; ++j) {
+          const T fk = has_fox ? a.fox_k(b, sk + j, h) : T(0);
+          const T sc = logit(S(i, j), fq(i), fk);
+          const T p = kmath::exp(sc - lse_s(i));
+          const T gx = p * (Gx(i, j) - del_s(i)) * logit.dcap(sc);
+          S(i, j) = p;
+          Gx(i, j) = gx;
+          rowsum += gx;
+        }
+        if (has_fox) cs.rsum(b, h, c, i) = rowsum;
+      });
+      t.team_barrier();
+      if (has_fox) {
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(t, blk), [&](int j) {
+          T colsum = T(0);
+          for (int i = 0; i < nq; ++i) colsum += Gx(i, j);
+          dfox_k(b, sk + j, h) -= colsum;
+        });
+      }
+      la::gemm(t, Tr, N, blk, dv_dim, nq, T(1), S, dO, T(1), dV);  // dV += P^T dO
+      la::gemm(t, Tr, N, blk, d, nq, a.scale, Gx, X, T(1), dKf);   // dk~ += G^T x
+      la::gemm(t, N, N, nq, d, blk, a.scale, Gx, Kf, T(0), R);     // r = G k~
+    }
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, blk), [&](int j) {
+      for (int x = 0; x < d; ++x) cs.dk_fold(b, sk + j, hk, x) += dKf(j, x);
+      for (int x = 0; x < dv_dim; ++x) dv(b, sk + j, hk, x) += dV(j, x);
+    });
+  }
+};
+
+// Step 4, team (b, KV head, block c in 1..qa-1): dP_c += sum_h sum_i g_i^(c-1) x_i^(c)^T.
+template <class T>
+struct CrossTransitions {
+  CrossState<T> cs;
+  int qa, nq, H, Hkv, d, level;
+
+  KOKKOS_FUNCTION void operator()(const Member& t) const {
+    const int c = 1 + t.league_rank() % (qa - 1), bh = t.league_rank() / (qa - 1);
+    const int hk = bh % Hkv, b = bh / Hkv, G = H / Hkv;
+    auto dP = Kokkos::subview(cs.dp, b, hk, c, Kokkos::ALL, Kokkos::ALL);
+    for (int gi = 0; gi < G; ++gi) {
+      const int h = hk * G + gi;
+      auto Rg = Kokkos::subview(cs.rs, b, h, c - 1, Kokkos::ALL, Kokkos::ALL);
+      auto X = Kokkos::subview(cs.xs, b, h, c, Kokkos::ALL, Kokkos::ALL);
+      la::gemm(t, Tr, N, d, d, nq, T(1), Rg, X, T(1), dP);
+    }
+  }
+};
+
+template <class T>
+void cross_backward(const PathArgs<T>& a, const BlockState<T>& st, const View4<const T>& q_fold,
+                    const View3<const T>& lse, const View3<const T>& delta,
+                    const View4<const T>& dout, const View4<T>& dv, const View3<T>& dfox_q,
+                    const View3<T>& dfox_k, const CrossState<T>& cs) {
+  const int B = a.q.extent(0), L = a.q.extent(1), H = a.q.extent(2), d = a.q.extent(3);
+  const int Hkv = a.k.extent(2), dvd = a.v.extent(3), blk = st.block;
+  const bool has_fox = a.fox_q.extent(0) > 0;
+  const size_t bytes = CrossKeys<T>::scratch_bytes(blk, d, dvd);
+  const int level = scratch_level(bytes);
+  for (int qa = 1; qa < st.nb; ++qa) {
+    const int sq = qa * blk, nq = L - sq < blk ? L - sq : blk;
+    // 1. carry the queries leftwards, storing x^(c) for c = qa-1 .. 0
+    Kokkos::parallel_for(
+        "lcr::path_bwd_carry", Range3({0, 0, 0}, {B, H, nq}), KOKKOS_LAMBDA(int b, int h, int i) {
+          const int hk = h / (H / Hkv);
+          for (int x = 0; x < d; ++x) cs.xs(b, h, qa - 1, i, x) = q_fold(b, sq + i, h, x);
+          for (int c = qa - 1; c >= 1; --c)
+            for (int r = 0; r < d; ++r) {
+              T sum = T(0);
+              for (int x = 0; x < d; ++x) sum += st.p(b, hk, c, r, x) * cs.xs(b, h, c, i, x);
+              cs.xs(b, h, c - 1, i, r) = sum;
+            }
+        });
+    // 2. softmax gradients per key block
+    CrossKeys<T> ck{a,  st, cs, lse, delta, dout, dv,    dfox_k,
+                    qa, nq, H,  Hkv, d,     dvd,  level, has_fox};
+    la::TeamPolicy kp(B * Hkv * qa, Kokkos::AUTO);
+    kp.set_scratch_size(level, Kokkos::PerTeam(bytes));
+    Kokkos::parallel_for("lcr::path_bwd_keys", kp, ck);
+    // 3. the adjoint of the carried queries, left to right: g^(c) = r^(c) + P_c^T g^(c-1)
+    Kokkos::parallel_for(
+        "lcr::path_bwd_adjoint", Range3({0, 0, 0}, {B, H, nq}), KOKKOS_LAMBDA(int b, int h, int i) {
+          const int hk = h / (H / Hkv);
+          for (int c = 1; c < qa; ++c)
+            for (int x = 0; x < d; ++x) {
+              const T gx = cs.rs(b, h, c - 1, i, x);
+              for (int r = 0; r < d; ++r) cs.rs(b, h, c, i, r) += st.p(b, hk, c, x, r) * gx;
+            }
+          for (int x = 0; x < d; ++x) cs.dq_fold(b, sq + i, h, x) = cs.rs(b, h, qa - 1, i, x);
+          if (has_fox) {
+            T sum = T(0);
+            for (int c = 0; c < qa; ++c) sum += cs.rsum(b, h, c, i);
+            dfox_q(b, sq + i, h) += sum;
+          }
+        });
+    // 4. transition gradients
+    if (qa > 1) {
+      CrossTransitions<T> ct{cs, qa, nq, H, Hkv, d, 0};
+      Kokkos::parallel_for("lcr::path_bwd_transitions",
+                           la::TeamPolicy(B * Hkv * (qa - 1), Kokkos::AUTO), ct);
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void path_backward(const PathArgs<T>& a, const View3<const T>& lse, const View3<const T>& delta,
+                   const View4<const T>& dout, const View4<T>& dq, const View4<T>& dk,
+                   const View4<T>& dv, const View4<T>& dw, const View3<T>& dbeta,
+                   const View3<T>& dfox_q, const View3<T>& dfox_k) {
+  const int B = a.q.extent(0), L = a.q.extent(1), H = a.q.extent(2), d = a.q.extent(3);
+  const int Hkv = a.k.extent(2);
+  const bool has_fox = a.fox_q.extent(0) > 0;
+  for (const auto& g : {dq, dk, dv, dw}) Kokkos::deep_copy(g, T(0));
+  Kokkos::deep_copy(dbeta, T(0));
+  if (has_fox) {
+    Kokkos::deep_copy(dfox_q, T(0));
+    Kokkos::deep_copy(dfox_k, T(0));
+  }
+  if (B == 0 || L == 0 || H == 0) return;
+  const BlockState<T> st = block_forward<T>(a.w, a.beta, a.k, a.block);
+  View4<T> q_fold("lcr::path_q_fold", B, L, H, d);
+  block_fold_queries<T>(st, a.w, a.q, q_fold);
+
+  CrossState<T> cs;
+  cs.xs = View5<T>("lcr::path_bwd_x", B, H, st.nb, a.block, d);
+  cs.rs = View5<T>("lcr::path_bwd_g", B, H, st.nb, a.block, d);
+  cs.rsum = View4<T>("lcr::path_bwd_rowsum", has_fox ? B : 0, H, st.nb, a.block);
+  cs.dk_fold = View4<T>("lcr::path_dk_fold", B, L, Hkv, d);
+  cs.dq_fold = View4<T>("lcr::path_dq_fold", B, L, H, d);
+  cs.dp = View5<T>("lcr::path_dp", B, Hkv, st.nb, d, d);
+  cross_backward<T>(a, st, q_fold, lse, delta, dout, dv, dfox_q, dfox_k, cs);
+
+  BlockAttention<T> att;
+  att.v = a.v;
+  att.dout = dout;
+  att.lse = lse;
+  att.delta = delta;
+  att.fox_q = a.fox_q;
+  att.fox_k = a.fox_k;
+  att.dfox_q = dfox_q;
+  att.dfox_k = dfox_k;
+  att.dv = dv;
+  att.scale = a.scale;
+  att.softcap = a.softcap;
+  BlockGrads<T> g{cs.dq_fold, cs.dk_fold, cs.dp, dq, dk, dw, dbeta};
+  block_backward<T>(a.w, a.beta, a.q, a.k, a.block, att, g);
+}
+
+#define LCR_INSTANTIATE(T)                                                                         \
+  template void path_backward<T>(const PathArgs<T>&, const View3<const T>&, const View3<const T>&, \
+                                 const View4<const T>&, const View4<T>&, const View4<T>&,          \
+                                 const View4<T>&, const View4<T>&, const View3<T>&,                \
+                                 const View3<T>&, const View3<T>&);
+LCR_INSTANTIATE(float)
+LCR_INSTANTIATE(double)
+#undef LCR_INSTANTIATE
+
+}  // namespace lcr::path
