@@ -1,0 +1,74 @@
+#include "parallel/ring/layout.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace lcr {
+
+const char* layout_name(LayoutKind k) { return k == LayoutKind::Zigzag ? "zigzag" : "contiguous"; }
+
+LayoutKind parse_layout(const std::string& name) {
+  if (name == "contiguous") return LayoutKind::Contiguous;
+  if (name == "zigzag") return LayoutKind::Zigzag;
+  throw_error("unknown sequence layout '", name, "' (valid: contiguous, zigzag)");
+}
+
+SeqLayout::SeqLayout(LayoutKind kind, int64_t length, int ranks)
+    : kind_(kind), length_(length), ranks_(ranks) {
+  require(ranks >= 1, "a sequence layout needs at least one rank (got ", ranks, ")");
+  const int64_t C = kind == LayoutKind::Zigzag ? 2 * int64_t(ranks) : ranks;
+  require(length >= C, layout_name(kind), " layout over ", ranks, " ranks cuts the sequence into ",
+          C, " chunks and needs at least ", C, " positions, but the sequence has ", length,
+          kind == LayoutKind::Zigzag ? "; use the contiguous layout or fewer ranks"
+                                     : "; use fewer ranks",
+          "");
+  const int64_t base = length / C, extra = length % C;
+  chunks_.resize(size_t(C));
+  int64_t pos = 0;
+  for (int c = 0; c < C; ++c) {
+    Chunk& ch = chunks_[size_t(c)];
+    ch.index = c;
+    ch.start = pos;
+    ch.length = base + (c < extra ? 1 : 0);
+    ch.owner = kind == LayoutKind::Zigzag ? std::min<int>(c, int(C) - 1 - c) : c;
+    pos += ch.length;
+  }
+  owned_.assign(size_t(ranks), {});
+  for (auto& ch : chunks_) {
+    auto& mine = owned_[size_t(ch.owner)];
+    ch.local_offset = 0;
+    for (int o : mine) ch.local_offset += chunks_[size_t(o)].length;
+    mine.push_back(ch.index);  // chunks are visited in increasing order
+  }
+}
+
+int64_t SeqLayout::local_length(int rank) const {
+  int64_t n = 0;
+  for (int c : chunks_of(rank)) n += chunk(c).length;
+  return n;
+}
+
+int64_t SeqLayout::max_local_length() const {
+  int64_t m = 0;
+  for (int r = 0; r < ranks_; ++r) m = std::max(m, local_length(r));
+  return m;
+}
+
+std::vector<int64_t> SeqLayout::positions(int rank) const {
+  std::vector<int64_t> p;
+  p.reserve(size_t(local_length(rank)));
+  for (int c : chunks_of(rank))
+    for (int64_t i = 0; i < chunk(c).length; ++i) p.push_back(chunk(c).start + i);
+  return p;
+}
+
+std::string SeqLayout::describe() const {
+  std::ostringstream os;
+  os << layout_name(kind_) << " L=" << length_ << " N=" << ranks_ << " chunks";
+  for (const auto& c : chunks_) os << " [" << c.start << "," << c.end() << ")@" << c.owner;
+  return os.str();
+}
+
+}  // namespace lcr
