@@ -26,7 +26,9 @@
 #include "kernels/attention/kokkos/math.hpp"
 
 namespace lcr::pope {
-namespace {
+// Kernel helpers sit in a named namespace rather than an anonymous one: nvcc's rules for
+// extended (device) lambdas are simplest to meet in functions with external linkage.
+namespace detail {
 
 KOKKOS_INLINE_FUNCTION double clamp_delta(double x) {
   return x < kDeltaMin ? kDeltaMin : (x > kDeltaMax ? kDeltaMax : x);
@@ -103,7 +105,7 @@ void reduce_delta_grad(const View3<const T>& dpsi, const PView2<T>& delta,
       });
 }
 
-}  // namespace
+}  // namespace detail
 
 void validate(const AttentionSpec& s) {
   require(std::isfinite(s.pope.base) && s.pope.base > 1,
@@ -128,21 +130,21 @@ std::vector<double> frequencies(const AttentionSpec& spec) {
 
 template <class T>
 void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2) {
-  const auto theta = theta_table(*a.spec);
-  polar_forward<T>(a.q, q2, theta, PView2<T>(), a.q_pos0);
-  polar_forward<T>(a.k, k2, theta, a.params->v2("pope.delta"), a.k_pos0);
+  const auto theta = detail::theta_table(*a.spec);
+  detail::polar_forward<T>(a.q, q2, theta, PView2<T>(), a.q_pos0);
+  detail::polar_forward<T>(a.k, k2, theta, a.params->v2("pope.delta"), a.k_pos0);
 }
 
 template <class T>
 void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4<const T>& dk2,
                     const View4<T>& dq, const View4<T>& dk, ParamSet<T>& dparams) {
-  const auto theta = theta_table(*a.spec);
+  const auto theta = detail::theta_table(*a.spec);
   const auto delta = a.params->v2("pope.delta");
   const int B = a.k.extent(0), Lk = a.k.extent(1), Hk = a.k.extent(2), d = a.k.extent(3);
-  polar_backward<T>(a.q, dq2, dq, theta, PView2<T>(), a.q_pos0, View3<T>());
+  detail::polar_backward<T>(a.q, dq2, dq, theta, PView2<T>(), a.q_pos0, View3<T>());
   View3<T> dpsi("lcr::pope_dpsi", Hk, d, int64_t(B) * Lk);
-  polar_backward<T>(a.k, dk2, dk, theta, delta, a.k_pos0, dpsi);
-  reduce_delta_grad<T>(dpsi, delta, dparams.v2("pope.delta"));
+  detail::polar_backward<T>(a.k, dk2, dk, theta, delta, a.k_pos0, dpsi);
+  detail::reduce_delta_grad<T>(dpsi, delta, dparams.v2("pope.delta"));
 }
 
 template void lanes_forward<float>(const LaneArgs<float>&, const View4<float>&,

@@ -27,7 +27,9 @@
 #include "kernels/attention/kokkos/math.hpp"
 
 namespace lcr::rope {
-namespace {
+// Kernel helpers sit in a named namespace rather than an anonymous one: nvcc's rules for
+// extended (device) lambdas are simplest to meet in functions with external linkage.
+namespace detail {
 
 constexpr double kTwoPi = 6.283185307179586;
 
@@ -76,7 +78,7 @@ void apply(const AttentionSpec& spec, int64_t q_pos0, int64_t k_pos0, const View
   rotate_rows<T>(kx, ky, theta, k_pos0, sign, scale, inter, r);
 }
 
-}  // namespace
+}  // namespace detail
 
 void validate(const AttentionSpec& s) {
   const auto& o = s.rope;
@@ -117,7 +119,7 @@ std::vector<double> frequencies(const AttentionSpec& spec) {
     double t = std::pow(o.base, -2.0 * m / r);
     if (s > 1) {
       // ratio = how many full turns pair m makes over the original context.
-      const double ratio = double(o.yarn_original_len) / (kTwoPi / t);
+      const double ratio = double(o.yarn_original_len) / (detail::kTwoPi / t);
       const double g = ratio < alpha ? 0.0 : ratio > beta ? 1.0 : (ratio - alpha) / (beta - alpha);
       t = (1 - g) * t / s + g * t;
     }
@@ -133,13 +135,13 @@ double attention_factor(const AttentionSpec& spec) {
 
 template <class T>
 void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2) {
-  apply<T>(*a.spec, a.q_pos0, a.k_pos0, a.q, a.k, q2, k2, +1.0);
+  detail::apply<T>(*a.spec, a.q_pos0, a.k_pos0, a.q, a.k, q2, k2, +1.0);
 }
 
 template <class T>
 void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4<const T>& dk2,
                     const View4<T>& dq, const View4<T>& dk, ParamSet<T>&) {
-  apply<T>(*a.spec, a.q_pos0, a.k_pos0, dq2, dk2, dq, dk, -1.0);
+  detail::apply<T>(*a.spec, a.q_pos0, a.k_pos0, dq2, dk2, dq, dk, -1.0);
 }
 
 template void lanes_forward<float>(const LaneArgs<float>&, const View4<float>&,
