@@ -72,7 +72,9 @@ TEST(ModelLayout, WeightDecayGroupsAndClamp) {
   }
   oc.decay_embeddings = true;
   for (const auto& r : model_param_ranges(m, oc))
-    if (r.name == "embed") EXPECT_TRUE(r.decay);
+    if (r.name == "embed") {
+      EXPECT_TRUE(r.decay);
+    }
   c.attention.scheme = Scheme::PoPE;
   c.attention.head_dim = 8;
   try {
@@ -117,7 +119,9 @@ TEST(Model, InitIsDeterministicAndScaled) {
 }
 
 TEST(Model, ForwardBackwardAreBitwiseDeterministic) {
-  Model<float> m(test::tiny_config(Scheme::GOAT), 3);
+  ModelConfig c = test::tiny_config(Scheme::GOAT);
+  c.init_std = 0.02;
+  Model<float> m(c, 3);
   const auto batch = test::random_batch(2, 7, 11, 1);
   LocalAttention<float> attn;
   std::vector<float> first;
@@ -135,7 +139,9 @@ TEST(Model, ForwardBackwardAreBitwiseDeterministic) {
       for (size_t i = 0; i < first.size(); ++i) ASSERT_EQ(g(i), first[i]) << i;
     }
   }
-  EXPECT_NEAR(l0, std::log(11.0), 0.5);  // near-uniform prediction at init
+  // Near-uniform prediction at small init. Not exact: with tied embeddings the current
+  // token's own logit is ~|E_t|^2 / rms(E_t) ~ 0.3 above the rest, and 11 labelled rows.
+  EXPECT_NEAR(l0, std::log(11.0), 0.15);
   EXPECT_EQ(m.locate_nonfinite(), "");
 }
 
