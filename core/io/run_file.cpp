@@ -1,0 +1,515 @@
+// The run file: layout builders, the SWMR writer, the reader and crash recovery.
+// Layout and the commit protocol: docs/run-file.md.
+#include "core/io/run_file.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <set>
+
+#include "core/io/h5_util.hpp"
+
+namespace lcr::io {
+
+using h5::Handle;
+namespace fs = std::filesystem;
+
+// ---- Layout --------------------------------------------------------------------------
+
+const Column& Table::at(const std::string& name) const {
+  std::string have;
+  for (const auto& c : columns) {
+    if (c.name == name) return c;
+    have += (have.empty() ? "" : ", ") + c.name;
+  }
+  throw_error("table ", path, " has no column '", name, "' (columns: ", have, ")");
+}
+
+const Table& RunLayout::at(const std::string& path) const {
+  std::string have;
+  for (const auto& t : tables) {
+    if (t.path == path) return t;
+    have += (have.empty() ? "" : ", ") + t.path;
+  }
+  throw_error("the run file has no table '", path, "' (tables: ", have, ")");
+}
+
+Table metrics_table(const std::vector<std::string>& extra) {
+  Table t{"metrics", "training metrics, one row per logged step", {}};
+  t.columns = {{"loss", {}, DType::F64, "mean training cross-entropy of the step (nats/token)"},
+               {"lr", {}, DType::F64, "learning rate used by the step"},
+               {"grad_norm", {}, DType::F64, "global gradient L2 norm before clipping"},
+               {"tokens_per_s", {}, DType::F64, "training throughput, all ranks"},
+               {"memory_bytes", {}, DType::F64, "peak device memory of the writing rank"}};
+  for (const auto& n : extra) t.columns.push_back({n, {}, DType::F64, "extra metric"});
+  return t;
+}
+
+Table perplexity_table() {
+  return {"eval/perplexity",
+          "perplexity vs evaluation length, one row per (step, length)",
+          {{"length", {}, DType::I64, "evaluation context length (tokens)"},
+           {"loss", {}, DType::F64, "mean cross-entropy (nats/token)"},
+           {"ppl", {}, DType::F64, "exp(loss)"}}};
+}
+
+Table passkey_table() {
+  return {"eval/passkey",
+          "passkey retrieval accuracy, one row per (step, length, depth)",
+          {{"length", {}, DType::I64, "context length (tokens)"},
+           {"depth", {}, DType::F64, "passkey position as a fraction of the context (0..1)"},
+           {"accuracy", {}, DType::F64, "fraction of samples whose key is reproduced"}}};
+}
+
+std::vector<Table> prior_tables(const PriorShapes& s) {
+  const auto need = [&](int64_t v, const char* what) {
+    require(v > 0, "prior tables for scheme '", s.scheme, "' need ", what, " > 0 (got ", v, ")");
+  };
+  need(s.layers, "layers");
+  need(s.heads, "heads");
+  need(s.kv_heads, "kv_heads");
+  const int64_t H = s.heads, K = s.kv_heads;
+  std::vector<Column> cols = {
+      {"entropy", {H}, DType::F32, "attention entropy per head (nats), mean over probe rows"},
+      {"max_logit", {H}, DType::F32, "largest softmax logit per head"},
+      {"first_token_mass", {H}, DType::F32, "attention weight on position 0, mean over rows"}};
+  const std::string& sc = s.scheme;
+  if (sc == "goat" || sc == "goat2d") {
+    need(s.goat_modes, "goat_modes");
+    need(int64_t(s.goat_lags.size()), "goat_lags");
+    need(int64_t(s.goat_positions.size()), "goat_positions");
+    const int64_t R = s.goat_modes;
+    cols.push_back({"alpha", {H, R}, DType::F32, "GOAT mode decay alpha_h,r"});
+    cols.push_back({"beta", {H, R}, DType::F32, "GOAT mode frequency beta_h,r"});
+    cols.push_back({"amplitude", {H, R}, DType::F32, "GOAT per-mode amplitude"});
+    cols.push_back({"beta_alpha_ratio", {H, R}, DType::F32, "|beta| / |alpha| per mode"});
+    cols.push_back({"prior_curve",
+                    {H, int64_t(s.goat_lags.size())},
+                    DType::F32,
+                    "relative prior at the lags of /priors/goat_lags"});
+    cols.push_back({"u",
+                    {K, int64_t(s.goat_positions.size())},
+                    DType::F32,
+                    "key prior u_h(j) at the positions of /priors/goat_positions"});
+  } else if (sc == "pope") {
+    need(s.pope_dim, "pope_dim");
+    const int64_t d = s.pope_dim;
+    cols.push_back({"q_usage", {H, d}, DType::F32, "mean query magnitude per frequency"});
+    cols.push_back({"k_usage", {K, d}, DType::F32, "mean key magnitude per frequency"});
+    cols.push_back({"delta", {K, d}, DType::F32, "PoPE key phase bias per frequency"});
+  } else if (sc == "rope") {
+    need(s.rope_pairs, "rope_pairs");
+    cols.push_back({"q_pair_norm", {H, s.rope_pairs}, DType::F32, "mean query norm per pair"});
+    cols.push_back({"k_pair_norm", {K, s.rope_pairs}, DType::F32, "mean key norm per pair"});
+  } else if (sc == "path" || sc == "path_fox") {
+    cols.push_back({"beta_stats", {K, 4}, DType::F32, "PaTH beta: mean, std, min, max"});
+  }
+  std::vector<Table> out;
+  for (int64_t l = 0; l < s.layers; ++l)
+    out.push_back({"priors/layer_" + std::to_string(l), "layer " + std::to_string(l), cols});
+  return out;
+}
+
+RunLayout standard_layout(const PriorShapes& s, const std::vector<std::string>& extra_metrics) {
+  RunLayout L;
+  L.tables = {metrics_table(extra_metrics), perplexity_table(), passkey_table()};
+  for (auto& t : prior_tables(s)) L.tables.push_back(std::move(t));
+  L.attrs["priors"] = {{"scheme", s.scheme},         {"layers", s.layers},
+                       {"heads", s.heads},           {"kv_heads", s.kv_heads},
+                       {"goat_modes", s.goat_modes}, {"pope_dim", s.pope_dim},
+                       {"rope_pairs", s.rope_pairs}};
+  if (!s.goat_lags.empty()) L.axes["priors/goat_lags"] = s.goat_lags;
+  if (!s.goat_positions.empty()) L.axes["priors/goat_positions"] = s.goat_positions;
+  return L;
+}
+
+namespace {
+
+void validate(const RunLayout& L) {
+  std::set<std::string> paths;
+  for (const auto& t : L.tables) {
+    require(!t.path.empty() && t.path[0] != '/' && t.path.back() != '/', "table path '", t.path,
+            "' must be a relative group path like \"priors/layer_0\"");
+    require(paths.insert(t.path).second, "table '", t.path, "' is listed twice in the layout");
+    std::set<std::string> names;
+    for (const auto& c : t.columns) {
+      require(c.name != "step", "table ", t.path, ": `step` is implicit; do not list it");
+      require(names.insert(c.name).second, "table ", t.path, ": column '", c.name, "' twice");
+      for (auto d : c.shape)
+        require(d > 0, "table ", t.path, ", column ", c.name, ": every extent must be > 0");
+    }
+  }
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int64_t product(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (auto e : s) n *= e;
+  return n;
+}
+
+}  // namespace
+
+// ---- Writer --------------------------------------------------------------------------
+
+struct TableState {
+  Table spec;
+  Handle step;
+  std::vector<Handle> cols;  // in spec.columns order
+  int64_t rows = 0;
+  int64_t last_step = 0;
+};
+
+struct RunFile::Impl {
+  std::string path;
+  Handle file;
+  std::map<std::string, TableState> tables;
+
+  [[noreturn]] void fail(const std::string& what) const { throw_error(path, ": ", what); }
+  void flush() {
+    if (H5Fflush(file.id(), H5F_SCOPE_LOCAL) < 0) fail("cannot flush" + h5u::detail());
+  }
+  void start_swmr() {
+    flush();
+    if (H5Fstart_swmr_write(file.id()) < 0) fail("cannot start SWMR writing" + h5u::detail());
+  }
+};
+
+RunFile::RunFile(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunFile::RunFile(RunFile&&) noexcept = default;
+RunFile& RunFile::operator=(RunFile&&) noexcept = default;
+RunFile::~RunFile() = default;
+const std::string& RunFile::path() const { return impl_->path; }
+
+RunFile RunFile::create(const std::string& path, const RunLayout& layout, const Provenance& prov,
+                        bool overwrite) {
+  validate(layout);
+  std::error_code ec;
+  require(overwrite || !fs::exists(path, ec), path,
+          " already exists: resume the run (it continues this file) or choose a new run name");
+  h5u::quiet();
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  Handle fapl = h5u::fapl_v110();
+  impl->file = Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
+  if (impl->file.id() < 0) impl->fail("cannot create the run file" + h5u::detail());
+  const hid_t f = impl->file.id();
+
+  // /config: the TOML and provenance (fixed-length strings: no variable-length data in a
+  // SWMR file).
+  Handle cfg = h5u::ensure_group(f, "config", path);
+  std::map<std::string, AttrValue> a = {
+      {"config", prov.config_toml},
+      {"lcr_version", prov.lcr_version},
+      {"git_revision", prov.git_revision},
+      {"command_line", prov.command_line},
+      {"devices", prov.devices},
+      {"kokkos_version", prov.kokkos_version},
+      {"mpi_version", prov.mpi_version},
+      {"hdf5_version", h5u::library_version()},
+      {"world_size", prov.world_size},
+      {"dp", prov.dp},
+      {"cp", prov.cp},
+      {"layout_version", int64_t(1)},
+      {"resume_count", int64_t(0)},
+      {"start_time", prov.start_time.empty() ? now_utc() : prov.start_time}};
+  for (const auto& [k, v] : prov.extra) a.emplace(k, v);
+  for (const auto& [k, v] : a) h5u::write_attr(cfg.id(), k, v, path);
+
+  for (const auto& [g, attrs] : layout.attrs) {
+    Handle gh = h5u::ensure_group(f, g, path);
+    for (const auto& [k, v] : attrs) h5u::write_attr(gh.id(), k, v, path);
+  }
+  for (const auto& [name, values] : layout.axes) h5u::write_axis(f, name, values, path);
+  for (const auto& t : layout.tables) {
+    Handle g = h5u::ensure_group(f, t.path, path);
+    h5u::write_attr(g.id(), "doc", t.doc, path);
+    TableState st;
+    st.spec = t;
+    st.step = h5u::create_column(g.id(), "step", DType::I64, {},
+                                 "commit column: the training "
+                                 "step of each row; read exactly len(step) rows",
+                                 path);
+    for (const auto& c : t.columns)
+      st.cols.push_back(h5u::create_column(g.id(), c.name, c.type, c.shape, c.doc, path));
+    impl->tables.emplace(t.path, std::move(st));
+  }
+  impl->start_swmr();
+  return RunFile(std::move(impl));
+}
+
+RunFile RunFile::resume(const std::string& path, const RunLayout& layout, int64_t checkpoint_step) {
+  validate(layout);
+  std::error_code ec;
+  require(fs::exists(path, ec), "cannot resume: no run file at ", path,
+          " (start a new run, or point the run directory at the old one)");
+  recover_run_file(path);
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  Handle fapl = h5u::fapl_v110();
+  impl->file = Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id()), H5Fclose);
+  if (impl->file.id() < 0) impl->fail("cannot open the run file to resume it" + h5u::detail());
+  const hid_t f = impl->file.id();
+
+  // The file must hold exactly the tables and columns of `layout`.
+  std::vector<std::string> in_file = h5u::find_tables(f, path);
+  for (const auto& t : in_file)
+    if (std::none_of(layout.tables.begin(), layout.tables.end(),
+                     [&](const Table& x) { return x.path == t; }))
+      impl->fail("has table " + t +
+                 ", which the current config does not produce: the run "
+                 "was started with a different model/scheme; start a new run instead");
+  for (const auto& t : layout.tables) {
+    TableState st;
+    st.spec = t;
+    st.step = h5u::open_column(f, t.path + "/step", DType::I64, {}, path);
+    for (const auto& c : t.columns)
+      st.cols.push_back(h5u::open_column(f, t.path + "/" + c.name, c.type, c.shape, path));
+    // Keep the committed rows up to the checkpoint (steps never decrease in a table).
+    const std::vector<int64_t> steps = h5u::read_steps(st.step.id(), path);
+    int64_t keep = 0;
+    while (keep < int64_t(steps.size()) && steps[size_t(keep)] <= checkpoint_step) ++keep;
+    h5u::set_rows(st.step.id(), keep, path);
+    for (auto& c : st.cols) h5u::set_rows(c.id(), keep, path);
+    st.rows = keep;
+    st.last_step = keep > 0 ? steps[size_t(keep - 1)] : 0;
+    impl->tables.emplace(t.path, std::move(st));
+  }
+  Handle cfg(H5Gopen2(f, "config", H5P_DEFAULT), H5Gclose);
+  if (cfg.id() < 0) impl->fail("has no /config group; not an lcr run file");
+  const int64_t count = h5u::read_attr_int(cfg.id(), "resume_count", 0);
+  h5u::write_attr(cfg.id(), "resume_count", count + 1, path);
+  h5u::write_attr(cfg.id(), "last_resume_step", checkpoint_step, path);
+  h5u::write_attr(cfg.id(), "last_resume_time", now_utc(), path);
+  impl->start_swmr();
+  return RunFile(std::move(impl));
+}
+
+void RunFile::append(const std::string& table, int64_t step, const Row& row) {
+  Impl& I = *impl_;
+  auto it = I.tables.find(table);
+  if (it == I.tables.end()) {
+    std::string have;
+    for (const auto& [k, v] : I.tables) have += (have.empty() ? "" : ", ") + k;
+    I.fail("no table '" + table + "' (tables: " + have + ")");
+  }
+  TableState& st = it->second;
+  if (st.rows > 0 && step < st.last_step)
+    I.fail("table " + table + ": step " + std::to_string(step) + " is below the last step " +
+           std::to_string(st.last_step) + "; steps must not decrease");
+  for (const auto& [name, v] : row) st.spec.at(name);  // Error naming an unknown column
+  // Every column first, flushed; then the commit column.
+  for (size_t c = 0; c < st.cols.size(); ++c) {
+    const Column& col = st.spec.columns[c];
+    auto v = row.find(col.name);
+    if (v == row.end()) I.fail("table " + table + ": row has no value for column " + col.name);
+    if (int64_t(v->second.size()) != product(col.shape))
+      I.fail("table " + table + ", column " + col.name + ": got " +
+             std::to_string(v->second.size()) + " values for one row of shape " +
+             h5::shape_pattern(col.shape));
+    h5u::write_row(st.cols[c].id(), st.rows, H5T_NATIVE_DOUBLE, v->second.data(), col.shape,
+                   I.path);
+  }
+  I.flush();
+  h5u::write_row(st.step.id(), st.rows, H5T_NATIVE_INT64, &step, {}, I.path);
+  I.flush();
+  ++st.rows;
+  st.last_step = step;
+}
+
+int64_t RunFile::rows(const std::string& table) const {
+  auto it = impl_->tables.find(table);
+  if (it == impl_->tables.end()) impl_->fail("no table '" + table + "'");
+  return it->second.rows;
+}
+
+void RunFile::close() {
+  if (!impl_ || impl_->file.id() < 0) return;
+  impl_->flush();
+  impl_->tables.clear();
+  if (impl_->file.reset() < 0) impl_->fail("cannot close the run file" + h5u::detail());
+}
+
+// ---- Reader --------------------------------------------------------------------------
+
+struct ReaderTable {
+  Handle step;
+  std::vector<std::string> names;
+  std::vector<Handle> cols;
+  int64_t rows = 0;
+};
+
+struct RunReader::Impl {
+  std::string path;
+  Handle file;
+  std::map<std::string, ReaderTable> tables;
+  const ReaderTable& at(const std::string& t) const {
+    auto it = tables.find(t);
+    if (it == tables.end()) throw_error(path, ": no table '", t, "'");
+    return it->second;
+  }
+};
+
+RunReader::RunReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RunReader::RunReader(RunReader&&) noexcept = default;
+RunReader::~RunReader() = default;
+const std::string& RunReader::path() const { return impl_->path; }
+
+RunReader RunReader::open(const std::string& path) {
+  h5u::check_hdf5_file(path);
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->file =
+      Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT), H5Fclose);
+  if (impl->file.id() < 0)
+    throw_error(path, ": cannot open the run file for reading", h5u::detail(),
+                " (a writer that has not yet started SWMR mode holds it: retry in a moment)");
+  for (const auto& t : h5u::find_tables(impl->file.id(), path)) {
+    ReaderTable rt;
+    Handle g(H5Gopen2(impl->file.id(), t.c_str(), H5P_DEFAULT), H5Gclose);
+    rt.step = Handle(H5Dopen2(g.id(), "step", H5P_DEFAULT), H5Dclose);
+    for (const auto& n : h5u::dataset_names(g.id()))
+      if (n != "step") {
+        rt.names.push_back(n);
+        rt.cols.emplace_back(H5Dopen2(g.id(), n.c_str(), H5P_DEFAULT), H5Dclose);
+      }
+    impl->tables.emplace(t, std::move(rt));
+  }
+  RunReader r(std::move(impl));
+  r.refresh();
+  return r;
+}
+
+std::vector<std::string> RunReader::tables() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : impl_->tables) out.push_back(k);
+  return out;
+}
+
+std::vector<std::string> RunReader::columns(const std::string& table) const {
+  return impl_->at(table).names;
+}
+
+void RunReader::refresh() {
+  // len(step) first: the writer extends every other column before `step`, so columns
+  // refreshed afterwards have at least that many complete rows.
+  for (auto& [name, t] : impl_->tables) {
+    H5Drefresh(t.step.id());
+    t.rows = h5u::rows_of(t.step.id());
+    for (auto& c : t.cols) {
+      H5Drefresh(c.id());
+      t.rows = std::min(t.rows, h5u::rows_of(c.id()));  // only shorter if not ours
+    }
+  }
+}
+
+int64_t RunReader::rows(const std::string& table) const { return impl_->at(table).rows; }
+
+std::vector<int64_t> RunReader::steps(const std::string& table) const {
+  const ReaderTable& t = impl_->at(table);
+  std::vector<int64_t> out(size_t(t.rows));
+  h5u::read_rows(t.step.id(), t.rows, H5T_NATIVE_INT64, out.data(), nullptr, impl_->path);
+  return out;
+}
+
+std::vector<double> RunReader::column(const std::string& table, const std::string& name,
+                                      std::vector<int64_t>* row_shape) const {
+  const ReaderTable& t = impl_->at(table);
+  auto it = std::find(t.names.begin(), t.names.end(), name);
+  if (it == t.names.end())
+    throw_error(impl_->path, ": table ", table, " has no column '", name, "'");
+  const hid_t d = t.cols[size_t(it - t.names.begin())].id();
+  std::vector<int64_t> shape;
+  h5u::read_rows(d, 0, H5T_NATIVE_DOUBLE, nullptr, &shape, impl_->path);  // shape only
+  std::vector<double> out(size_t(t.rows * product(shape)));
+  h5u::read_rows(d, t.rows, H5T_NATIVE_DOUBLE, out.data(), nullptr, impl_->path);
+  if (row_shape) *row_shape = shape;
+  return out;
+}
+
+std::string RunReader::config_toml() const { return provenance().at("config"); }
+
+std::map<std::string, std::string> RunReader::provenance() const {
+  Handle cfg(H5Gopen2(impl_->file.id(), "config", H5P_DEFAULT), H5Gclose);
+  if (cfg.id() < 0) throw_error(impl_->path, ": no /config group; not an lcr run file");
+  return h5u::attrs_as_text(cfg.id(), impl_->path);
+}
+
+// ---- Recovery ------------------------------------------------------------------------
+
+namespace {
+
+bool opens_normally(const std::string& path) {
+  Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  H5Eclear2(H5E_DEFAULT);
+  return f.id() >= 0;
+}
+
+// h5clear -s --increment through the library's own (registered, undocumented) fapl
+// properties. False when this HDF5 does not have them.
+bool clear_flags(const std::string& path) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  for (const char* p : {"clear_status_flags", "skip_eof_check"}) {
+    size_t size = 0;
+    if (H5Pexist(fapl.id(), p) <= 0 || H5Pget_size(fapl.id(), p, &size) < 0 ||
+        size != sizeof(hbool_t)) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+    hbool_t yes = true;
+    if (H5Pset(fapl.id(), p, &yes) < 0) throw_error(path, ": cannot set ", p, h5u::detail());
+  }
+  Handle f(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id()), H5Fclose);
+  if (f.id() < 0) throw_error(path, ": cannot open to clear its status flags", h5u::detail());
+  if (H5Fincrement_filesize(f.id(), hsize_t(1) << 20) < 0)
+    throw_error(path, ": cannot extend the end of allocation", h5u::detail());
+  if (f.reset() < 0) throw_error(path, ": cannot close after clearing", h5u::detail());
+  return true;
+}
+
+void copy_readable(const std::string& path) {
+  const std::string tmp = path + ".recover.tmp";
+  {
+    Handle src(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT), H5Fclose);
+    if (src.id() < 0) throw_error(path, ": cannot open even with SWMR-read", h5u::detail());
+    Handle fapl = h5u::fapl_v110();
+    Handle dst(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
+    if (dst.id() < 0) throw_error(tmp, ": cannot create", h5u::detail());
+    Handle root(H5Gopen2(src.id(), "/", H5P_DEFAULT), H5Gclose);
+    for (const auto& n : h5u::child_names(root.id()))
+      if (H5Ocopy(src.id(), n.c_str(), dst.id(), n.c_str(), H5P_DEFAULT, H5P_DEFAULT) < 0)
+        throw_error(path, ": cannot copy /", n, " into ", tmp, h5u::detail());
+    if (dst.reset() < 0) throw_error(tmp, ": cannot close", h5u::detail());
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+std::string recover_run_file(const std::string& path, RecoverMethod how) {
+  h5u::check_hdf5_file(path);
+  if (opens_normally(path)) return "clean";
+  std::string done;
+  if (how != RecoverMethod::Copy && clear_flags(path)) {
+    done = "cleared";
+  } else {
+    require(how != RecoverMethod::ClearFlags, path, ": this HDF5 library lacks the ",
+            "clear_status_flags property; use RecoverMethod::Copy or `h5clear -s --increment`");
+    copy_readable(path);
+    done = "copied";
+  }
+  require(opens_normally(path), path, ": still does not open after recovery (", done,
+          "); try `h5clear -s --increment ", path, "`");
+  return done;
+}
+
+}  // namespace lcr::io

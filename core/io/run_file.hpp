@@ -1,0 +1,171 @@
+#pragma once
+// The HDF5 run file, runs/<name>/run.h5 (layout: docs/run-file.md, the one place that
+// documents it). Written by ONE rank in SWMR mode, so it can be read while the run goes
+// and stays consistent after kill -9:
+//   - the file uses the 1.10 format (libver bounds pinned to V110: 1.10 and newer read it);
+//   - every group, dataset and attribute is created up front (RunLayout), then SWMR writing
+//     starts; afterwards the writer only extends datasets along their first (step) axis;
+//   - data is organised in TABLES: a group whose `step` dataset [n] int64 is the commit
+//     column. append() extends and writes every other column, flushes, and only then
+//     extends, writes and flushes `step`. A reader therefore takes n = len(step) rows; every
+//     other column of the table has at least n complete rows.
+//
+// Typical use (rank 0 of the trainer; others send it their metrics):
+//   RunLayout layout = standard_layout(prior_shapes, {"clip_scale"});
+//   RunFile rf = resume ? RunFile::resume(path, layout, ckpt_step)
+//                       : RunFile::create(path, layout, provenance);
+//   rf.append("metrics", step, {{"loss", {loss}}, {"lr", {lr}}, ...});
+//   rf.append("priors/layer_0", step, {{"entropy", per_head}, {"alpha", alpha_HxR}, ...});
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/io/hdf5.hpp"
+
+namespace lcr::io {
+
+enum class DType { F64, F32, I64 };
+
+// One column of a table: every row has `shape` (empty = one number). Values are passed as
+// doubles and converted to `type` on disk.
+struct Column {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType type = DType::F64;
+  std::string doc;  // stored as the dataset's `doc` attribute
+};
+
+// A group of columns appended together, one row per call. The commit column `step` is
+// implicit (do not list it).
+struct Table {
+  std::string path;  // inside the file, no leading slash: "metrics", "priors/layer_0"
+  std::string doc;
+  std::vector<Column> columns;
+  const Column& at(const std::string& name) const;  // Error listing the columns
+};
+
+// Scalar attribute of a group (written once, at creation).
+using AttrValue = std::variant<int64_t, double, std::string>;
+
+// Everything created before SWMR starts.
+struct RunLayout {
+  std::vector<Table> tables;
+  // 1-D int64 datasets that label an axis (e.g. "priors/goat_lags"): never appended.
+  std::map<std::string, std::vector<int64_t>> axes;
+  // group path -> attribute name -> value ("priors" -> "scheme" -> "goat").
+  std::map<std::string, std::map<std::string, AttrValue>> attrs;
+  const Table& at(const std::string& path) const;  // Error listing the tables
+};
+
+// ---- The standard tables (docs/run-file.md) ------------------------------------------
+// metrics: step, loss, lr, grad_norm, tokens_per_s, memory_bytes, then `extra` (float64).
+Table metrics_table(const std::vector<std::string>& extra = {});
+Table perplexity_table();  // eval/perplexity: length, loss, ppl
+Table passkey_table();     // eval/passkey: length, depth, accuracy
+
+// What the prior tables of a model look like. `scheme` picks the scheme-specific columns:
+// goat/goat2d, pope, rope, path/path_fox; any other scheme gets the common ones only.
+struct PriorShapes {
+  std::string scheme;
+  int64_t layers = 0, heads = 0, kv_heads = 0;
+  int64_t goat_modes = 0;               // R
+  std::vector<int64_t> goat_lags;       // lags of the relative prior curve
+  std::vector<int64_t> goat_positions;  // positions j of u_h(j)
+  int64_t pope_dim = 0;                 // d: PoPE frequencies per head
+  int64_t rope_pairs = 0;               // r/2: rotated pairs per head
+};
+// priors/layer_<l> for every layer; Error naming a dimension the scheme needs but is 0.
+std::vector<Table> prior_tables(const PriorShapes& s);
+// metrics + eval/perplexity + eval/passkey + prior tables, the axes and /priors attributes.
+RunLayout standard_layout(const PriorShapes& s, const std::vector<std::string>& extra_metrics = {});
+
+// Provenance, stored as attributes of /config (hdf5_version is filled in here).
+struct Provenance {
+  std::string config_toml;  // the full resolved config
+  std::string lcr_version, git_revision, command_line, devices;
+  std::string kokkos_version, mpi_version;
+  int64_t world_size = 1, dp = 1, cp = 1;
+  std::string start_time;  // ISO 8601 UTC; empty = now
+  std::map<std::string, std::string> extra;
+};
+
+// One row: column name -> values (row-major, prod(shape) of them). Every column of the
+// table must be given; NaN marks "not measured".
+using Row = std::map<std::string, std::vector<double>>;
+
+class RunFile {
+ public:
+  // A new run file (Error if `path` exists, unless overwrite).
+  static RunFile create(const std::string& path, const RunLayout& layout, const Provenance& prov,
+                        bool overwrite = false);
+  // Continue an existing run file after a restart from the checkpoint at `checkpoint_step`:
+  // recovers it if its writer died (recover_run_file), checks it has `layout` (Error naming
+  // the first difference), drops every row with step > checkpoint_step (those steps are
+  // trained again), records the resume in /config, and starts SWMR writing.
+  static RunFile resume(const std::string& path, const RunLayout& layout, int64_t checkpoint_step);
+
+  RunFile(RunFile&&) noexcept;
+  RunFile& operator=(RunFile&&) noexcept;
+  ~RunFile();
+
+  // Appends one row and commits it (see the top of this file). Errors: unknown table or
+  // column, a missing column, wrong value count, step below the table's last step.
+  void append(const std::string& table, int64_t step, const Row& row);
+  int64_t rows(const std::string& table) const;
+  const std::string& path() const;
+  void close();  // flushes and closes; the destructor does it silently
+
+ private:
+  struct Impl;
+  explicit RunFile(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads a run file: live (being written), crashed, or closed. Opens with SWMR-read, so a
+// crashed file needs no recovery to be read.
+class RunReader {
+ public:
+  static RunReader open(const std::string& path);
+  RunReader(RunReader&&) noexcept;
+  ~RunReader();
+
+  std::vector<std::string> tables() const;  // every group holding `step`, sorted
+  std::vector<std::string> columns(const std::string& table) const;  // without `step`
+  // Re-reads the committed row counts (len(step)) of every table; rows appended since
+  // open/refresh become visible. Snapshot semantics: rows() and reads use these counts.
+  void refresh();
+  int64_t rows(const std::string& table) const;
+  std::vector<int64_t> steps(const std::string& table) const;
+  // The committed rows of a column, row-major [rows, row_shape...] as doubles.
+  std::vector<double> column(const std::string& table, const std::string& name,
+                             std::vector<int64_t>* row_shape = nullptr) const;
+  std::string config_toml() const;
+  std::map<std::string, std::string> provenance() const;  // /config attributes as text
+  const std::string& path() const;
+
+ private:
+  struct Impl;
+  explicit RunReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Makes a run file whose writer died (kill -9, node failure) openable normally again.
+// Does nothing to a file that already opens normally. Never call it on a file that a live
+// writer still holds. How:
+//   ClearFlags: what `h5clear -s --increment` does, through the library: opens the file
+//     with HDF5's own fapl properties "clear_status_flags" and "skip_eof_check" (they are
+//     registered on every 1.10 fapl, used by h5clear), which resets the superblock's
+//     "open for writing / SWMR" flags, then H5Fincrement_filesize(1 MiB) so that the
+//     end-of-allocation covers everything the writer put in the file.
+//   Copy: public API only: opens with SWMR-read and H5Ocopy's every top-level object into
+//     a fresh file (path.recover.tmp, renamed over path).
+//   Auto: ClearFlags where the library has those properties, else Copy.
+// Returns what was done: "clean" (nothing needed), "cleared" or "copied". Error naming
+// the path if the file still does not open.
+enum class RecoverMethod { Auto, ClearFlags, Copy };
+std::string recover_run_file(const std::string& path, RecoverMethod how = RecoverMethod::Auto);
+
+}  // namespace lcr::io
