@@ -65,6 +65,7 @@ Flat single_rank(const RingCase& c, const FullProblem& p) {
   in.q = d.q;
   in.k = d.k;
   in.v = d.v;
+  in.q_pos0 = in.k_pos0 = c.pos0;
   if (is_fox(s)) in.fox_cq = in.fox_ck = d.fox_c;
   auto out = make_outputs<T>(s, in);
   attention_forward<T>(s, in, d.params, out);
@@ -98,6 +99,7 @@ Flat ring(Communicator& comm, const RingCase& c, const FullProblem& p, const Seq
   in.q = shard_view(d.q, layout, me);
   in.k = shard_view(d.k, layout, me);
   in.v = shard_view(d.v, layout, me);
+  in.q_pos0 = in.k_pos0 = c.pos0;
   View3<T> c_local;
   if (is_fox(s)) {
     const View3<T> lf = shard_view(d.log_f, layout, me);

@@ -66,7 +66,7 @@ FullProblem make_full_problem(const RingCase& c, int64_t L) {
 std::vector<RingCase> ring_cases() {
   std::vector<RingCase> all;
   auto add = [&](const std::string& name, const AttentionSpec& s, int batch) {
-    all.push_back({name, s, batch, 1000 + all.size()});
+    all.push_back({name, s, batch, 1000 + all.size(), 0});
   };
   AttentionSpec base;
   base.heads = 2;

@@ -20,6 +20,7 @@ struct RingCase {
   AttentionSpec spec;
   int batch = 1;
   uint64_t seed = 1;
+  int64_t pos0 = 0;  // global position of the sequence's first row (q_pos0 = k_pos0)
 };
 
 // Full (unsharded) inputs, float64 on the host. FoX: log_f [B, L, H] (log sigmoid of a

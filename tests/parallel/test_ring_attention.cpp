@@ -151,6 +151,22 @@ TEST(RingAttention, RunsInsideEveryProcessGridShape) {
   }
 }
 
+// A sequence that starts at global position pos0 > 0 (q_pos0 = k_pos0 = pos0): the
+// layout's chunk offsets are added to it, so absolute-position terms (GOAT's u_h(j),
+// RoPE angles, ALiBi distances) match the single-rank call with the same pos0.
+TEST(RingAttention, HonoursAGlobalStartPosition) {
+  Communicator& comm = world();
+  for (const char* name : {"goat_gqa_qknorm_sink_softcap", "rope_halfsplit_gqa", "fox"}) {
+    RingCase c = ring_case(name);
+    c.pos0 = 37;
+    SCOPED_TRACE(name);
+    const FullProblem p = make_full_problem(c, 61);
+    const Flat want = single_rank<double>(c, p);
+    for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag})
+      expect_match(ring<double>(comm, c, p, SeqLayout(k, 61, comm.size())), want, 1e-10);
+  }
+}
+
 TEST(RingAttention, RejectsBadInputsOnEveryRank) {
   Communicator& comm = world();
   const RingCase c = ring_cases().front();

@@ -1,0 +1,230 @@
+#pragma once
+// Internals shared by the ring passes (ring_forward.cpp, ring_backward.cpp, and the PaTH
+// ring to come): a rank's local chunks and their prepared lanes, the packed ring message
+// of a key chunk, the per-step exchange and its timing. Not a public API.
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/attention/attention.hpp"
+#include "parallel/comm/communicator.hpp"
+#include "parallel/ring/buffers.hpp"
+#include "parallel/ring/layout.hpp"
+#include "parallel/ring/message.hpp"
+#include "parallel/ring/shard.hpp"
+#include "parallel/ring/stats.hpp"
+
+namespace lcr::ring_detail {
+
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Tags name the message kind and the step it is consumed at, so a message from the
+// wrong step or of the wrong kind is never matched silently (MPI's tag range is at
+// least 32767; steps wrap harmlessly since messages between two ranks stay ordered).
+inline constexpr int kTagKV = 1, kTagGrad = 2;
+inline int ring_tag(int kind, int step) { return kind * 4096 + step % 4096; }
+
+inline bool uses_fox(Scheme s) { return s == Scheme::FoX || s == Scheme::PaTHFoX; }
+
+// Rows [r0, r0 + n) of a local tensor as a LayoutRight view of their own (the chunk
+// kernels need contiguous [B, n, ...] views; a row range of a batched tensor is strided).
+template <class V>
+typename V::non_const_type take_rows(const V& src, int seq_dim, int64_t r0, int64_t n) {
+  using Out = typename V::non_const_type;
+  int64_t outer, inner;
+  split_extents(src, seq_dim, outer, inner);
+  Out out = resized_like<Out>(src, seq_dim, n, "lcr::chunk_rows");
+  copy_rows<ExecSpace>(src.data(), int64_t(src.extent(seq_dim)), r0, out.data(), n, 0, outer, n,
+                       inner);
+  return out;
+}
+
+// A chunk's rows of a local input: the tensor itself when the chunk is all of it.
+template <class V>
+typename V::const_type chunk_input(const V& src, int seq_dim, const Chunk& ch, bool whole) {
+  if (whole || src.extent(0) == 0) return src;
+  return take_rows(src, seq_dim, ch.local_offset, ch.length);
+}
+
+// A chunk's rows of a local output: kernels write `view`; flush() puts the rows in place.
+template <class V>
+struct RowSlot {
+  V view, dst;
+  int seq_dim = 1;
+  int64_t r0 = 0;
+  bool alias = true;
+  void flush() const {
+    if (alias || dst.extent(0) == 0) return;
+    int64_t outer, inner;
+    split_extents(dst, seq_dim, outer, inner);
+    const int64_t n = int64_t(view.extent(seq_dim));
+    copy_rows<ExecSpace>(view.data(), n, 0, dst.data(), int64_t(dst.extent(seq_dim)), r0, outer, n,
+                         inner);
+  }
+};
+
+template <class V>
+RowSlot<V> row_slot(const V& dst, int seq_dim, const Chunk& ch, bool whole) {
+  RowSlot<V> s;
+  s.dst = dst;
+  s.seq_dim = seq_dim;
+  s.r0 = ch.local_offset;
+  s.alias = whole || dst.extent(0) == 0;
+  s.view = s.alias ? dst : resized_like<V>(dst, seq_dim, ch.length, "lcr::chunk_out");
+  return s;
+}
+
+// One chunk this rank holds: its inputs (positions at the chunk's global start) and the
+// scheme's lanes for it, computed once and reused for every visiting key chunk.
+template <class T>
+struct LocalChunk {
+  Chunk ch;
+  bool whole = false;
+  AttentionInputs<T> in;
+  PreparedAttention<T> p;
+};
+
+template <class T>
+std::vector<LocalChunk<T>> prepare_chunks(const SeqLayout& layout, int me,
+                                          const AttentionSpec& spec, const AttentionInputs<T>& in,
+                                          const ParamSet<T>& params) {
+  std::vector<LocalChunk<T>> out;
+  const bool whole = layout.chunks_of(me).size() == 1;
+  for (int c : layout.chunks_of(me)) {
+    LocalChunk<T> lc;
+    lc.ch = layout.chunk(c);
+    lc.whole = whole;
+    lc.in.q = chunk_input(in.q, 1, lc.ch, whole);
+    lc.in.k = chunk_input(in.k, 1, lc.ch, whole);
+    lc.in.v = chunk_input(in.v, 1, lc.ch, whole);
+    lc.in.fox_cq = chunk_input(in.fox_cq, 1, lc.ch, whole);
+    lc.in.fox_ck = chunk_input(in.fox_ck, 1, lc.ch, whole);
+    lc.in.q_pos0 = lc.in.k_pos0 = in.q_pos0 + lc.ch.start;
+    lc.p = prepare_attention(spec, lc.in, params);
+    out.push_back(std::move(lc));
+  }
+  return out;
+}
+
+// The fields of one chunk inside a packed ring buffer (k lanes, v, FoX c_j).
+template <class T>  // T is const for a visiting chunk, non-const for gradient buffers
+struct ChunkFields {
+  int index = 0;
+  int64_t pos0 = 0;
+  View4<T> k, v;
+  View3<T> fox;  // [B, rows, H] view of the [B, rows, H, 1] field, or empty
+};
+
+template <class T>
+ChunkFields<T> chunk_fields(T* base, const RingMessage& msg, const PackedPlan& plan, int slot,
+                            const SeqLayout& layout, int64_t pos_base) {
+  ChunkFields<T> f;
+  f.index = plan.chunks[size_t(slot)];
+  f.pos0 = pos_base + layout.chunk(f.index).start;
+  f.k = packed_field(base, msg, plan, slot, 0);
+  f.v = packed_field(base, msg, plan, slot, 1);
+  if (msg.fields.size() > 2) {
+    auto x = packed_field(base, msg, plan, slot, 2);
+    f.fox = View3<T>(x.data(), x.extent(0), x.extent(1), x.extent(2));
+  }
+  return f;
+}
+
+// SDPA arguments for (local query chunk a, visiting key chunk b): a's query lanes, ALiBi
+// slopes, scale, softcap, FoX c_i; b's key lanes, values, FoX c_j and global position.
+template <class T>
+SdpaArgs<T> pair_args(const LocalChunk<T>& a, const ChunkFields<const T>& b) {
+  SdpaArgs<T> s = a.p.sdpa;
+  s.k = b.k;
+  s.v = b.v;
+  s.k_pos0 = b.pos0;
+  if (b.fox.extent(0) > 0) s.bias_k = b.fox;
+  return s;
+}
+
+// Causality skips a pair when every key of chunk b comes after every query of chunk a;
+// chunks are in position order, so that is b > a.
+inline bool masked(int query_chunk, int key_chunk) { return key_chunk > query_chunk; }
+
+template <class T>
+void pack_own_chunks(const std::vector<LocalChunk<T>>& chunks, const CommBuffer<T>& buf,
+                     const RingMessage& msg, const PackedPlan& plan, const SeqLayout& layout) {
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    auto f = chunk_fields<T>(buf.data(), msg, plan, int(i), layout, 0);
+    Kokkos::deep_copy(f.k, chunks[i].p.sdpa.k);
+    Kokkos::deep_copy(f.v, chunks[i].p.sdpa.v);
+    if (f.fox.extent(0) > 0) Kokkos::deep_copy(f.fox, chunks[i].p.sdpa.bias_k);
+  }
+}
+
+template <class T>
+void check_ring_inputs(const Communicator& comm, const SeqLayout& layout, const AttentionSpec& spec,
+                       const AttentionInputs<T>& in, const ParamSet<T>& params) {
+  require(spec.scheme != Scheme::PaTH && spec.scheme != Scheme::PaTHFoX,
+          "ring attention for PaTH is not built yet (it needs PaTH's block functions in "
+          "kernels/schemes/path); run PaTH with a context-parallel size of 1");
+  require(layout.ranks() == comm.size(), "the sequence layout is for ", layout.ranks(),
+          " ranks but the context-parallel group has ", comm.size());
+  check_inputs(spec, in, params);
+  const int me = comm.rank();
+  const int64_t Lr = layout.local_length(me);
+  require(int64_t(in.q.extent(1)) == Lr && int64_t(in.k.extent(1)) == Lr, "rank ", me, " holds ",
+          Lr, " positions in ", layout.describe(), " but its local q has ", in.q.extent(1),
+          " rows and k ", in.k.extent(1), "; shard the sequence with shard_view");
+  require(in.q_pos0 == in.k_pos0,
+          "ring attention takes q_pos0 == k_pos0 (the global position "
+          "of the full sequence's first row), got ",
+          in.q_pos0, " and ", in.k_pos0);
+}
+
+inline std::vector<PackedPlan> all_plans(const RingMessage& msg, const SeqLayout& layout,
+                                         int batch) {
+  std::vector<PackedPlan> plans;
+  for (int r = 0; r < layout.ranks(); ++r) plans.push_back(packed_plan(msg, layout, r, batch));
+  return plans;
+}
+
+inline int64_t capacity(const std::vector<PackedPlan>& plans) {
+  int64_t c = 0;
+  for (const auto& p : plans) c = std::max(c, p.total);
+  return c;
+}
+
+// Posts this step's K/V exchange (send the block we hold to the next rank, receive the
+// next block from the previous one) BEFORE the step's compute, so the transfer overlaps it.
+template <class T>
+std::vector<Request> post_kv_exchange(Communicator& comm, const CommBuffer<T>& cur,
+                                      const CommBuffer<T>& nxt, int64_t n_send, int64_t n_recv,
+                                      int step, RingStepStats& ss) {
+  const int N = comm.size(), me = comm.rank();
+  std::vector<Request> reqs;
+  cur.to_comm(n_send);
+  reqs.push_back(comm.isend(cur.comm_data(), size_t(n_send), (me + 1) % N, ring_tag(kTagKV, step)));
+  reqs.push_back(
+      comm.irecv(nxt.comm_data(), size_t(n_recv), (me - 1 + N) % N, ring_tag(kTagKV, step)));
+  ss.bytes_sent += n_send * int64_t(sizeof(T));
+  ss.bytes_received += n_recv * int64_t(sizeof(T));
+  return reqs;
+}
+
+inline void drive_progress(Communicator& comm, std::vector<Request>& reqs) {
+  for (auto& r : reqs)
+    if (r.pending()) comm.test(r);
+}
+
+inline double timed_wait(Communicator& comm, std::vector<Request>& reqs) {
+  const auto t0 = Clock::now();
+  comm.wait_all(reqs);
+  return seconds_since(t0);
+}
+
+template <class T>
+int lane_width(const std::vector<LocalChunk<T>>& chunks) {
+  return int(chunks.front().p.sdpa.k.extent(3));
+}
+
+}  // namespace lcr::ring_detail
