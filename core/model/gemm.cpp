@@ -5,73 +5,66 @@
 namespace lcr {
 namespace {
 
-// Tile sizes: a team computes a TM x TN block of C, stepping through K in TK slabs staged
-// in scratch (3 x 32 x 32 doubles = 24 KiB, within level-0 scratch on every backend).
-constexpr int TM = 32, TN = 32, TK = 32;
+// Register blocking: one work item computes an MR x NR block of C over the whole K,
+// accumulating in a local array the compiler keeps in registers (4 x 8 floats = 8 SSE
+// registers). Per k it loads NR contiguous values of op(B)'s row k and MR values of op(A)'s
+// column k: MR NR multiply-adds per MR + NR loads. Work items walk down a column of blocks
+// (i fastest), so the K x NR panel of B stays in L1 across them. op(B) is first packed into
+// a dense row-major [K, N] buffer when B is transposed, so the inner loop is always unit
+// stride over j. (A GPU backend would rather stage tiles in team scratch; the CUDA path
+// calls cuBLAS behind this same function.)
+constexpr int MR = 4, NR = 8;
 
 template <class T>
-struct GemmTile {
-  using Team = Kokkos::TeamPolicy<ExecSpace>::member_type;
-  using Scratch = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace::scratch_memory_space,
-                               Kokkos::MemoryUnmanaged>;
-  bool ta, tb;
+struct MicroTiles {
+  bool ta;
   int64_t M, N, K;
   T alpha;
   const T* A;
   int64_t lda;
-  const T* B;
+  const T* B;  // op(B), row-major [K, N] with row stride ldb
   int64_t ldb;
   T beta;
   T* C;
   int64_t ldc;
-  int64_t tiles_n;
-
-  static size_t scratch_bytes() { return 3 * Scratch::shmem_size(TM, TK); }
+  int64_t tiles_m;
 
   KOKKOS_INLINE_FUNCTION T a_at(int64_t i, int64_t k) const {
     return ta ? A[k * lda + i] : A[i * lda + k];
   }
-  KOKKOS_INLINE_FUNCTION T b_at(int64_t k, int64_t j) const {
-    return tb ? B[j * ldb + k] : B[k * ldb + j];
+
+  KOKKOS_INLINE_FUNCTION void store(int64_t i, int64_t j, T acc) const {
+    T& c = C[i * ldc + j];
+    c = beta == T(0) ? alpha * acc : alpha * acc + beta * c;
   }
 
-  KOKKOS_INLINE_FUNCTION void operator()(const Team& team) const {
-    const int64_t i0 = int64_t(team.league_rank() / tiles_n) * TM;
-    const int64_t j0 = int64_t(team.league_rank() % tiles_n) * TN;
-    Scratch As(team.team_scratch(0), TM, TK), Bs(team.team_scratch(0), TK, TN),
-        Cs(team.team_scratch(0), TM, TN);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN),
-                         [&](int t) { Cs(t / TN, t % TN) = T(0); });
-    for (int64_t k0 = 0; k0 < K; k0 += TK) {
-      team.team_barrier();
-      // Stage op(A)[i0.., k0..] and op(B)[k0.., j0..]; zeros outside the matrix so the
-      // inner loop needs no bounds checks.
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TK), [&](int t) {
-        const int64_t i = i0 + t / TK, k = k0 + t % TK;
-        As(t / TK, t % TK) = (i < M && k < K) ? a_at(i, k) : T(0);
-      });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TK * TN), [&](int t) {
-        const int64_t k = k0 + t / TN, j = j0 + t % TN;
-        Bs(t / TN, t % TN) = (k < K && j < N) ? b_at(k, j) : T(0);
-      });
-      team.team_barrier();
-      // Row i of the C tile: an axpy over kk with contiguous rows of Bs (vectorises on CPU).
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM), [&](int i) {
-        for (int kk = 0; kk < TK; ++kk) {
-          const T a = As(i, kk);
-          Kokkos::parallel_for(Kokkos::ThreadVectorRange(team, TN),
-                               [&](int j) { Cs(i, j) += a * Bs(kk, j); });
-        }
-      });
-    }
-    team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, TM * TN), [&](int t) {
-      const int64_t i = i0 + t / TN, j = j0 + t % TN;
-      if (i < M && j < N) {
-        T& c = C[i * ldc + j];
-        c = beta == T(0) ? alpha * Cs(t / TN, t % TN) : alpha * Cs(t / TN, t % TN) + beta * c;
+  KOKKOS_INLINE_FUNCTION void operator()(int64_t t) const {
+    const int64_t i0 = (t % tiles_m) * MR, j0 = (t / tiles_m) * NR;
+    T acc[MR][NR];
+    for (int r = 0; r < MR; ++r)
+      for (int c = 0; c < NR; ++c) acc[r][c] = T(0);
+    if (i0 + MR <= M && j0 + NR <= N) {  // full block: fixed trip counts, unrolled
+      for (int64_t k = 0; k < K; ++k) {
+        const T* b = B + k * ldb + j0;
+        T a[MR];
+        for (int r = 0; r < MR; ++r) a[r] = a_at(i0 + r, k);
+        for (int r = 0; r < MR; ++r)
+          for (int c = 0; c < NR; ++c) acc[r][c] += a[r] * b[c];
       }
-    });
+      for (int r = 0; r < MR; ++r)
+        for (int c = 0; c < NR; ++c) store(i0 + r, j0 + c, acc[r][c]);
+      return;
+    }
+    const int mr = int(M - i0 < MR ? M - i0 : MR), nr = int(N - j0 < NR ? N - j0 : NR);
+    for (int64_t k = 0; k < K; ++k) {
+      const T* b = B + k * ldb + j0;
+      for (int r = 0; r < mr; ++r) {
+        const T a = a_at(i0 + r, k);
+        for (int c = 0; c < nr; ++c) acc[r][c] += a * b[c];
+      }
+    }
+    for (int r = 0; r < mr; ++r)
+      for (int c = 0; c < nr; ++c) store(i0 + r, j0 + c, acc[r][c]);
   }
 };
 
@@ -84,12 +77,22 @@ void gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, const T*
   require(lda >= (ta == Trans::No ? K : M) && ldb >= (tb == Trans::No ? N : K) && ldc >= N,
           "gemm: leading dimension too small (lda=", lda, " ldb=", ldb, " ldc=", ldc, ")");
   if (M == 0 || N == 0) return;
-  const int64_t tiles_m = (M + TM - 1) / TM, tiles_n = (N + TN - 1) / TN;
-  GemmTile<T> f{ta == Trans::Yes, tb == Trans::Yes, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc,
-                tiles_n};
-  Kokkos::TeamPolicy<ExecSpace> policy(int(tiles_m * tiles_n), Kokkos::AUTO);
-  Kokkos::parallel_for(
-      "lcr::gemm", policy.set_scratch_size(0, Kokkos::PerTeam(GemmTile<T>::scratch_bytes())), f);
+  using Range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>;
+  View1<T> packed;
+  if (tb == Trans::Yes && K > 0) {  // op(B)[k, j] = B[j, k]: transpose into [K, N]
+    packed =
+        View1<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "lcr::gemm_bt"), size_t(K * N));
+    const T* src = B;
+    T* dst = packed.data();
+    Kokkos::parallel_for(
+        "lcr::gemm_pack_bt", Range(0, K * N),
+        KOKKOS_LAMBDA(int64_t t) { dst[t] = src[(t % N) * ldb + t / N]; });
+    B = packed.data();
+    ldb = N;
+  }
+  const int64_t tiles_m = (M + MR - 1) / MR, tiles_n = (N + NR - 1) / NR;
+  MicroTiles<T> f{ta == Trans::Yes, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, tiles_m};
+  Kokkos::parallel_for("lcr::gemm", Range(0, tiles_m * tiles_n), f);
 }
 
 template void gemm<float>(Trans, Trans, int64_t, int64_t, int64_t, float, const float*, int64_t,

@@ -8,6 +8,7 @@
 // dimensions: op(A) = A when ta == NoTrans (A is [M, K], lda >= K) and A^T when ta == Trans
 // (A is [K, M], lda >= M); likewise B. With beta == 0, C is not read (it may hold NaN).
 // Deterministic: every C element is summed by one thread in increasing k order.
+// Implementation notes (register blocking, packing) in gemm.cpp.
 //
 // The model's uses (X [rows, D] activations, W [D, N] weights):
 //   forward   Y = X W          gemm(N, N, rows, N, D, 1, X, W, 0, Y)
