@@ -119,11 +119,10 @@ void write_attr(hid_t obj, const std::string& name, const AttrValue& v, const st
     mem = H5T_NATIVE_DOUBLE;
     buf = d;
   } else {
-    s = std::get<std::string>(v);
-    if (s.empty()) s.push_back('\0');  // a fixed-length string has at least one byte
+    s = std::get<std::string>(v);  // C style: the terminating null is part of the size
     type = Handle(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(type.id(), s.size());
-    H5Tset_strpad(type.id(), H5T_STR_NULLPAD);
+    H5Tset_size(type.id(), s.size() + 1);
+    H5Tset_strpad(type.id(), H5T_STR_NULLTERM);
     H5Tset_cset(type.id(), H5T_CSET_UTF8);
     mem = type.id();
     buf = s.data();

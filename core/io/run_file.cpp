@@ -268,13 +268,24 @@ RunFile RunFile::resume(const std::string& path, const RunLayout& layout, int64_
       impl->fail("has table " + t +
                  ", which the current config does not produce: the run "
                  "was started with a different model/scheme; start a new run instead");
-  for (const auto& t : layout.tables) {
+  for (const auto& t : layout.tables) {  // check everything before changing anything
     TableState st;
     st.spec = t;
     st.step = h5u::open_column(f, t.path + "/step", DType::I64, {}, path);
     for (const auto& c : t.columns)
       st.cols.push_back(h5u::open_column(f, t.path + "/" + c.name, c.type, c.shape, path));
-    // Keep the committed rows up to the checkpoint (steps never decrease in a table).
+    Handle g(H5Gopen2(f, t.path.c_str(), H5P_DEFAULT), H5Gclose);
+    for (const auto& n : h5u::dataset_names(g.id()))
+      if (n != "step" && std::none_of(t.columns.begin(), t.columns.end(),
+                                      [&](const Column& c) { return c.name == n; }))
+        impl->fail("has column /" + t.path + "/" + n +
+                   ", which the current config does not "
+                   "produce: the run was started with a different config; start a new run");
+    impl->tables.emplace(t.path, std::move(st));
+  }
+  // Keep the committed rows up to the checkpoint (steps never decrease within a table);
+  // rows after it are trained again and re-logged.
+  for (auto& [name, st] : impl->tables) {
     const std::vector<int64_t> steps = h5u::read_steps(st.step.id(), path);
     int64_t keep = 0;
     while (keep < int64_t(steps.size()) && steps[size_t(keep)] <= checkpoint_step) ++keep;
@@ -282,7 +293,6 @@ RunFile RunFile::resume(const std::string& path, const RunLayout& layout, int64_
     for (auto& c : st.cols) h5u::set_rows(c.id(), keep, path);
     st.rows = keep;
     st.last_step = keep > 0 ? steps[size_t(keep - 1)] : 0;
-    impl->tables.emplace(t.path, std::move(st));
   }
   Handle cfg(H5Gopen2(f, "config", H5P_DEFAULT), H5Gclose);
   if (cfg.id() < 0) impl->fail("has no /config group; not an lcr run file");
