@@ -4,7 +4,9 @@
 #include "kernels/attention/kokkos/math.hpp"
 
 namespace lcr::fox {
-namespace {
+// Helpers sit in a named namespace, not an anonymous one: nvcc's rules for extended
+// (device) lambdas are simplest to meet in functions with external linkage.
+namespace detail {
 
 using Range2 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>;
 
@@ -14,7 +16,9 @@ KOKKOS_INLINE_FUNCTION double log_sigmoid(T x) {
   return -kmath::softplus(-double(x));
 }
 
-}  // namespace
+}  // namespace detail
+
+using namespace detail;
 
 template <class T>
 void cumulative_log_gates(const View3<const T>& x, const View2<const T>& offset,

@@ -6,7 +6,9 @@
 #include "kernels/attention/kokkos/math.hpp"
 
 namespace lcr::path {
-namespace {
+// Helpers sit in a named namespace, not an anonymous one: nvcc's rules for extended
+// (device) lambdas are simplest to meet in functions with external linkage.
+namespace params_detail {
 
 using Range3 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>;
 
@@ -40,7 +42,9 @@ KOKKOS_INLINE_FUNCTION T conv_at(const Taps<T>& x, const View3<const T>& wt, int
          wt(h, c, 2) * x(b, t, h, c);
 }
 
-}  // namespace
+}  // namespace params_detail
+
+using namespace params_detail;
 
 template <class T>
 void beta_forward(const View3<const T>& x, const View3<T>& beta) {

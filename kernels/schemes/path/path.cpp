@@ -9,7 +9,9 @@
 #include "kernels/schemes/path/scan.hpp"
 
 namespace lcr::path {
-namespace {
+// Helpers sit in a named namespace, not an anonymous one: nvcc's rules for extended
+// (device) lambdas are simplest to meet in functions with external linkage.
+namespace check_detail {
 
 template <class V>
 void expect_shape(const char* name, const V& v, std::vector<int64_t> want) {
@@ -81,7 +83,9 @@ PathArgs<T> make_args(const AttentionSpec& spec, const AttentionInputs<T>& in,
   return a;
 }
 
-}  // namespace
+}  // namespace check_detail
+
+using namespace check_detail;
 
 template <class T>
 void check_inputs(const AttentionSpec& spec, const AttentionInputs<T>& in) {

@@ -11,7 +11,9 @@
 #include "kernels/schemes/path/team_la.hpp"
 
 namespace lcr::path {
-namespace {
+// Helpers sit in a named namespace, not an anonymous one: nvcc's rules for extended
+// (device) lambdas are simplest to meet in functions with external linkage.
+namespace ring_detail {
 
 using la::Member;
 using la::N;
@@ -159,7 +161,9 @@ View5<T> prefix_products(const BlockState<T>& st, int B, int Hkv, int d, const V
 
 void check_block(int block) { require(block >= 1, "PaTH block size must be >= 1, got ", block); }
 
-}  // namespace
+}  // namespace ring_detail
+
+using namespace ring_detail;
 
 template <class T>
 void fold_keys_right(const View4<const T>& w, const View3<const T>& beta, const View4<const T>& k,

@@ -6,7 +6,9 @@
 #include "kernels/schemes/path/team_la.hpp"
 
 namespace lcr::path {
-namespace {
+// Helpers sit in a named namespace, not an anonymous one: nvcc's rules for extended
+// (device) lambdas are simplest to meet in functions with external linkage.
+namespace scan_bwd_detail {
 
 using la::Member;
 using la::N;
@@ -186,7 +188,9 @@ void cross_backward(const PathArgs<T>& a, const BlockState<T>& st, const View4<c
   }
 }
 
-}  // namespace
+}  // namespace scan_bwd_detail
+
+using namespace scan_bwd_detail;
 
 template <class T>
 void path_backward(const PathArgs<T>& a, const View3<const T>& lse, const View3<const T>& delta,
