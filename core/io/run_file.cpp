@@ -175,6 +175,8 @@ struct RunFile::Impl {
   std::map<std::string, TableState> tables;
 
   [[noreturn]] void fail(const std::string& what) const { throw_error(path, ": ", what); }
+  // The table's state, after checking the row (Error naming the problem; nothing written).
+  TableState& check(const std::string& table, int64_t step, const Row& row);
   void flush() {
     if (H5Fflush(file.id(), H5F_SCOPE_LOCAL) < 0) fail("cannot flush" + h5u::detail());
   }
@@ -304,36 +306,57 @@ RunFile RunFile::resume(const std::string& path, const RunLayout& layout, int64_
   return RunFile(std::move(impl));
 }
 
-void RunFile::append(const std::string& table, int64_t step, const Row& row) {
-  Impl& I = *impl_;
-  auto it = I.tables.find(table);
-  if (it == I.tables.end()) {
+TableState& RunFile::Impl::check(const std::string& table, int64_t step, const Row& row) {
+  auto it = tables.find(table);
+  if (it == tables.end()) {
     std::string have;
-    for (const auto& [k, v] : I.tables) have += (have.empty() ? "" : ", ") + k;
-    I.fail("no table '" + table + "' (tables: " + have + ")");
+    for (const auto& [k, v] : tables) have += (have.empty() ? "" : ", ") + k;
+    fail("no table '" + table + "' (tables: " + have + ")");
   }
   TableState& st = it->second;
   if (st.rows > 0 && step < st.last_step)
-    I.fail("table " + table + ": step " + std::to_string(step) + " is below the last step " +
-           std::to_string(st.last_step) + "; steps must not decrease");
+    fail("table " + table + ": step " + std::to_string(step) + " is below the last step " +
+         std::to_string(st.last_step) + "; steps must not decrease");
   for (const auto& [name, v] : row) st.spec.at(name);  // Error naming an unknown column
-  // Every column first, flushed; then the commit column.
-  for (size_t c = 0; c < st.cols.size(); ++c) {
-    const Column& col = st.spec.columns[c];
+  for (const Column& col : st.spec.columns) {
     auto v = row.find(col.name);
-    if (v == row.end()) I.fail("table " + table + ": row has no value for column " + col.name);
+    if (v == row.end()) fail("table " + table + ": row has no value for column " + col.name);
     if (int64_t(v->second.size()) != product(col.shape))
-      I.fail("table " + table + ", column " + col.name + ": got " +
-             std::to_string(v->second.size()) + " values for one row of shape " +
-             h5::shape_pattern(col.shape));
-    h5u::write_row(st.cols[c].id(), st.rows, H5T_NATIVE_DOUBLE, v->second.data(), col.shape,
-                   I.path);
+      fail("table " + table + ", column " + col.name + ": got " + std::to_string(v->second.size()) +
+           " values for one row of shape " + h5::shape_pattern(col.shape));
+  }
+  return st;
+}
+
+void RunFile::append(const std::string& table, int64_t step, const Row& row) {
+  append(step, {{table, row}});
+}
+
+void RunFile::append(int64_t step, const std::vector<std::pair<std::string, Row>>& rows) {
+  Impl& I = *impl_;
+  std::vector<TableState*> ts;
+  for (const auto& [table, row] : rows) {
+    ts.push_back(&I.check(table, step, row));
+    if (std::count(ts.begin(), ts.end(), ts.back()) > 1)
+      I.fail("table " + table + " appears twice in one append");
+  }
+  // Every other column first, flushed; then the commit columns.
+  for (size_t t = 0; t < ts.size(); ++t) {
+    const Row& row = rows[t].second;
+    for (size_t c = 0; c < ts[t]->cols.size(); ++c) {
+      const Column& col = ts[t]->spec.columns[c];
+      h5u::write_row(ts[t]->cols[c].id(), ts[t]->rows, H5T_NATIVE_DOUBLE, row.at(col.name).data(),
+                     col.shape, I.path);
+    }
   }
   I.flush();
-  h5u::write_row(st.step.id(), st.rows, H5T_NATIVE_INT64, &step, {}, I.path);
+  for (TableState* st : ts)
+    h5u::write_row(st->step.id(), st->rows, H5T_NATIVE_INT64, &step, {}, I.path);
   I.flush();
-  ++st.rows;
-  st.last_step = step;
+  for (TableState* st : ts) {
+    ++st->rows;
+    st->last_step = step;
+  }
 }
 
 int64_t RunFile::rows(const std::string& table) const {

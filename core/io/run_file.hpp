@@ -15,11 +15,13 @@
 //   RunFile rf = resume ? RunFile::resume(path, layout, ckpt_step)
 //                       : RunFile::create(path, layout, provenance);
 //   rf.append("metrics", step, {{"loss", {loss}}, {"lr", {lr}}, ...});
-//   rf.append("priors/layer_0", step, {{"entropy", per_head}, {"alpha", alpha_HxR}, ...});
+//   rf.append(step, {{"metrics", metrics_row}, {"priors/layer_0", {{"entropy", per_head},
+//                                                                   {"alpha", alpha_HxR}, ...}}});
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -114,6 +116,9 @@ class RunFile {
   // Appends one row and commits it (see the top of this file). Errors: unknown table or
   // column, a missing column, wrong value count, step below the table's last step.
   void append(const std::string& table, int64_t step, const Row& row);
+  // Rows of several tables for one step, committed together with two flushes in all (the
+  // trainer's per-log-step call: metrics plus every layer's priors).
+  void append(int64_t step, const std::vector<std::pair<std::string, Row>>& rows);
   int64_t rows(const std::string& table) const;
   const std::string& path() const;
   void close();  // flushes and closes; the destructor does it silently

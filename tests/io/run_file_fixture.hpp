@@ -67,21 +67,23 @@ constexpr int64_t kEvalEvery = 5;
 const std::vector<int64_t> kEvalLengths = {16, 32};
 const std::vector<double> kDepths = {0.0, 0.5, 1.0};
 
+// Metrics and both layers' priors in one batched append; eval rows one table at a time.
 inline void write_step(RunFile& rf, int64_t s) {
   const RunLayout L = test_layout();
-  Row m;
-  for (const auto& c : L.at("metrics").columns) m[c.name] = {metric_value(c.name, s)};
-  rf.append("metrics", s, m);
+  std::vector<std::pair<std::string, Row>> rows(3);
+  rows[0].first = "metrics";
+  for (const auto& c : L.at("metrics").columns) rows[0].second[c.name] = {metric_value(c.name, s)};
   for (int l = 0; l < 2; ++l) {
     const Table& t = L.at("priors/layer_" + std::to_string(l));
-    Row r;
+    rows[size_t(l + 1)].first = t.path;
+    Row& r = rows[size_t(l + 1)].second;
     for (const auto& c : t.columns) {
       int64_t n = 1;
       for (auto e : c.shape) n *= e;
       for (int64_t i = 0; i < n; ++i) r[c.name].push_back(prior_value(c.name, s, i));
     }
-    rf.append(t.path, s, r);
   }
+  rf.append(s, rows);
   if (s % kEvalEvery != 0) return;
   for (int64_t len : kEvalLengths) {
     const double loss = 1.0 + double(len) / 100.0 + double(s) / 1000.0;
