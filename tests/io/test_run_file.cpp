@@ -97,6 +97,17 @@ TEST(RunFile, WritesAndReadsBack) {
   EXPECT_EQ(f.shape("priors/layer_0/alpha"), (std::vector<int64_t>{12, 4, 3}));
 }
 
+TEST(RunFile, LargeConfigFitsInAnAttribute) {
+  // Object headers hold at most 64 KiB; the 1.10 format moves larger attributes to dense
+  // storage, so a long config is fine.
+  const std::string path = fresh_dir("large") + "/run.h5";
+  Provenance p = test_provenance();
+  for (int i = 0; p.config_toml.size() < 200000; ++i)
+    p.config_toml += "key_" + std::to_string(i) + " = " + std::to_string(i * 7) + "\n";
+  RunFile::create(path, test_layout(), p).close();
+  EXPECT_EQ(RunReader::open(path).config_toml(), p.config_toml);
+}
+
 TEST(RunFile, PythonReaderReadsTheLayout) {
   if (!python_has_h5py()) GTEST_SKIP() << "/usr/bin/python3 has no h5py (apt install python3-h5py)";
   const std::string path = fresh_dir("python") + "/run.h5";
