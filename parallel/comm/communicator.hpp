@@ -55,8 +55,9 @@ struct RequestState {
 
 // Handle of one non-blocking send or receive. Move-only; complete it with
 // Communicator::wait. A request destroyed while pending (stack unwinding after an error)
-// is cancelled and completed by the backend's RequestState destructor, so its buffer is
-// no longer touched once the handle is gone.
+// never blocks: the backend's RequestState destructor cancels a pending receive (its
+// buffer is then no longer touched) and detaches a pending send (which then ends with the
+// job: errors end in Communicator::abort, see run_or_abort).
 class Request {
  public:
   Request() = default;

@@ -5,6 +5,9 @@
 //             the receiver expects 4) -> "lcr rank R: fatal: message size mismatch ..."
 //   throw     the last rank throws before it sends what rank 0 is waiting for
 //             -> "lcr rank R: fatal: deliberate failure ..."
+//   pending   the last rank throws with a large send (rendezvous protocol) and a receive
+//             still pending, neither ever matched: unwinding cancels both (Request
+//             destructors) before the abort, without blocking
 // In both, every other rank is blocked (in a receive or a barrier) when the failing rank
 // calls abort, so finishing at all shows the job was ended for them too.
 #include <cstdio>
@@ -33,6 +36,14 @@ int main(int argc, char** argv) {
         world->wait(q);  // throws: 5 values arrived, 4 expected
       }
       world->barrier();  // the others wait here; only an abort gets them out
+    } else if (mode == "pending") {
+      if (me == last) {
+        std::vector<double> big(1 << 20, 1.0), r(4);
+        auto sr = world->isend(big.data(), big.size(), 0, 44);
+        auto rr = world->irecv(r.data(), r.size(), 0, 45);
+        lcr::throw_error("deliberate failure on rank ", me, " with requests pending");
+      }
+      world->barrier();
     } else {
       if (me == last) lcr::throw_error("deliberate failure on rank ", me, " before its send");
       if (me == 0) {

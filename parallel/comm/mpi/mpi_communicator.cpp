@@ -60,12 +60,19 @@ struct MpiRequestState final : RequestState {
   std::string error;  // set when MPI reported a failure for this request
   MPI_Status status{};
 
-  // Pending at destruction only while unwinding from an error: cancel, then complete, so
-  // MPI never touches the (about to be freed) buffer afterwards.
+  // Pending at destruction only while unwinding from an error. A receive is cancelled
+  // and completed, so MPI never writes into its (about to be freed) buffer. A send cannot
+  // be cancelled reliably (Open MPI's ob1 ignores it and the wait would block until a
+  // receiver that may never come): it is detached with MPI_Request_free. Its buffer may
+  // then be read later only if a peer still receives the message; the error path ends in
+  // comm.abort (run_or_abort), which ends the job first.
   ~MpiRequestState() override {
-    if (req != MPI_REQUEST_NULL) {
+    if (req == MPI_REQUEST_NULL) return;
+    if (is_recv) {
       MPI_Cancel(&req);
       MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Request_free(&req);
     }
   }
 };
