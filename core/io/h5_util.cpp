@@ -239,8 +239,7 @@ Handle open_column(hid_t loc, const std::string& path, DType t, const std::vecto
 void write_axis(hid_t loc, const std::string& path, const std::vector<int64_t>& values,
                 const std::string& file) {
   const auto slash = path.rfind('/');
-  Handle parent = slash == std::string::npos ? Handle(H5Gopen2(loc, "/", H5P_DEFAULT), H5Gclose)
-                                             : ensure_group(loc, path.substr(0, slash), file);
+  if (slash != std::string::npos) ensure_group(loc, path.substr(0, slash), file);
   const hsize_t n = values.size();
   Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
   Handle d(H5Dcreate2(loc, path.c_str(), H5T_STD_I64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT,
