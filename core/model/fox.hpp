@@ -3,26 +3,21 @@
 //   z = xn W + b               xn [B L, D] (the attention RMSNorm output), W [D, H], b [H]
 //   log f_t = log sigmoid(z_t) = -softplus(-z_t)                        per query head
 //   c_t = sum_{s <= t} log f_s  over GLOBAL positions t, s      -> attention bias c_i - c_j
-// The runner supplies each local segment's carry (the sum over the global positions before
-// it, runner.hpp) and the scan starts from it, so c is the global sum on every rank.
-// Backward: dc -> the reverse cumulative sum dlogf_s = sum_{t >= s} dc_t (again global),
-// then dz = dlogf sigmoid(-z). kernels/schemes/fox has the one-span form of the same sums
-// (cumulative_log_gates with an offset); this version handles several segments per rank
-// (zigzag) without copying rows, and tests cross-check the two.
-#include <vector>
-
+// The sum over global positions is the runner's global_cumsum (runner.hpp), so c is the
+// global sum on every rank. Backward: dlogf_s = sum_{t >= s} dc_t (the runner's reverse
+// cumsum), then dz = dlogf sigmoid(-z). (kernels/schemes/fox has the same sums for one
+// contiguous span from z; tests cross-check the two.)
 #include "core/model/runner.hpp"
 
 namespace lcr {
 
 // z [B, L, H] -> c [B, L, H] (overwritten).
 template <class T>
-void fox_gates_forward(const View3<const T>& z, const std::vector<RowSegment>& segs,
-                       AttentionRunner<T>& runner, const View3<T>& c);
+void fox_gates_forward(const View3<const T>& z, AttentionRunner<T>& runner, const View3<T>& c);
 
 // dc [B, L, H] (dL/dc, from the query and key lanes summed) -> dz [B, L, H] (overwritten).
 template <class T>
-void fox_gates_backward(const View3<const T>& z, const std::vector<RowSegment>& segs,
-                        AttentionRunner<T>& runner, const View3<const T>& dc, const View3<T>& dz);
+void fox_gates_backward(const View3<const T>& z, AttentionRunner<T>& runner,
+                        const View3<const T>& dc, const View3<T>& dz);
 
 }  // namespace lcr

@@ -85,7 +85,13 @@ double Model<T>::forward(const View2<const int32_t>& tokens, const View2<const i
           ") (-1 marks an ignored position)");
   labelled_ = chk.labelled;
   segs_ = runner.segments(L);
-  require(!segs_.empty(), "attention runner gave no row segments for L = ", L);
+  int64_t covered = 0;
+  for (const auto& sg : segs_) {
+    require(sg.row0 == covered && sg.rows > 0 && sg.pos0 >= 0,
+            "attention runner segments must tile the local rows in order (positions >= 0)");
+    covered += sg.rows;
+  }
+  require(covered == L, "attention runner segments cover ", covered, " rows, the batch has ", L);
 
   const ModelConfig& c = config();
   const int64_t D = layout_.D(), V = layout_.V();

@@ -187,7 +187,7 @@ TEST(Model, LocateNonfiniteNamesTheLayer) {
 }
 
 TEST(FoX, ModelScanMatchesTheSchemeUnit) {
-  // The model's segment scan (one segment, no carry) against kernels/schemes/fox.
+  // The model's gates through LocalAttention's cumsum against kernels/schemes/fox.
   const int64_t B = 2, L = 9, H = 3;
   View3<double> z("z", B, L, H), c1("c1", B, L, H), c2("c2", B, L, H), dc("dc", B, L, H),
       dz1("dz1", B, L, H), dz2("dz2", B, L, H);
@@ -200,10 +200,9 @@ TEST(FoX, ModelScanMatchesTheSchemeUnit) {
   Kokkos::deep_copy(z, hz);
   Kokkos::deep_copy(dc, hd);
   LocalAttention<double> attn;
-  const auto segs = attn.segments(L);
-  fox_gates_forward<double>(z, segs, attn, c1);
+  fox_gates_forward<double>(z, attn, c1);
   fox::cumulative_log_gates<double>(z, View2<const double>(), c2);
-  fox_gates_backward<double>(z, segs, attn, dc, dz1);
+  fox_gates_backward<double>(z, attn, dc, dz1);
   fox::cumulative_log_gates_backward<double>(z, dc, dz2, View2<double>());
   auto a = Kokkos::create_mirror_view_and_copy(HostSpace(), c1);
   auto b = Kokkos::create_mirror_view_and_copy(HostSpace(), c2);

@@ -1,8 +1,9 @@
 // The attention-runner contract for context parallelism, checked on one process: a model
 // whose local rows are a PERMUTATION of the sequence (a zigzag layout's local order) with a
 // runner that maps them to global positions must give the loss and gradients of the plain
-// single-segment model. This exercises what the ring relies on: FoX's cumulative gates
-// carried across segments in both directions, and positions taken from the runner.
+// single-segment model. This exercises what the ring relies on: the model takes every
+// position-dependent sum (FoX's cumulative gates, both directions) from the runner and
+// keeps its own row order everywhere else.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,9 +24,12 @@ class PermutedRunner : public AttentionRunner<T> {
     require(L == int64_t(perm_.size()), "PermutedRunner built for L = ", perm_.size());
     return segs_;
   }
-  void segment_carry(const std::vector<RowSegment>& segs, const View3<const T>& totals,
-                     const View3<T>& carry, bool reverse) override {
-    local_segment_carry<T>(segs, totals, carry, reverse);  // this process holds every chunk
+  void global_cumsum(const View3<const T>& x, const View3<T>& out, bool reverse) override {
+    // This process holds every chunk: scan in global order, then back to local order.
+    const auto g = global_copy(x, 1);
+    View3<T> gout("gout", g.layout());
+    local_cumsum<T>(g, gout, reverse);
+    move_rows(gout, out, 1, false);
   }
   void forward(const AttentionSpec& spec, const AttentionInputs<T>& in, const ParamSet<T>& params,
                const AttentionOutputs<T>& out) override {
@@ -150,27 +154,6 @@ TEST(RunnerSegments, FoXZigzagEqualsSingleSegment) {
 
 TEST(RunnerSegments, GOATZigzagEqualsSingleSegment) {
   expect_same_as_single_segment(test::tiny_config(Scheme::GOAT));
-}
-
-TEST(RunnerSegments, LocalCarrySumsEarlierSegmentsInPositionOrder) {
-  // totals of segments with positions 6, 0, 2: forward carries 0+... in position order.
-  const std::vector<RowSegment> segs = {{0, 1, 6}, {1, 2, 0}, {3, 4, 2}};
-  View3<double> tot("tot", 1, 3, 1), carry("carry", 1, 3, 1);
-  auto h = Kokkos::create_mirror_view(tot);
-  h(0, 0, 0) = 1;    // position 6
-  h(0, 1, 0) = 10;   // positions 0-1
-  h(0, 2, 0) = 100;  // positions 2-5
-  Kokkos::deep_copy(tot, h);
-  local_segment_carry<double>(segs, tot, carry, false);
-  auto c = Kokkos::create_mirror_view_and_copy(HostSpace(), carry);
-  EXPECT_EQ(c(0, 0, 0), 110);
-  EXPECT_EQ(c(0, 1, 0), 0);
-  EXPECT_EQ(c(0, 2, 0), 10);
-  local_segment_carry<double>(segs, tot, carry, true);
-  Kokkos::deep_copy(c, carry);
-  EXPECT_EQ(c(0, 0, 0), 0);
-  EXPECT_EQ(c(0, 1, 0), 101);
-  EXPECT_EQ(c(0, 2, 0), 1);
 }
 
 }  // namespace
