@@ -52,6 +52,12 @@ BatchCheck check_batch(const View2<int32_t>& tokens, const View2<int32_t>& label
   return c;
 }
 
+}  // namespace
+
+// Kernel helpers live in a named namespace: nvcc's extended lambdas may not sit in
+// functions of an anonymous namespace.
+namespace model_detail {
+
 template <class T>
 int64_t count_nonfinite(const T* p, int64_t n) {
   int64_t bad = 0;
@@ -61,7 +67,7 @@ int64_t count_nonfinite(const T* p, int64_t n) {
   return bad;
 }
 
-}  // namespace
+}  // namespace model_detail
 
 template <class T>
 double Model<T>::forward(const View2<const int32_t>& tokens, const View2<const int32_t>& labels,
@@ -177,7 +183,9 @@ ParamSet<T> Model<T>::attention_params(int l) const {
 template <class T>
 std::string Model<T>::locate_nonfinite() const {
   if (acts_.B == 0) return "";
-  auto bad = [](const auto& v) { return count_nonfinite(v.data(), int64_t(v.size())) > 0; };
+  auto bad = [](const auto& v) {
+    return model_detail::count_nonfinite(v.data(), int64_t(v.size())) > 0;
+  };
   if (bad(acts_.x[0])) return "embedding";
   for (size_t l = 0; l < acts_.layers.size(); ++l) {
     const auto& a = acts_.layers[l];
