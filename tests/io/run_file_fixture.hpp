@@ -17,8 +17,21 @@ namespace lcr::io::testing {
 
 namespace fs = std::filesystem;
 
+// Files of this test process live under /tmp/lcr_io_test_<pid>/ (several build trees may
+// run the tests at once), removed when the process exits (not by forked children, which
+// leave through _exit).
+struct TestRoot {
+  pid_t owner = getpid();
+  fs::path path = fs::temp_directory_path() / ("lcr_io_test_" + std::to_string(getpid()));
+  ~TestRoot() {
+    std::error_code ec;
+    if (getpid() == owner) fs::remove_all(path, ec);
+  }
+};
+
 inline std::string fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("lcr_io_test_" + name);
+  static TestRoot root;
+  const fs::path d = root.path / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d.string();
