@@ -65,15 +65,15 @@ struct Checkpoint {
   void put_view(const std::string& name, const V& v, std::vector<Slice> slices = {}) {
     using T = typename V::non_const_value_type;
     auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), v);
-    put<T>(name, std::vector<T>(h.data(), h.data() + h.span()), shape_of(h), std::move(slices));
+    put<T>(name, std::vector<T>(h.data(), h.data() + h.size()), shape_of(h), std::move(slices));
   }
   // Error naming the array when the sizes differ.
   template <class V>
   void copy_to_view(const std::string& name, const V& v) const {
     using T = typename V::non_const_value_type;
     const std::vector<T>& src = get<T>(name);
-    require(int64_t(src.size()) == int64_t(v.span()), "checkpoint array '", name, "' has ",
-            src.size(), " values; the model expects ", v.span(), " (different config?)");
+    require(int64_t(src.size()) == int64_t(v.size()), "checkpoint array '", name, "' has ",
+            src.size(), " values; the model expects ", v.size(), " (different config?)");
     auto h = Kokkos::create_mirror_view(v);
     std::copy(src.begin(), src.end(), h.data());
     Kokkos::deep_copy(v, h);

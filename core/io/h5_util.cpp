@@ -248,6 +248,7 @@ void write_axis(hid_t loc, const std::string& path, const std::vector<int64_t>& 
   if (d.id() < 0 ||
       H5Dwrite(d.id(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
     throw_error(file, ": cannot write dataset /", path, detail());
+  write_attr(d.id(), "doc", "axis labels of the columns that refer to it", file);
 }
 
 static std::vector<hsize_t> dims_of(hid_t dset) {

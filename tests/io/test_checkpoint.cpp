@@ -87,7 +87,7 @@ TEST(Checkpoint, RoundTripIsBitExact) {
   // Views: the trainer's parameter and moment buffers.
   View1<double> v("v", 129);
   auto h = Kokkos::create_mirror_view(v);
-  for (size_t i = 0; i < h.span(); ++i) h(i) = std::exp(double(i) / 7.0);
+  for (size_t i = 0; i < h.size(); ++i) h(i) = std::exp(double(i) / 7.0);
   Kokkos::deep_copy(v, h);
   Checkpoint cv;
   cv.put_view("v", v);
