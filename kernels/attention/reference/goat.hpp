@@ -45,7 +45,7 @@ T goat_reference_logit(const AttentionSpec& spec, const ParamSet<T, HostSpace>& 
   if (spec.scheme == Scheme::GOAT2D) {
     const int64_t W = g.grid_width;
     const int Ry = g.y_modes > 0 ? g.y_modes : R / 2;
-    mode_sum(0, Ry, double(pi / W - pj / W));      // y axis: modes 0 .. R_y - 1
+    mode_sum(0, Ry, double(pi / W - pj / W));       // y axis: modes 0 .. R_y - 1
     mode_sum(Ry, R - Ry, double(pi % W - pj % W));  // x axis: the rest, ADDED
   } else {
     mode_sum(0, R, double(pi - pj));

@@ -31,8 +31,7 @@ void validate(const AttentionSpec& s) {
   require(g.grid_width >= 1,
           "goat2d needs goat.grid_width >= 1 (position p sits at (p / W, p % W)), got ",
           g.grid_width);
-  require(g.modes >= 2, "goat2d needs goat.modes >= 2 (at least one mode per axis), got ",
-          g.modes);
+  require(g.modes >= 2, "goat2d needs goat.modes >= 2 (at least one mode per axis), got ", g.modes);
   require(g.y_modes >= 0 && g.y_modes < g.modes, "goat.y_modes must be in [0, modes) = [0, ",
           g.modes, ") (0 means modes/2; the rest go to the x axis), got ", g.y_modes);
 }

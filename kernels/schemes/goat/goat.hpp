@@ -48,12 +48,12 @@ void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4
                     const View4<T>& dq, const View4<T>& dk, ParamSet<T>& dparams);
 
 // ---- geometry shared by the lanes and the host-side statistics ----
-int content_dim(const AttentionSpec& spec);  // d_c = head_dim - 2R - 2
+int content_dim(const AttentionSpec& spec);    // d_c = head_dim - 2R - 2
 int feature_count(const AttentionSpec& spec);  // 2F + 2
-int y_modes(const AttentionSpec& spec);  // GOAT2D: R_y (goat.y_modes, or R/2 when 0); GOAT: 0
+int y_modes(const AttentionSpec& spec);        // GOAT2D: R_y (goat.y_modes, or R/2 when 0); GOAT: 0
 enum class Axis : int { Linear = 0, Y = 1, X = 2 };
-Axis mode_axis(const AttentionSpec& spec, int r);        // r 0-based
-double mode_frequency(const AttentionSpec& spec, int r);  // w_r, r 0-based
+Axis mode_axis(const AttentionSpec& spec, int r);            // r 0-based
+double mode_frequency(const AttentionSpec& spec, int r);     // w_r, r 0-based
 double feature_frequency(const AttentionSpec& spec, int m);  // f_m, m 0-based
 // The coordinate mode r reads at GLOBAL position p: p, p / W or p % W.
 int64_t mode_coordinate(const AttentionSpec& spec, int r, int64_t p);
