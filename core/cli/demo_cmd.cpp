@@ -12,6 +12,7 @@
 #include "core/cli/verbs.hpp"
 #include "core/config/attention_config.hpp"
 #include "kernels/attention/attention.hpp"
+#include "kernels/attention/reference/path.hpp"
 #include "kernels/attention/reference/reference.hpp"
 
 namespace lcr::cli {
@@ -112,9 +113,10 @@ AttentionInputs<double> device_inputs(const Problem& p) {
   return in;
 }
 
-// The reference inputs on scalar S, with tangent u[name] on every input when S is Dual.
+// The float64 reference of the problem on scalar S (double, or ref::Dual with tangent
+// u[name] on every input): the dot-product reference, or PaTH's own.
 template <class S>
-ref::RefInputs<S> to_ref(const Problem& p, std::map<std::string, std::vector<double>>* u) {
+ref::RefOutputs<S> reference(const Problem& p, std::map<std::string, std::vector<double>>* u) {
   auto lift = [&](const auto& x, auto y, const std::string& name) {
     for (size_t i = 0; i < x.span(); ++i) {
       if constexpr (std::is_same_v<S, ref::Dual>)
@@ -124,17 +126,28 @@ ref::RefInputs<S> to_ref(const Problem& p, std::map<std::string, std::vector<dou
     }
     return y;
   };
-  ref::RefInputs<S> r;
-  r.q = lift(p.q, H4<S>("q", p.q.layout()), "q");
-  r.k = lift(p.k, H4<S>("k", p.k.layout()), "k");
-  r.v = lift(p.v, H4<S>("v", p.v.layout()), "v");
-  if (uses_fox(p.spec)) {
-    r.fox_cq = lift(p.fox_cq, H3<S>("fox_cq", p.fox_cq.layout()), "fox_cq");
-    r.fox_ck = lift(p.fox_ck, H3<S>("fox_ck", p.fox_ck.layout()), "fox_ck");
+  auto lift4 = [&](const H4<double>& x, const char* n) {
+    return lift(x, H4<S>(std::string(n), x.layout()), n);
+  };
+  auto lift3 = [&](const H3<double>& x, const char* n) {
+    return lift(x, H3<S>(std::string(n), x.layout()), n);
+  };
+  ParamSet<S, HostSpace> params(p.params.layout, "ref_params");
+  lift(p.params.data, params.data, "params");
+  if (uses_path(p.spec)) {
+    ref::PathRefInputs<S> r;
+    r.q = lift4(p.q, "q"), r.k = lift4(p.k, "k"), r.v = lift4(p.v, "v");
+    r.w = lift4(p.path_w, "path_w"), r.beta = lift3(p.path_beta, "path_beta");
+    if (uses_fox(p.spec))
+      r.fox_cq = lift3(p.fox_cq, "fox_cq"), r.fox_ck = lift3(p.fox_ck, "fox_ck");
+    r.params = params;
+    return ref::path_reference_forward<S>(p.spec, r);
   }
-  r.params = ParamSet<S, HostSpace>(p.params.layout, "ref_params");
-  lift(p.params.data, r.params.data, "params");
-  return r;
+  ref::RefInputs<S> r;
+  r.q = lift4(p.q, "q"), r.k = lift4(p.k, "k"), r.v = lift4(p.v, "v");
+  if (uses_fox(p.spec)) r.fox_cq = lift3(p.fox_cq, "fox_cq"), r.fox_ck = lift3(p.fox_ck, "fox_ck");
+  r.params = params;
+  return ref::reference_forward<S>(p.spec, r);
 }
 
 double max_abs_diff(const double* a, const double* b, size_t n) {
@@ -174,7 +187,7 @@ Row run_scheme(const Problem& p) {
   Kokkos::fence();
   r.bwd_ms = 1e3 * timer.seconds();
 
-  const auto ref = ref::reference_forward<double>(s, to_ref<double>(p, nullptr));
+  const auto ref = reference<double>(p, nullptr);
   const auto o = Kokkos::create_mirror_view_and_copy(HostSpace(), out.o);
   const auto lse = Kokkos::create_mirror_view_and_copy(HostSpace(), out.lse);
   r.o_err = max_abs_diff(o.data(), ref.o.data(), o.span());
@@ -196,7 +209,10 @@ Row run_scheme(const Problem& p) {
   if (uses_fox(s))
     kokkos += dot(g.dfox_cq, direction("fox_cq", p.fox_cq.span())) +
               dot(g.dfox_ck, direction("fox_ck", p.fox_ck.span()));
-  const auto dual = ref::reference_forward<ref::Dual>(s, to_ref<ref::Dual>(p, &u));
+  if (uses_path(s))  // dpath_w: the plain partial derivative, w not held to the unit sphere
+    kokkos += dot(g.dpath_w, direction("path_w", p.path_w.span())) +
+              dot(g.dpath_beta, direction("path_beta", p.path_beta.span()));
+  const auto dual = reference<ref::Dual>(p, &u);
   double exact = 0;
   for (size_t i = 0; i < dual.o.span(); ++i) exact += dual.o.data()[i].t * p.dout.data()[i];
   r.grad_err = std::abs(kokkos - exact) / std::max(1.0, std::abs(exact));

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   lcr::cli::Runner run;
   lcr::cli::add_attention_verb(app, run);
   lcr::cli::add_demo_verb(app, run);
+  lcr::cli::add_config_verb(app, run);
   try {
     app.parse(int(cli_args.size()), cli_args.data());
   } catch (const CLI::ParseError& e) {

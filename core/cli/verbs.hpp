@@ -12,5 +12,6 @@ using Runner = std::function<int()>;  // returns the process exit status
 
 void add_attention_verb(CLI::App& app, Runner& run);  // attention_cmd.cpp
 void add_demo_verb(CLI::App& app, Runner& run);       // demo_cmd.cpp
+void add_config_verb(CLI::App& app, Runner& run);     // config_cmd.cpp
 
 }  // namespace lcr::cli

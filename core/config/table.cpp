@@ -1,6 +1,8 @@
 #include "core/config/table.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 
@@ -71,6 +73,33 @@ std::string where(const toml::node& n) {
 }
 
 std::string format_value(const Value& v) {
+  if (const auto* x = std::get_if<double>(&v)) {  // shortest text that reads back exactly
+    if (std::isnan(*x)) return "nan";
+    if (std::isinf(*x)) return *x > 0 ? "inf" : "-inf";
+    char buf[32];
+    for (int digits = 15; digits <= 17; ++digits) {
+      std::snprintf(buf, sizeof buf, "%.*g", digits, *x);
+      if (std::strtod(buf, nullptr) == *x) break;
+    }
+    std::string s = buf;
+    return s.find_first_of(".e") == std::string::npos ? s + ".0" : s;  // TOML: a float
+  }
+  if (const auto* x = std::get_if<std::string>(&v)) {  // a TOML basic string
+    std::string s = "\"";
+    for (unsigned char c : *x) {
+      if (c == '"' || c == '\\') {
+        s += '\\';
+        s += char(c);
+      } else if (c < 0x20 || c == 0x7f) {
+        char esc[8];
+        std::snprintf(esc, sizeof esc, "\\u%04x", c);
+        s += esc;
+      } else {
+        s += char(c);
+      }
+    }
+    return s + "\"";
+  }
   std::ostringstream os;
   std::visit([&](const auto& x) { os << toml::value<std::decay_t<decltype(x)>>(x); }, v);
   return os.str();

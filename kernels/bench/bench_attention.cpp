@@ -54,7 +54,7 @@ std::unique_ptr<Problem> make_problem(const AttentionSpec& s, int L) {
   validate(s);
   Kokkos::Random_XorShift64_Pool<ExecSpace> pool(1234);
   auto random4 = [&](const char* label, int heads, int width) {
-    View4<float> v(label, 1, L, heads, width);
+    View4<float> v(std::string(label), 1, L, heads, width);
     Kokkos::fill_random(v, pool, -1.0f, 1.0f);
     return v;
   };

@@ -154,6 +154,8 @@ TEST(Config, ResolvedTomlRoundTripsWithEveryKey) {
   const std::string text = attention_spec_toml(s);
   EXPECT_NE(text.find("[attention.numerics]"), std::string::npos) << text;
   EXPECT_NE(text.find("base = 123456.789"), std::string::npos) << text;
+  EXPECT_NE(text.find("qk_norm_eps = 1e-07"), std::string::npos) << text;
+  EXPECT_NE(text.find("scheme = \"pope\""), std::string::npos) << text;
   EXPECT_NE(text.find("  # "), std::string::npos) << text;  // documented keys
   EXPECT_EQ(attention_spec_toml(from_text(text)), text);
   // Every key is written: as many "key = value" lines as bound values.
@@ -161,6 +163,21 @@ TEST(Config, ResolvedTomlRoundTripsWithEveryKey) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines += !line.empty() && line[0] != '[';
   EXPECT_EQ(lines, attention_spec_values(s).size());
+}
+
+TEST(Config, ValuesAreWrittenAsTomlThatReadsBack) {
+  EXPECT_EQ(format_value(10000.0), "10000.0");
+  EXPECT_EQ(format_value(0.1), "0.1");
+  EXPECT_EQ(format_value(1.0 / 3.0), "0.3333333333333333");  // as Python repr
+  EXPECT_EQ(format_value(-INFINITY), "-inf");
+  EXPECT_EQ(format_value(int64_t(-3)), "-3");
+  EXPECT_EQ(format_value(true), "true");
+  EXPECT_EQ(format_value(std::string("a\"b\\c\n")), "\"a\\\"b\\\\c\\u000a\"");
+  for (const Value& v : {Value(1.0 / 3.0), Value(1e-300), Value(std::string("x\"\t\\y"))}) {
+    const toml::table t = toml::parse("v = " + format_value(v));
+    if (const auto* d = std::get_if<double>(&v)) EXPECT_EQ(t["v"].value<double>(), *d);
+    if (const auto* s = std::get_if<std::string>(&v)) EXPECT_EQ(t["v"].value<std::string>(), *s);
+  }
 }
 
 TEST(Config, FileErrorsNameTheFileAndLine) {
