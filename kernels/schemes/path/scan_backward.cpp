@@ -15,7 +15,6 @@ using la::N;
 using la::Scratch1;
 using la::Scratch2;
 using la::Tr;
-using Range3 = Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>;
 
 // Work space of the cross-block backward, reused by every query block.
 template <class T>
@@ -26,6 +25,7 @@ struct CrossState {
   View4<T> dk_fold;  // [B, L, Hkv, d]
   View4<T> dq_fold;  // [B, L, H, d]
   View5<T> dp;       // [B, Hkv, nb, d, d]
+  View5<T> pt;       // [B, Hkv, nb, d, d]: P_c^T (the carry reads it row by row)
 };
 
 // Step 2, team (b, KV head, key block c < qa): the softmax gradient between the query
@@ -43,17 +43,18 @@ struct CrossKeys {
   bool has_fox;
 
   static size_t scratch_bytes(int n, int d, int dv) {
-    return 2 * Scratch2<T>::shmem_size(n, d) + 2 * Scratch2<T>::shmem_size(n, dv) +
-           Scratch2<T>::shmem_size(n, dv) + 2 * Scratch2<T>::shmem_size(n, n) +
-           3 * Scratch1<T>::shmem_size(n);
+    return 3 * Scratch2<T>::shmem_size(n, d) + 3 * Scratch2<T>::shmem_size(n, dv) +
+           2 * Scratch2<T>::shmem_size(n, n) + 3 * Scratch1<T>::shmem_size(n);
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
     const int blk = st.block, c = t.league_rank() % qa, bh = t.league_rank() / qa;
     const int hk = bh % Hkv, b = bh / Hkv, G = H / Hkv, sq = qa * blk, sk = c * blk;
     const auto lv = level;
+    // Keys and values also transposed, so every product below runs in axpy form.
     Scratch2<T> Kf(t.team_scratch(lv), blk, d), dKf(t.team_scratch(lv), blk, d);
-    Scratch2<T> V(t.team_scratch(lv), blk, dv_dim), dV(t.team_scratch(lv), blk, dv_dim);
+    Scratch2<T> KfT(t.team_scratch(lv), d, blk), VT(t.team_scratch(lv), dv_dim, blk);
+    Scratch2<T> dV(t.team_scratch(lv), blk, dv_dim);
     Scratch2<T> dO(t.team_scratch(lv), blk, dv_dim);
     Scratch2<T> S(t.team_scratch(lv), blk, blk), Gx(t.team_scratch(lv), blk, blk);
     Scratch1<T> lse_s(t.team_scratch(lv), blk), del_s(t.team_scratch(lv), blk);
@@ -61,11 +62,11 @@ struct CrossKeys {
     const Logit<T> logit{a.scale, a.softcap};
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, blk), [&](int j) {
       for (int x = 0; x < d; ++x) {
-        Kf(j, x) = st.k_fold(b, sk + j, hk, x);
+        Kf(j, x) = KfT(x, j) = st.k_fold(b, sk + j, hk, x);
         dKf(j, x) = T(0);
       }
       for (int x = 0; x < dv_dim; ++x) {
-        V(j, x) = a.v(b, sk + j, hk, x);
+        VT(x, j) = a.v(b, sk + j, hk, x);
         dV(j, x) = T(0);
       }
     });
@@ -80,8 +81,8 @@ struct CrossKeys {
         fq(i) = has_fox ? a.fox_q(b, sq + i, h) : T(0);
       });
       t.team_barrier();
-      la::gemm(t, N, Tr, nq, blk, d, T(1), X, Kf, T(0), S);        // raw logits
-      la::gemm(t, N, Tr, nq, blk, dv_dim, T(1), dO, V, T(0), Gx);  // dO V^T
+      la::gemm(t, N, N, nq, blk, d, T(1), X, KfT, T(0), S);        // raw logits
+      la::gemm(t, N, N, nq, blk, dv_dim, T(1), dO, VT, T(0), Gx);  // dO V^T
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int i) {
         T rowsum = T(0);
         for (int j = 0; j < blk; ++j) {
@@ -110,6 +111,51 @@ struct CrossKeys {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, blk), [&](int j) {
       for (int x = 0; x < d; ++x) cs.dk_fold(b, sk + j, hk, x) += dKf(j, x);
       for (int x = 0; x < dv_dim; ++x) dv(b, sk + j, hk, x) += dV(j, x);
+    });
+  }
+};
+
+// Steps 1 and 3, team (b, query head, chunk of kCarryRows rows of the query block), as
+// team GEMMs over the chunk's rows: the carry X^(c-1) = X^(c) P_c^T (x <- P_c x), or its
+// adjoint G^(c) += G^(c-1) P_c (g <- r + P_c^T g), then dq~ = g^(qa-1) and the FoX row sums.
+constexpr int kCarryRows = 16;
+
+template <class T>
+struct Carry {
+  BlockState<T> st;
+  CrossState<T> cs;
+  View4<const T> q_fold;
+  View3<T> dfox_q;
+  int qa, nq, sq, H, Hkv, d;
+  bool adjoint, has_fox;
+
+  KOKKOS_FUNCTION void operator()(const Member& t) const {
+    const int nchunk = (nq + kCarryRows - 1) / kCarryRows;
+    const int ch = t.league_rank() % nchunk, bh = t.league_rank() / nchunk;
+    const int h = bh % H, b = bh / H, hk = h / (H / Hkv), i0 = ch * kCarryRows;
+    const int nr = nq - i0 < kCarryRows ? nq - i0 : kCarryRows;
+    const auto rows = Kokkos::make_pair(i0, i0 + nr);
+    if (!adjoint) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nr), [&](int i) {
+        for (int x = 0; x < d; ++x) cs.xs(b, h, qa - 1, i0 + i, x) = q_fold(b, sq + i0 + i, h, x);
+      });
+      t.team_barrier();
+      for (int c = qa - 1; c >= 1; --c)
+        la::gemm(t, N, N, nr, d, d, T(1), Kokkos::subview(cs.xs, b, h, c, rows, Kokkos::ALL),
+                 Kokkos::subview(cs.pt, b, hk, c, Kokkos::ALL, Kokkos::ALL), T(0),
+                 Kokkos::subview(cs.xs, b, h, c - 1, rows, Kokkos::ALL));
+      return;
+    }
+    for (int c = 1; c < qa; ++c)
+      la::gemm(t, N, N, nr, d, d, T(1), Kokkos::subview(cs.rs, b, h, c - 1, rows, Kokkos::ALL),
+               Kokkos::subview(st.p, b, hk, c, Kokkos::ALL, Kokkos::ALL), T(1),
+               Kokkos::subview(cs.rs, b, h, c, rows, Kokkos::ALL));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nr), [&](int i) {
+      for (int x = 0; x < d; ++x) cs.dq_fold(b, sq + i0 + i, h, x) = cs.rs(b, h, qa - 1, i0 + i, x);
+      if (!has_fox) return;
+      T sum = T(0);
+      for (int c = 0; c < qa; ++c) sum += cs.rsum(b, h, c, i0 + i);
+      dfox_q(b, sq + i0 + i, h) += sum;
     });
   }
 };
@@ -146,17 +192,10 @@ void cross_backward(const PathArgs<T>& a, const BlockState<T>& st, const View4<c
   for (int qa = 1; qa < st.nb; ++qa) {
     const int sq = qa * blk, nq = L - sq < blk ? L - sq : blk;
     // 1. carry the queries leftwards, storing x^(c) for c = qa-1 .. 0
-    Kokkos::parallel_for(
-        "lcr::path_bwd_carry", Range3({0, 0, 0}, {B, H, nq}), KOKKOS_LAMBDA(int b, int h, int i) {
-          const int hk = h / (H / Hkv);
-          for (int x = 0; x < d; ++x) cs.xs(b, h, qa - 1, i, x) = q_fold(b, sq + i, h, x);
-          for (int c = qa - 1; c >= 1; --c)
-            for (int r = 0; r < d; ++r) {
-              T sum = T(0);
-              for (int x = 0; x < d; ++x) sum += st.p(b, hk, c, r, x) * cs.xs(b, h, c, i, x);
-              cs.xs(b, h, c - 1, i, r) = sum;
-            }
-        });
+    const int nchunk = (nq + kCarryRows - 1) / kCarryRows;
+    Carry<T> carry{st, cs, q_fold, dfox_q, qa, nq, sq, H, Hkv, d, false, has_fox};
+    Kokkos::parallel_for("lcr::path_bwd_carry", la::TeamPolicy(B * H * nchunk, Kokkos::AUTO),
+                         carry);
     // 2. softmax gradients per key block
     CrossKeys<T> ck{a,  st, cs, lse, delta, dout, dv,    dfox_k,
                     qa, nq, H,  Hkv, d,     dvd,  level, has_fox};
@@ -164,21 +203,9 @@ void cross_backward(const PathArgs<T>& a, const BlockState<T>& st, const View4<c
     kp.set_scratch_size(level, Kokkos::PerTeam(bytes));
     Kokkos::parallel_for("lcr::path_bwd_keys", kp, ck);
     // 3. the adjoint of the carried queries, left to right: g^(c) = r^(c) + P_c^T g^(c-1)
-    Kokkos::parallel_for(
-        "lcr::path_bwd_adjoint", Range3({0, 0, 0}, {B, H, nq}), KOKKOS_LAMBDA(int b, int h, int i) {
-          const int hk = h / (H / Hkv);
-          for (int c = 1; c < qa; ++c)
-            for (int x = 0; x < d; ++x) {
-              const T gx = cs.rs(b, h, c - 1, i, x);
-              for (int r = 0; r < d; ++r) cs.rs(b, h, c, i, r) += st.p(b, hk, c, x, r) * gx;
-            }
-          for (int x = 0; x < d; ++x) cs.dq_fold(b, sq + i, h, x) = cs.rs(b, h, qa - 1, i, x);
-          if (has_fox) {
-            T sum = T(0);
-            for (int c = 0; c < qa; ++c) sum += cs.rsum(b, h, c, i);
-            dfox_q(b, sq + i, h) += sum;
-          }
-        });
+    carry.adjoint = true;
+    Kokkos::parallel_for("lcr::path_bwd_adjoint", la::TeamPolicy(B * H * nchunk, Kokkos::AUTO),
+                         carry);
     // 4. transition gradients
     if (qa > 1) {
       CrossTransitions<T> ct{cs, qa, nq, H, Hkv, d, 0};
@@ -218,6 +245,14 @@ void path_backward(const PathArgs<T>& a, const View3<const T>& lse, const View3<
   cs.dk_fold = View4<T>("lcr::path_dk_fold", B, L, Hkv, d);
   cs.dq_fold = View4<T>("lcr::path_dq_fold", B, L, H, d);
   cs.dp = View5<T>("lcr::path_dp", B, Hkv, st.nb, d, d);
+  cs.pt = View5<T>("lcr::path_pt", B, Hkv, st.nb, d, d);
+  const View5<T> p = st.p, pt = cs.pt;
+  Kokkos::parallel_for(
+      "lcr::path_bwd_transpose",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<4>>({0, 0, 0, 0}, {B, Hkv, st.nb, d}),
+      KOKKOS_LAMBDA(int b, int h, int m, int r) {
+        for (int c = 0; c < d; ++c) pt(b, h, m, c, r) = p(b, h, m, r, c);
+      });
   cross_backward<T>(a, st, q_fold, lse, delta, dout, dv, dfox_q, dfox_k, cs);
 
   BlockAttention<T> att;
