@@ -165,8 +165,8 @@ template <class T>
 void check_ring_inputs(const Communicator& comm, const SeqLayout& layout, const AttentionSpec& spec,
                        const AttentionInputs<T>& in, const ParamSet<T>& params) {
   require(spec.scheme != Scheme::PaTH && spec.scheme != Scheme::PaTHFoX,
-          "ring attention for PaTH is not built yet (it needs PaTH's block functions in "
-          "kernels/schemes/path); run PaTH with a context-parallel size of 1");
+          "ring attention for PaTH / PaTH-FoX is not built yet (docs/ring.md, 'PaTH (next)'); "
+          "run PaTH with a context-parallel size of 1");
   require(layout.ranks() == comm.size(), "the sequence layout is for ", layout.ranks(),
           " ranks but the context-parallel group has ", comm.size());
   check_inputs(spec, in, params);
