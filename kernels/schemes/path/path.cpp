@@ -116,9 +116,10 @@ void check_inputs(const AttentionSpec& spec, const AttentionInputs<T>& in) {
                       Kokkos::subview(in.path_beta, bad_beta / (Lk * spec.kv_heads),
                                       bad_beta / spec.kv_heads % Lk, bad_beta % spec.kv_heads));
     throw_error("path_beta", index_string(bad_beta, shape_of(in.path_beta)), " = ", value,
-                " is outside [0, 2): beta >= 2 makes H = I - beta w w^T expand; build beta "
-                "with path::beta_forward, which keeps it <= ",
-                kBetaMax);
+                " is outside [0, 2): there H = I - beta w w^T does not shrink (|1 - beta| >= 1) "
+                "and products of it can blow up; build beta with path::beta_forward, which "
+                "keeps it in [0, ",
+                kBetaMax, "]");
   }
   const int d = spec.head_dim;
   const T tol = T(kUnitNormTolerance);
