@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "kernels/schemes/path/ring.hpp"
 #include "kernels/test_path_support.hpp"
 
 namespace lcr::test::pathtest {
@@ -117,6 +118,31 @@ TEST(PathErrors, BlockSizeAndScheme) {
   PathProblem q = small();
   q.c.spec.scheme = Scheme::NoPE;
   expect_error(q, [](PathProblem&, auto&) {}, {"PaTH inputs", "'nope'"});
+}
+
+TEST(PathErrors, ChunkFunctionsCheckShapes) {
+  View4<double> w("w", 1, 6, 2, 4), k("k", 1, 6, 2, 3), out("out", 1, 6, 2, 4);
+  View3<double> beta("beta", 1, 6, 2), beta_bad("beta", 1, 5, 2);
+  auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] {
+              path::fold_keys_right<double>(w, beta, k, 4, out);
+            }).find("k has shape [1, 6, 2, 3]"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              path::fold_queries_left<double>(w, beta_bad, out, 4, out);
+            }).find("path beta has shape [1, 5, 2]"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              path::chunk_transition<double>(w, beta, 0, View4<double>());
+            }).find("block size must be >= 1"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 // Backward: through these products into dk^, dq^, dP_m, then block_backward.
 #include "kernels/schemes/path/ring.hpp"
 
+#include <initializer_list>
+#include <utility>
+
 #include "core/error.hpp"
 #include "kernels/schemes/path/blocks.hpp"
 #include "kernels/schemes/path/team_la.hpp"
@@ -159,7 +162,28 @@ View5<T> prefix_products(const BlockState<T>& st, int B, int Hkv, int d, const V
   return lp;
 }
 
-void check_block(int block) { require(block >= 1, "PaTH block size must be >= 1, got ", block); }
+// Shapes of a chunk call: w [B, L, Hkv, d], beta [B, L, Hkv], and each of `rows`
+// (name, tensor) [B, L, heads, d] with heads a multiple of Hkv.
+template <class T>
+void check_chunk(int block, const View4<const T>& w, const View3<const T>& beta,
+                 std::initializer_list<std::pair<const char*, std::vector<int64_t>>> rows) {
+  require(block >= 1, "PaTH block size must be >= 1, got ", block);
+  const auto ws = shape_of(w);
+  require(shape_of(beta) == std::vector<int64_t>{ws[0], ws[1], ws[2]}, "path beta has shape ",
+          shape_string(shape_of(beta)), ", expected ", shape_string({ws[0], ws[1], ws[2]}),
+          " to match w ", shape_string(ws));
+  for (const auto& [name, s] : rows)
+    require(s.size() == 4 && s[0] == ws[0] && s[1] == ws[1] && s[3] == ws[3] && ws[2] > 0 &&
+                s[2] % ws[2] == 0,
+            name, " has shape ", shape_string(s), ", expected [", ws[0], ", ", ws[1],
+            ", a multiple of ", ws[2], ", ", ws[3], "] to match w ", shape_string(ws));
+}
+
+template <class T>
+void check_dbeta(const View3<const T>& beta, const View3<T>& dbeta) {
+  require(shape_of(dbeta) == shape_of(beta), "dbeta has shape ", shape_string(shape_of(dbeta)),
+          ", expected the shape of beta ", shape_string(shape_of(beta)));
+}
 
 }  // namespace ring_detail
 
@@ -168,7 +192,7 @@ using namespace ring_detail;
 template <class T>
 void fold_keys_right(const View4<const T>& w, const View3<const T>& beta, const View4<const T>& k,
                      int block, const View4<T>& k_fold) {
-  check_block(block);
+  check_chunk<T>(block, w, beta, {{"k", shape_of(k)}, {"k_fold", shape_of(k_fold)}});
   const int B = w.extent(0), L = w.extent(1), Hkv = w.extent(2), d = w.extent(3);
   if (B * L * Hkv == 0) return;
   const BlockState<T> st = block_forward<T>(w, beta, k, block);
@@ -180,7 +204,12 @@ template <class T>
 void fold_keys_right_backward(const View4<const T>& w, const View3<const T>& beta,
                               const View4<const T>& k, int block, const View4<const T>& dk_fold,
                               const View4<T>& dk, const View4<T>& dw, const View3<T>& dbeta) {
-  check_block(block);
+  check_chunk<T>(block, w, beta,
+                 {{"k", shape_of(k)},
+                  {"dk_fold", shape_of(dk_fold)},
+                  {"dk", shape_of(dk)},
+                  {"dw", shape_of(dw)}});
+  check_dbeta(beta, dbeta);
   const int B = w.extent(0), L = w.extent(1), Hkv = w.extent(2), d = w.extent(3);
   if (B * L * Hkv == 0) return;
   const BlockState<T> st = block_forward<T>(w, beta, k, block);
@@ -199,7 +228,7 @@ void fold_keys_right_backward(const View4<const T>& w, const View3<const T>& bet
 template <class T>
 void fold_queries_left(const View4<const T>& w, const View3<const T>& beta, const View4<const T>& q,
                        int block, const View4<T>& q_fold) {
-  check_block(block);
+  check_chunk<T>(block, w, beta, {{"q", shape_of(q)}, {"q_fold", shape_of(q_fold)}});
   const int B = w.extent(0), L = w.extent(1), Hkv = w.extent(2), d = w.extent(3);
   if (B * L * Hkv == 0 || q.extent(2) == 0) return;
   const BlockState<T> st = block_forward<T>(w, beta, {}, block);
@@ -213,7 +242,12 @@ template <class T>
 void fold_queries_left_backward(const View4<const T>& w, const View3<const T>& beta,
                                 const View4<const T>& q, int block, const View4<const T>& dq_fold,
                                 const View4<T>& dq, const View4<T>& dw, const View3<T>& dbeta) {
-  check_block(block);
+  check_chunk<T>(block, w, beta,
+                 {{"q", shape_of(q)},
+                  {"dq_fold", shape_of(dq_fold)},
+                  {"dq", shape_of(dq)},
+                  {"dw", shape_of(dw)}});
+  check_dbeta(beta, dbeta);
   const int B = w.extent(0), L = w.extent(1), Hkv = w.extent(2), d = w.extent(3);
   const int H = q.extent(2);
   if (B * L * Hkv == 0 || H == 0) return;
@@ -235,7 +269,7 @@ void fold_queries_left_backward(const View4<const T>& w, const View3<const T>& b
 template <class T>
 void chunk_transition(const View4<const T>& w, const View3<const T>& beta, int block,
                       const View4<T>& p) {
-  check_block(block);
+  check_chunk<T>(block, w, beta, {});
   const int B = w.extent(0), L = w.extent(1), Hkv = w.extent(2), d = w.extent(3);
   require(shape_of(p) == std::vector<int64_t>{B, Hkv, d, d}, "chunk transition P has shape ",
           shape_string(shape_of(p)), ", expected ", shape_string({B, Hkv, d, d}));
@@ -254,7 +288,12 @@ template <class T>
 void chunk_transition_backward(const View4<const T>& w, const View3<const T>& beta, int block,
                                const View4<const T>& dp_chunk, const View4<T>& dw,
                                const View3<T>& dbeta) {
-  check_block(block);
+  check_chunk<T>(block, w, beta, {{"dw", shape_of(dw)}});
+  check_dbeta(beta, dbeta);
+  require(shape_of(dp_chunk) == std::vector<int64_t>{int64_t(w.extent(0)), int64_t(w.extent(2)),
+                                                     int64_t(w.extent(3)), int64_t(w.extent(3))},
+          "dP has shape ", shape_string(shape_of(dp_chunk)), ", expected [B, Hkv, d, d] of w ",
+          shape_string(shape_of(w)));
   const int B = w.extent(0), L = w.extent(1), Hkv = w.extent(2), d = w.extent(3);
   if (B * L * Hkv == 0) return;
   const BlockState<T> st = block_forward<T>(w, beta, {}, block);
