@@ -1,4 +1,5 @@
 #include "core/cli/attention_cmd.hpp"
+#include "core/cli/attention_io.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -191,11 +192,13 @@ int64_t position_attr(const h5::File& f, const char* name) {
   return *v;
 }
 
+// The inputs, parameters and dout of the file (attention_io.hpp), validated.
 template <class T>
-void run_typed(const AttentionCommand& cmd, const h5::File& f, const AttentionSpec& spec,
-               const Shapes& s) {
+AttentionProblem<T> read_problem(const h5::File& f, const AttentionSpec& spec, const Shapes& s) {
   const int64_t B = s.B, Lq = s.Lq, Lk = s.Lk, H = s.H;
-  AttentionInputs<T> in;
+  AttentionProblem<T> pr;
+  pr.spec = spec;
+  AttentionInputs<T>& in = pr.in;
   in.q = read_input<View4<T>>(f, "q", {B, Lq, H, s.dq});
   in.k = read_input<View4<T>>(f, "k", {B, Lk, s.Hkv, s.dq});
   in.v = read_input<View4<T>>(f, "v", {B, Lk, s.Hkv, s.dv});
@@ -216,7 +219,8 @@ void run_typed(const AttentionCommand& cmd, const h5::File& f, const AttentionSp
   if (f.has_dataset("path_w")) in.path_w = read_input<View4<T>>(f, "path_w", {B, Lk, s.Hkv, -1});
   if (f.has_dataset("path_beta"))
     in.path_beta = read_input<View3<T>>(f, "path_beta", {B, Lk, s.Hkv});
-  const ParamSet<T> params = read_params<T>(f, spec);
+  pr.params = read_params<T>(f, spec);
+  const ParamSet<T>& params = pr.params;
   const std::set<std::string> known{"q",      "k",      "v",         "dout",   "fox_cq",
                                     "fox_ck", "path_w", "path_beta", "params", "spec"};
   for (const auto& n : f.children())
@@ -226,7 +230,17 @@ void run_typed(const AttentionCommand& cmd, const h5::File& f, const AttentionSp
   } catch (const Error& e) {
     throw_error(f.file(), ": ", e.what());
   }
+  if (f.has_dataset("dout")) pr.dout = read_input<View4<T>>(f, "dout", {B, Lq, H, s.dv});
+  return pr;
+}
 
+template <class T>
+void run_typed(const AttentionCommand& cmd, const h5::File& f, const AttentionSpec& spec,
+               const Shapes& s) {
+  const int64_t B = s.B, Lq = s.Lq, Lk = s.Lk, H = s.H;
+  const AttentionProblem<T> pr = read_problem<T>(f, spec, s);
+  const AttentionInputs<T>& in = pr.in;
+  const ParamSet<T>& params = pr.params;
   spdlog::info("attention: scheme {}, B={} Lq={} Lk={} H={} Hkv={} dq={} dv={}, {}",
                scheme_name(spec.scheme), B, Lq, Lk, H, s.Hkv, s.dq, s.dv, cmd.precision);
   const auto out = make_outputs<T>(spec, in);
@@ -234,12 +248,12 @@ void run_typed(const AttentionCommand& cmd, const h5::File& f, const AttentionSp
   attention_forward<T>(spec, in, params, out);
   Kokkos::fence();
   spdlog::info("forward: {:.1f} ms", 1e3 * timer.seconds());
-  if (!f.has_dataset("dout")) {
+  if (!pr.has_dout()) {
     write_output<T>(cmd, spec, in, out, nullptr);
     spdlog::info("wrote {} (o, lse; no /dout, so no gradients)", cmd.output);
     return;
   }
-  const auto dout = read_input<View4<T>>(f, "dout", {B, Lq, H, s.dv});
+  const View4<const T> dout = pr.dout;
   auto g = make_grads<T>(spec, in);
   timer.reset();
   attention_backward<T>(spec, in, params, out, dout, g);
@@ -251,10 +265,38 @@ void run_typed(const AttentionCommand& cmd, const h5::File& f, const AttentionSp
 
 }  // namespace
 
-AttentionSpec run_attention(const AttentionCommand& cmd) {
+void check_attention_command(const AttentionCommand& cmd) {
   require(cmd.precision == "float64" || cmd.precision == "float32", "--precision must be ",
           "float64 or float32, got '", cmd.precision, "'");
   require(cmd.output != cmd.input, "--output must differ from --input (", cmd.input, ")");
+}
+
+template <class T>
+AttentionProblem<T> read_attention_problem(const AttentionCommand& cmd) {
+  check_attention_command(cmd);
+  const h5::File f = h5::File::open(cmd.input);
+  const Shapes s = read_shapes(f);
+  return read_problem<T>(f, resolve_spec(f, cmd, s), s);
+}
+
+template <class T>
+void write_attention_result(const AttentionCommand& cmd, const AttentionSpec& spec,
+                            const AttentionInputs<T>& in, const AttentionOutputs<T>& out,
+                            const AttentionGrads<T>* g) {
+  write_output<T>(cmd, spec, in, out, g);
+}
+
+#define LCR_INSTANTIATE(T)                                                                   \
+  template AttentionProblem<T> read_attention_problem<T>(const AttentionCommand&);           \
+  template void write_attention_result<T>(const AttentionCommand&, const AttentionSpec&,     \
+                                          const AttentionInputs<T>&, const AttentionOutputs<T>&, \
+                                          const AttentionGrads<T>*);
+LCR_INSTANTIATE(float)
+LCR_INSTANTIATE(double)
+#undef LCR_INSTANTIATE
+
+AttentionSpec run_attention(const AttentionCommand& cmd) {
+  check_attention_command(cmd);
   const h5::File f = h5::File::open(cmd.input);
   const Shapes s = read_shapes(f);
   const AttentionSpec spec = resolve_spec(f, cmd, s);

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "warnings and errors only");
   lcr::cli::Runner run;
   lcr::cli::add_attention_verb(app, run);
+  lcr::cli::add_ring_attention_verb(app, run);
   lcr::cli::add_demo_verb(app, run);
   lcr::cli::add_config_verb(app, run);
   try {

@@ -11,6 +11,7 @@ namespace lcr::cli {
 using Runner = std::function<int()>;  // returns the process exit status
 
 void add_attention_verb(CLI::App& app, Runner& run);  // attention_cmd.cpp
+void add_ring_attention_verb(CLI::App& app, Runner& run);  // ring_attention_cmd.cpp
 void add_demo_verb(CLI::App& app, Runner& run);       // demo_cmd.cpp
 void add_config_verb(CLI::App& app, Runner& run);     // config_cmd.cpp
 
