@@ -213,6 +213,16 @@ TEST_F(AttentionCommandTest, FoxWithOffsetsSinkAndSpecFromTheFile) {
   run_and_compare(d, true);
 }
 
+TEST_F(AttentionCommandTest, GoatParametersAndHeadDimFromTheContentWidth) {
+  // GOAT takes q, k of the content width d_c = head_dim - 2R - 2 = 32 - 10 = 22; the
+  // command must infer head_dim 32 and read /params/goat.* (names with dots).
+  const Data d = make_data(spec_of(Scheme::GOAT, 2, 1, 32), 1, 9, 9);
+  ASSERT_EQ(d.q.extent(3), 22u);
+  write_input(cmd.input, d);
+  cmd.overrides = {"attention.scheme=goat"};
+  run_and_compare(d, true);
+}
+
 TEST_F(AttentionCommandTest, Float32Precision) {
   const Data d = make_data(spec_of(Scheme::NoPE, 2, 1, 16), 1, 33, 33);
   write_input(cmd.input, d);
