@@ -7,6 +7,7 @@
 // cases) every gradient element against central finite differences.
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 
 #include "kernels/attention_harness.hpp"
@@ -17,6 +18,9 @@ struct NamedCase {
   std::string name;  // gtest-safe: letters, digits, underscores
   Case c;
 };
+
+// gtest (and ctest's test names) print a parameter with this instead of its raw bytes.
+inline void PrintTo(const NamedCase& c, std::ostream* os) { *os << c.name; }
 
 inline std::string case_name(const ::testing::TestParamInfo<NamedCase>& info) {
   return info.param.name;
