@@ -54,6 +54,9 @@ int main(int argc, char** argv) {
   lcr::cli::add_ring_attention_verb(app, run);
   lcr::cli::add_demo_verb(app, run);
   lcr::cli::add_config_verb(app, run);
+  lcr::cli::add_train_verb(app, run);
+  lcr::cli::add_eval_verb(app, run);
+  lcr::cli::add_inspect_verb(app, run);
   try {
     app.parse(int(cli_args.size()), cli_args.data());
   } catch (const CLI::ParseError& e) {

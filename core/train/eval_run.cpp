@@ -1,0 +1,75 @@
+#include "core/train/eval_run.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/io/checkpoint.hpp"
+#include "core/train/run_io.hpp"
+#include "core/train/setup.hpp"
+
+namespace lcr::train {
+namespace {
+
+template <class T>
+EvalResults run_eval(Setup& s, const io::Checkpoint& c) {
+  Model<T> model(s.cfg.model, 0);
+  restore_checkpoint(c, s.cfg, model, static_cast<AdamW<T>*>(nullptr));
+  const auto sets = s.feed->eval_sets(config::eval_lengths(s.cfg));
+  const auto passkey = passkey_sets(s.cfg, s.cfg.model.vocab_size);
+  return evaluate(model, sets, passkey, *s.grid, s.cfg.parallel.layout, s.cfg.eval.batch);
+}
+
+}  // namespace
+
+EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
+  const std::string cfg_path = cmd.run_dir + "/config.toml";
+  require(std::filesystem::exists(cfg_path), cmd.run_dir,
+          " is not a run directory (no config.toml); pass --run runs/<name>");
+  std::vector<std::string> overrides = cmd.overrides;
+  overrides.push_back("run.dir=\"" + cmd.run_dir + "\"");
+  TrainConfig cfg = config::load_train_config(cfg_path, overrides);
+  cfg.parallel.dp = 0;  // evaluation may use another grid than training did
+  Setup s = prepare(cfg);
+
+  io::CheckpointStore store(cmd.run_dir + "/ckpt");
+  io::Checkpoint c;
+  agree(s.grid->world(), "loading the checkpoint", [&] {
+    if (cmd.step >= 0) {
+      c = io::read_checkpoint(store.file_for(cmd.step), cmd.step);
+    } else {
+      auto found = store.load_latest();
+      require(found.has_value(), cmd.run_dir, "/ckpt holds no checkpoint to evaluate");
+      c = std::move(found->checkpoint);
+    }
+  });
+  const EvalResults res =
+      s.cfg.train.precision == Precision::Float64 ? run_eval<double>(s, c) : run_eval<float>(s, c);
+  if (!s.writer()) return res;
+  out << fmt::format("evaluation of {} at step {} ({})\n", cmd.run_dir, c.step,
+                     describe(s.cfg.model));
+  for (const LengthResult& r : res.lengths) {
+    out << fmt::format("  length {:>6}  loss {:.4f}  ppl {:9.3f}", r.length, r.loss,
+                       std::exp(r.loss));
+    if (s.cfg.is_task())
+      out << fmt::format("  token_accuracy {:.3f}  sequence_accuracy {:.3f}", r.token_accuracy,
+                         r.sequence_accuracy);
+    out << "\n";
+  }
+  if (!res.passkey.empty()) {
+    std::map<int64_t, std::vector<const PasskeyResult*>> by_len;
+    for (const auto& p : res.passkey) by_len[p.length].push_back(&p);
+    out << "  passkey accuracy (rows: length, columns: depth)\n";
+    for (const auto& [len, cells] : by_len) {
+      out << fmt::format("    {:>6}", len);
+      for (const auto* p : cells) out << fmt::format("  {:.2f}@{:.2f}", p->accuracy, p->depth);
+      out << "\n";
+    }
+  }
+  return res;
+}
+
+}  // namespace lcr::train

@@ -1,0 +1,26 @@
+#pragma once
+// `lcr eval --run runs/<name> [--step N] [eval.key=value ...]`: evaluates a checkpoint of a
+// run (the newest complete one, or step N) with the run's own config.toml, the overrides
+// applied on top (typically eval.max_length_factor, eval.passkey, eval.windows), and
+// prints perplexity per length, task accuracy and the passkey grid. Collective over the
+// world like training: any dp x cp grid that fits parallel.cp works, whatever the run
+// trained with. Nothing is written to the run directory (run.h5 belongs to the trainer).
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/train/evaluate.hpp"
+
+namespace lcr::train {
+
+struct EvalCommand {
+  std::string run_dir;
+  int64_t step = -1;  // -1 = the newest complete checkpoint
+  std::vector<std::string> overrides;
+};
+
+// Every rank returns the results; rank 0 also prints them to `out`.
+EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out);
+
+}  // namespace lcr::train

@@ -1,0 +1,145 @@
+#include "core/train/run_io.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include "core/error.hpp"
+#include "core/train/prior_stats.hpp"
+#include "core/train/setup.hpp"
+
+namespace lcr::train {
+namespace {
+
+std::vector<io::Slice> slices_of(const ModelLayout& layout) {
+  std::vector<io::Slice> out;
+  for (const ParamEntry& e : layout.params().entries()) out.push_back({e.name, e.offset, e.shape});
+  return out;
+}
+
+// [model] and [attention] as TOML: what must agree between a checkpoint and the config.
+std::string model_toml(const TrainConfig& cfg) {
+  TrainConfig c = cfg;
+  config::Table root;
+  config::bind_train_config(root, c);
+  return root.table("model").to_toml() + root.table("attention").to_toml();
+}
+
+}  // namespace
+
+io::RunLayout run_layout(const TrainConfig& cfg) {
+  io::RunLayout layout = io::standard_layout(prior_shapes(cfg), {"clip_scale", "step_time_s"});
+  if (cfg.is_task())
+    layout.tables.push_back(
+        {"eval/task",
+         "task accuracy vs evaluation length, one row per (step, length)",
+         {{"length", {}, io::DType::I64, "evaluation sequence length (tokens)"},
+          {"loss", {}, io::DType::F64, "mean cross-entropy on the scored positions (nats)"},
+          {"token_accuracy", {}, io::DType::F64, "argmax accuracy on the scored positions"},
+          {"sequence_accuracy",
+           {},
+           io::DType::F64,
+           "fraction of sequences whose scored positions are all right"}}});
+  return layout;
+}
+
+io::Provenance provenance(const TrainConfig& cfg, const std::string& config_toml,
+                          const std::string& command_line, int world_size) {
+  io::Provenance p;
+  p.config_toml = config_toml;
+  p.lcr_version = lcr_version();
+  p.git_revision = git_revision();
+  p.command_line = command_line;
+  p.devices = device_description();
+  p.kokkos_version = std::to_string(KOKKOS_VERSION / 10000) + "." +
+                     std::to_string(KOKKOS_VERSION / 100 % 100) + "." +
+                     std::to_string(KOKKOS_VERSION % 100);
+  p.mpi_version = mpi_library_version();
+  p.world_size = world_size;
+  p.dp = cfg.parallel.dp;
+  p.cp = cfg.parallel.cp;
+  p.extra["model"] = describe(cfg.model);
+  p.extra["precision"] = precision_name(cfg.train.precision);
+  return p;
+}
+
+AdamWConfig adamw_config(const TrainConfig& cfg) {
+  const TrainOptions& t = cfg.train;
+  AdamWConfig a;
+  a.lr = t.lr;
+  a.min_lr = t.min_lr;
+  a.warmup_steps = t.warmup;
+  a.total_steps = t.steps;
+  a.beta1 = t.beta1;
+  a.beta2 = t.beta2;
+  a.weight_decay = t.weight_decay;
+  a.grad_clip = t.clip;
+  a.decay_embeddings = t.decay_embeddings;
+  try {
+    validate(a);
+  } catch (const Error& e) {
+    throw_error("bad [train] optimizer settings: ", e.what());
+  }
+  return a;
+}
+
+template <class T>
+io::Checkpoint make_checkpoint(const Model<T>& model, const AdamW<T>& opt, int64_t step,
+                               const TrainConfig& cfg, const std::string& config_toml,
+                               double loss) {
+  io::Checkpoint c;
+  c.step = step;
+  c.seed = uint64_t(cfg.train.seed);
+  c.config_toml = config_toml;
+  const auto slices = slices_of(model.layout());
+  c.put_view("params", model.params(), slices);
+  c.put_view("adam_m", opt.m(), slices);
+  c.put_view("adam_v", opt.v(), slices);
+  c.scalars["optimizer_steps"] = int64_t(opt.steps_taken());
+  c.scalars["precision"] = std::string(precision_name(cfg.train.precision));
+  c.scalars["loss"] = loss;
+  return c;
+}
+
+TrainConfig checkpoint_config(const io::Checkpoint& c) {
+  TrainConfig cfg;
+  config::Table root;
+  config::bind_train_config(root, cfg);
+  try {
+    root.read(toml::parse(std::string_view(c.config_toml), std::string_view("checkpoint config")));
+  } catch (const std::exception& e) {
+    throw_error("the checkpoint's config does not parse: ", e.what());
+  }
+  return cfg;
+}
+
+template <class T>
+void restore_checkpoint(const io::Checkpoint& c, const TrainConfig& cfg, Model<T>& model,
+                        AdamW<T>* opt) {
+  const TrainConfig saved = checkpoint_config(c);
+  require(model_toml(saved) == model_toml(cfg), "the checkpoint of step ", c.step,
+          " was written for another model: its [model] / "
+          "[attention] sections differ from this config's (",
+          describe(saved.model), " vs ", describe(cfg.model),
+          "); use the run's own config.toml or set run.overwrite = true");
+  require(saved.train.precision == cfg.train.precision, "the checkpoint holds ",
+          precision_name(saved.train.precision),
+          " values but train.precision = ", precision_name(cfg.train.precision));
+  c.copy_to_view("params", model.params());
+  if (!opt) return;
+  c.copy_to_view("adam_m", opt->m());
+  c.copy_to_view("adam_v", opt->v());
+  const auto it = c.scalars.find("optimizer_steps");
+  require(it != c.scalars.end() && std::holds_alternative<int64_t>(it->second),
+          "checkpoint of step ", c.step, " has no int64 scalar 'optimizer_steps'");
+  opt->set_steps_taken(std::get<int64_t>(it->second));
+}
+
+#define LCR_RUN_IO(T)                                                                         \
+  template io::Checkpoint make_checkpoint<T>(const Model<T>&, const AdamW<T>&, int64_t,       \
+                                             const TrainConfig&, const std::string&, double); \
+  template void restore_checkpoint<T>(const io::Checkpoint&, const TrainConfig&, Model<T>&,   \
+                                      AdamW<T>*);
+LCR_RUN_IO(float)
+LCR_RUN_IO(double)
+#undef LCR_RUN_IO
+
+}  // namespace lcr::train

@@ -1,0 +1,94 @@
+#include "core/train/setup.hpp"
+
+#include <mpi.h>
+#include <sys/resource.h>
+
+#include "core/error.hpp"
+#include "core/train/world.hpp"
+#include "parallel/ring/layout.hpp"
+
+#ifndef LCR_VERSION
+#define LCR_VERSION "unknown"
+#endif
+#ifndef LCR_GIT_REVISION
+#define LCR_GIT_REVISION "unknown"
+#endif
+
+namespace lcr::train {
+
+Setup prepare(const TrainConfig& in) {
+  Setup s;
+  s.cfg = in;
+  TrainConfig& cfg = s.cfg;
+  auto world = world_communicator();
+  const int W = world->size(), cp = cfg.parallel.cp;
+  require(W % cp == 0, "parallel.cp = ", cp, " does not divide the ", W,
+          " ranks of this job; launch a multiple of ", cp, " ranks (mpirun -np ", cp,
+          ") or choose a parallel.cp that divides ", W);
+  require(cfg.parallel.dp == 0 || cfg.parallel.dp * cp == W, "parallel.dp = ", cfg.parallel.dp,
+          " times parallel.cp = ", cp, " must equal the ", W,
+          " ranks of this job (or set parallel.dp = 0 to take world size / cp = ", W / cp, ")");
+  cfg.parallel.dp = W / cp;
+  try {
+    SeqLayout check(cfg.parallel.layout, cfg.train.seq_len, cp);
+  } catch (const Error& e) {
+    throw_error("train.seq_len = ", cfg.train.seq_len, " cannot be split over parallel.cp = ", cp,
+                " ranks: ", e.what());
+  }
+  s.grid = std::make_unique<ProcessGrid>(std::move(world), cp);
+
+  s.feed = std::make_unique<DataFeed>(cfg);
+  const int32_t data_vocab = s.feed->vocab_size();
+  if (cfg.model.vocab_size == 0) {
+    cfg.model.vocab_size = data_vocab;
+  } else if (cfg.is_task()) {
+    require(cfg.model.vocab_size >= data_vocab, "model.vocab_size = ", cfg.model.vocab_size,
+            " is smaller than the task's vocabulary ", data_vocab, " (", s.feed->describe(),
+            "); set model.vocab_size = 0 to take it from the data");
+  } else {
+    require(cfg.model.vocab_size == data_vocab, "model.vocab_size = ", cfg.model.vocab_size,
+            " does not match the data's vocabulary ", data_vocab, " (", s.feed->describe(),
+            "); set model.vocab_size = 0 to take it from the data");
+  }
+  config::check_train_config(cfg);
+  s.config_toml = config::train_config_toml(cfg);
+  return s;
+}
+
+void agree(Communicator& world, const std::string& what, const std::function<void()>& fn) {
+  std::string error;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  double failed = error.empty() ? 0.0 : 1.0;
+  world.allreduce_sum(&failed, 1);
+  if (!error.empty()) throw Error(error);
+  require(failed == 0, what, " failed on another rank (its message says why)");
+}
+
+std::string lcr_version() { return LCR_VERSION; }
+std::string git_revision() { return LCR_GIT_REVISION; }
+
+std::string mpi_library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string v(buf, size_t(len));
+  const auto nl = v.find_first_of("\r\n,");
+  return nl == std::string::npos ? v : v.substr(0, nl);
+}
+
+std::string device_description() {
+  return std::string("kokkos:") + ExecSpace::name() + " (" +
+         std::to_string(ExecSpace().concurrency()) + " threads)";
+}
+
+int64_t peak_memory_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return int64_t(ru.ru_maxrss) * 1024;  // Linux reports kilobytes
+}
+
+}  // namespace lcr::train

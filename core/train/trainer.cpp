@@ -1,0 +1,346 @@
+#include "core/train/trainer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+
+#include "core/error.hpp"
+#include "core/model/ring_runner.hpp"
+#include "core/train/evaluate.hpp"
+#include "core/train/prior_stats.hpp"
+#include "core/train/progress.hpp"
+#include "core/train/run_io.hpp"
+#include "core/train/setup.hpp"
+#include "core/train/signals.hpp"
+#include "core/train/world.hpp"
+#include "parallel/ring/shard.hpp"
+
+namespace lcr::train {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// [B, L] int32 device view of a host row-major buffer.
+View2<int32_t> device_rows(const std::vector<int32_t>& v, int64_t B, int64_t L, const char* name) {
+  View2<int32_t> d(std::string(name), B, L);
+  auto h = Kokkos::create_mirror_view(d);
+  std::copy(v.begin(), v.end(), h.data());
+  Kokkos::deep_copy(d, h);
+  return d;
+}
+
+template <class T>
+class Trainer {
+ public:
+  Trainer(Setup& s, const std::string& command_line)
+      : s_(s),
+        cfg_(s.cfg),
+        grid_(*s.grid),
+        world_(grid_.world()),
+        model_(cfg_.model, uint64_t(cfg_.train.seed)),
+        opt_(adamw_config(cfg_), model_param_ranges(model_.layout(), adamw_config(cfg_)),
+             model_.layout().total()),
+        store_(cfg_.run_dir() + "/ckpt"),
+        command_line_(command_line) {
+    if (grid_.cp_size() > 1) {
+      seq_layout_.emplace(cfg_.parallel.layout, cfg_.train.seq_len, grid_.cp_size());
+      runner_ = std::make_unique<RingAttention<T>>(grid_.cp(), *seq_layout_);
+    } else {
+      runner_ = std::make_unique<LocalAttention<T>>();
+    }
+    // Evaluation inputs are fixed now, so bad eval settings fail before the first step.
+    eval_sets_ = s.feed->eval_sets(config::eval_lengths(cfg_));
+    passkey_ = passkey_sets(cfg_, cfg_.model.vocab_size);
+    shapes_ = prior_shapes(cfg_);
+    layout_ = run_layout(cfg_);
+  }
+
+  TrainOutcome run() {
+    load_checkpoint();
+    TrainOutcome out;
+    out.run_dir = cfg_.run_dir();
+    out.step = start_;
+    out.loss = std::numeric_limits<double>::quiet_NaN();
+    if (start_ >= cfg_.train.steps) {
+      if (s_.writer())
+        spdlog::info("run {} is complete at step {} (train.steps = {}); nothing to do",
+                     cfg_.run_dir(), start_, cfg_.train.steps);
+      return out;
+    }
+    open_run_file();
+    if (s_.writer())
+      spdlog::info("training {} -> {}: {} | {} | dp {} x cp {} ({}) | {} parameters", start_,
+                   cfg_.train.steps, describe(cfg_.model), s_.feed->describe(), grid_.dp_size(),
+                   grid_.cp_size(), layout_name(cfg_.parallel.layout),
+                   count_params(model_.layout(), false));
+    Progress progress(cfg_.train.steps);
+    const int64_t tokens_per_step =
+        cfg_.train.batch * cfg_.train.seq_len * int64_t(grid_.dp_size());
+    double interval_time = 0;
+    int64_t interval_steps = 0, ran = 0;
+    for (int64_t step = start_; step < cfg_.train.steps; ++step) {
+      const auto t0 = Clock::now();
+      const StepResult r = train_step(step);
+      const double dt = seconds_since(t0);
+      interval_time += dt;
+      ++interval_steps;
+      ++ran;
+      progress.record(dt);
+      const int64_t done = step + 1;
+      out.step = done;
+      out.loss = r.loss;
+      const bool stop_after = cfg_.train.stop_after > 0 && ran >= cfg_.train.stop_after;
+      const bool stop = r.signal != 0 || stop_after;
+      const bool last = done == cfg_.train.steps;
+      if (done % cfg_.train.log_every == 0 || last || stop) {
+        const double tps = double(tokens_per_step * interval_steps) / interval_time;
+        log_step(done, r, tps, interval_time / double(interval_steps));
+        if (s_.writer()) spdlog::info("{}", progress.line(done, r.loss, r.lr, tps));
+        interval_time = 0;
+        interval_steps = 0;
+      }
+      const bool eval_due =
+          (cfg_.eval.every > 0 && done % cfg_.eval.every == 0) || (last && cfg_.eval.at_end);
+      if (eval_due && !stop) run_eval(done);
+      if ((cfg_.train.ckpt_every > 0 && done % cfg_.train.ckpt_every == 0) || last || stop)
+        save(done, r.loss);
+      if (stop) {
+        out.stopped = true;
+        out.signal = r.signal;
+        if (s_.writer())
+          spdlog::info("stopping at step {} ({}); checkpoint {} written, exit 0 to requeue", done,
+                       r.signal ? "signal " + std::to_string(r.signal) : "train.stop_after",
+                       store_.file_for(done));
+        break;
+      }
+    }
+    if (run_file_) run_file_->close();
+    world_.barrier();
+    return out;
+  }
+
+ private:
+  struct StepResult {
+    double loss = 0, lr = 0, grad_norm = 0, clip_scale = 1;
+    int signal = 0;
+  };
+
+  // Rank-0-only work: an exception there would leave the others waiting in the next
+  // collective, so it ends the whole job (with one rank it is simply rethrown).
+  template <class F>
+  void on_writer(F&& fn) {
+    if (!s_.writer()) return;
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      if (world_.size() > 1) world_.abort(e.what());
+      throw;
+    }
+  }
+
+  // Prepares the run directory and resumes from its newest complete checkpoint, if any.
+  void load_checkpoint() {
+    const std::string dir = cfg_.run_dir();
+    agree(world_, "preparing the run directory " + dir, [&] {
+      if (!s_.writer()) return;
+      if (cfg_.run.overwrite) {
+        fs::remove_all(dir + "/ckpt");
+        fs::remove(dir + "/run.h5");
+      }
+      fs::create_directories(dir + "/ckpt");
+      std::ofstream(dir + "/config.toml") << s_.config_toml;
+    });
+    agree(world_, "loading the latest checkpoint", [&] {
+      found_ = store_.load_latest();
+      if (found_) restore_checkpoint(found_->checkpoint, cfg_, model_, &opt_);
+    });
+    start_ = found_ ? found_->checkpoint.step : 0;
+    if (found_ && s_.writer()) {
+      for (const auto& sk : found_->skipped) spdlog::warn("skipped checkpoint {}", sk);
+      spdlog::info("resuming from {} (step {})", found_->path, start_);
+    }
+  }
+
+  // Continues run.h5 from the checkpoint's step (rows after it are dropped), or starts it.
+  void open_run_file() {
+    const std::string dir = cfg_.run_dir(), h5 = dir + "/run.h5";
+    agree(world_, "opening " + h5, [&] {
+      if (!s_.writer()) return;
+      if (found_ && fs::exists(h5)) {
+        run_file_.emplace(io::RunFile::resume(h5, layout_, start_));
+        return;
+      }
+      if (fs::exists(h5))
+        spdlog::warn("{} has no checkpoint to resume from: starting the run again", dir);
+      else if (found_)
+        spdlog::warn("{} is missing: starting a new run file at step {}", h5, start_);
+      run_file_.emplace(io::RunFile::create(
+          h5, layout_, provenance(cfg_, s_.config_toml, command_line_, world_.size()), true));
+    });
+  }
+
+  StepResult train_step(int64_t step) {
+    if (step == cfg_.train.inject_nan_step) poison();
+    const data::Batch b = s_.feed->train_batch(step, grid_.dp_rank(), grid_.dp_size());
+    double scored = double(b.scored());
+    grid_.dp().allreduce_sum(&scored, 1);  // labelled positions of the global batch
+    View2<int32_t> tok = device_rows(b.tokens, b.batch, b.seq_len, "tokens");
+    View2<int32_t> lab = device_rows(b.labels, b.batch, b.seq_len, "labels");
+    if (seq_layout_) {
+      tok = shard_view(tok, *seq_layout_, grid_.cp_rank());
+      lab = shard_view(lab, *seq_layout_, grid_.cp_rank());
+    }
+    model_.zero_grad();
+    const double local = model_.forward(tok, lab, *runner_, scored);
+    model_.backward(*runner_);
+    // Loss and stop flag in one all-reduce; the flag makes every rank stop at this step.
+    double packed[2] = {local, double(StopSignals::received())};
+    world_.allreduce_sum(packed, 2);
+    StepResult r;
+    r.loss = packed[0];
+    // The signal number (for the log) only when some rank saw one: then all ranks ask.
+    r.signal = packed[1] > 0 ? int(allreduce_max(world_, double(StopSignals::received()))) : 0;
+    if (!std::isfinite(r.loss)) {
+      const std::string where = model_.locate_nonfinite();
+      throw_error("non-finite training loss (", r.loss, ") at step ", step + 1,
+                  "; first non-finite activation: ",
+                  where.empty() ? "none on this rank (another rank's shard)" : where,
+                  ". Stopped without writing a checkpoint: the newest one in ", store_.dir(),
+                  " is intact (lower train.lr or raise train.warmup before resuming)");
+    }
+    allreduce_view(world_, model_.grads());
+    try {
+      const auto info = opt_.step(model_.params(), model_.grads());
+      r.lr = info.lr;
+      r.grad_norm = info.grad_norm;
+      r.clip_scale = info.clip_scale;
+    } catch (const Error& e) {
+      throw_error("step ", step + 1, ": ", e.what(), " (the newest checkpoint in ", store_.dir(),
+                  " is intact)");
+    }
+    probe_batch_ = b;
+    return r;
+  }
+
+  // train.inject_nan_step: the last layer's attention output projection becomes NaN.
+  void poison() {
+    const ModelLayout& L = model_.layout();
+    const int l = cfg_.model.n_layers - 1;
+    const int64_t n = int64_t(L.H()) * L.dv() * L.D();
+    auto p = Kokkos::subview(model_.params(), std::make_pair(L.layer(l).wo, L.layer(l).wo + n));
+    Kokkos::deep_copy(p, std::numeric_limits<T>::quiet_NaN());
+  }
+
+  // The evaluation / probe model gets the current parameters.
+  Model<T>& eval_model() {
+    if (!eval_model_) eval_model_ = std::make_unique<Model<T>>(cfg_.model, 0);
+    Kokkos::deep_copy(eval_model_->params(), model_.params());
+    return *eval_model_;
+  }
+
+  void log_step(int64_t done, const StepResult& r, double tokens_per_s, double step_time) {
+    if (!s_.writer()) return;
+    // The probe: the first sequence of this step's batch, whole, on this rank alone.
+    Model<T>& probe = eval_model();
+    const int64_t L = probe_batch_.seq_len;
+    std::vector<int32_t> tok(probe_batch_.tokens.begin(), probe_batch_.tokens.begin() + L);
+    std::vector<int32_t> lab(probe_batch_.labels.begin(), probe_batch_.labels.begin() + L);
+    LocalAttention<T> local;
+    probe.forward(device_rows(tok, 1, L, "probe_tokens"), device_rows(lab, 1, L, "probe_labels"),
+                  local);
+    auto rows = prior_rows(probe, shapes_, cfg_.train.probe_rows);
+    io::Row m = {{"loss", {r.loss}},
+                 {"lr", {r.lr}},
+                 {"grad_norm", {r.grad_norm}},
+                 {"tokens_per_s", {tokens_per_s}},
+                 {"memory_bytes", {double(peak_memory_bytes())}},
+                 {"clip_scale", {r.clip_scale}},
+                 {"step_time_s", {step_time}}};
+    rows.insert(rows.begin(), {"metrics", std::move(m)});
+    on_writer([&] { run_file_->append(done, rows); });
+  }
+
+  void run_eval(int64_t done) {
+    const auto t0 = Clock::now();
+    const EvalResults res =
+        evaluate(eval_model(), eval_sets_, passkey_, grid_, cfg_.parallel.layout, cfg_.eval.batch);
+    on_writer([&] {
+      std::string line = "eval at step " + std::to_string(done) + ":";
+      for (const LengthResult& x : res.lengths) {
+        run_file_->append(
+            "eval/perplexity", done,
+            {{"length", {double(x.length)}}, {"loss", {x.loss}}, {"ppl", {std::exp(x.loss)}}});
+        if (cfg_.is_task())
+          run_file_->append("eval/task", done,
+                            {{"length", {double(x.length)}},
+                             {"loss", {x.loss}},
+                             {"token_accuracy", {x.token_accuracy}},
+                             {"sequence_accuracy", {x.sequence_accuracy}}});
+        line += fmt::format(" L={} loss {:.4f}", x.length, x.loss);
+        if (cfg_.is_task()) line += fmt::format(" acc {:.3f}", x.token_accuracy);
+      }
+      for (const PasskeyResult& p : res.passkey)
+        run_file_->append(
+            "eval/passkey", done,
+            {{"length", {double(p.length)}}, {"depth", {p.depth}}, {"accuracy", {p.accuracy}}});
+      if (!res.passkey.empty()) {
+        double mean = 0;
+        for (const auto& p : res.passkey) mean += p.accuracy;
+        line += fmt::format(" | passkey {:.3f} over {} cells", mean / double(res.passkey.size()),
+                            res.passkey.size());
+      }
+      spdlog::info("{} ({:.1f} s)", line, seconds_since(t0));
+    });
+  }
+
+  void save(int64_t done, double loss) {
+    on_writer([&] {
+      store_.save(make_checkpoint(model_, opt_, done, cfg_, s_.config_toml, loss),
+                  cfg_.train.keep_ckpts);
+    });
+  }
+
+  Setup& s_;
+  const TrainConfig& cfg_;
+  const ProcessGrid& grid_;
+  Communicator& world_;
+  Model<T> model_;
+  AdamW<T> opt_;
+  io::CheckpointStore store_;
+  std::string command_line_;
+  std::optional<SeqLayout> seq_layout_;
+  std::unique_ptr<AttentionRunner<T>> runner_;
+  std::unique_ptr<Model<T>> eval_model_;
+  std::vector<EvalSet> eval_sets_;
+  std::vector<PasskeyCellSet> passkey_;
+  io::PriorShapes shapes_;
+  io::RunLayout layout_;
+  std::optional<io::RunFile> run_file_;
+  data::Batch probe_batch_;
+  std::optional<io::CheckpointStore::Found> found_;
+  int64_t start_ = 0;
+};
+
+}  // namespace
+
+TrainOutcome train(const TrainConfig& cfg, const std::string& command_line) {
+  StopSignals signals;  // before setup: a signal during setup still stops cleanly
+  Setup s = prepare(cfg);
+  if (s.cfg.train.precision == Precision::Float64) {
+    Trainer<double> t(s, command_line);
+    return t.run();
+  }
+  Trainer<float> t(s, command_line);
+  return t.run();
+}
+
+}  // namespace lcr::train

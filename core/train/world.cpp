@@ -1,0 +1,53 @@
+#include "core/train/world.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/error.hpp"
+#include "parallel/comm/mpi/mpi_communicator.hpp"
+
+namespace lcr::train {
+
+std::unique_ptr<Communicator> world_communicator() {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised) return mpi_world();
+  return std::make_unique<SelfCommunicator>();
+}
+
+Request SelfCommunicator::isend(const void*, size_t, DType, int dest, int) {
+  throw_error("one-rank communicator: no rank ", dest, " to send to");
+}
+
+Request SelfCommunicator::irecv(void*, size_t, DType, int src, int) {
+  throw_error("one-rank communicator: no rank ", src, " to receive from");
+}
+
+void SelfCommunicator::allgather(const void* send, void* recv, size_t count, DType t) {
+  if (send != recv) std::memmove(recv, send, count * dtype_size(t));
+}
+
+std::unique_ptr<Communicator> SelfCommunicator::split(int, int) const {
+  return std::make_unique<SelfCommunicator>();
+}
+
+void SelfCommunicator::abort(const std::string& message) const {
+  std::fprintf(stderr, "lcr rank 0: fatal: %s\n", message.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+double allreduce_max(Communicator& comm, double x) {
+  if (comm.size() == 1) return x;
+  std::vector<double> all(size_t(comm.size()));
+  comm.allgather(&x, all.data(), 1);
+  double m = all[0];
+  for (double a : all) m = a > m ? a : m;
+  return m;
+}
+
+}  // namespace lcr::train

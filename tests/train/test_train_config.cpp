@@ -1,0 +1,97 @@
+// Bad configurations fail before training, naming the key and what is valid; every config
+// in experiments/configs parses and validates; the resolved TOML round-trips.
+#include <filesystem>
+
+#include "core/config/train_config.hpp"
+#include "core/train/prior_stats.hpp"
+#include "train_test_util.hpp"
+
+namespace lcr::test {
+namespace {
+
+struct BadCase {
+  std::string name;
+  std::vector<std::string> overrides;
+  std::vector<std::string> expect;  // substrings of the error message
+};
+
+class TrainBadConfig : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(TrainBadConfig, FailsBeforeTrainingNamingTheKey) {
+  const BadCase& c = GetParam();
+  const std::string dir = scratch() + "/bad_" + c.name;
+  auto args = tiny_args(dir, "goat");
+  args.insert(args.end(), c.overrides.begin(), c.overrides.end());
+  std::string out;
+  EXPECT_EQ(run_lcr(train_args(args), 0, "bad_" + c.name, &out), 1) << out;
+  for (const auto& e : c.expect) EXPECT_NE(out.find(e), std::string::npos) << e << "\n" << out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run.h5")) << "nothing may be written";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, TrainBadConfig,
+    ::testing::Values(
+        BadCase{"unknown_key",
+                {"train.stepz=5"},
+                {"unknown key 'train.stepz'", "valid keys in [train]", "steps"}},
+        BadCase{"wrong_type", {"train.steps=\"ten\""}, {"train.steps must be an integer"}},
+        BadCase{"bad_choice",
+                {"data.source=wikipedia"},
+                {"data.source", "valid values: text, shards, copy_mixture"}},
+        BadCase{"head_split",
+                {"attention.heads=3", "attention.kv_heads=2"},
+                {"[attention]", "heads (3) must be a multiple of kv_heads (2)"}},
+        BadCase{"goat_no_content",
+                {"attention.head_dim=6"},
+                {"[attention]", "GOAT needs head_dim > 2*modes + 2"}},
+        BadCase{"missing_data",
+                {"data.source=text", "data.paths=\"/nonexistent/corpus.txt\""},
+                {"data.paths", "/nonexistent/corpus.txt", "does not exist"}},
+        BadCase{"cp_does_not_divide", {"parallel.cp=2"}, {"parallel.cp = 2 does not divide"}},
+        BadCase{"passkey_on_a_task", {"eval.passkey=true"}, {"eval.passkey", "byte-level"}},
+        BadCase{"path_not_in_model", {"attention.scheme=path"}, {"[attention]", "path"}},
+        BadCase{"eval_too_long",
+                {"data.source=text", "train.seq_len=2048", "eval.max_length_factor=16"},
+                {"eval.max_length_factor"}}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(TrainConfigFiles, EveryExperimentConfigParsesAndValidates) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(LCR_SOURCE_DIR "/experiments/configs")) {
+    if (e.path().extension() != ".toml") continue;
+    SCOPED_TRACE(e.path().string());
+    TrainConfig cfg;
+    EXPECT_NO_THROW(cfg = config::load_train_config(e.path().string(), {}));
+    ++n;
+  }
+  EXPECT_GE(n, 5);
+}
+
+TEST(TrainConfigFiles, ResolvedTomlRoundTrips) {
+  const TrainConfig a = config::load_train_config(
+      LCR_SOURCE_DIR "/experiments/configs/default.toml", {"train.lr=0.002", "run.name=x"});
+  const std::string text = config::train_config_toml(a);
+  const std::string path = scratch() + "/resolved.toml";
+  std::ofstream(path) << text;
+  const TrainConfig b = config::load_train_config(path, {});
+  EXPECT_EQ(config::train_config_toml(b), text);
+  EXPECT_EQ(b.train.lr, 0.002);
+  EXPECT_EQ(b.run_dir(), "runs/x");
+  EXPECT_NE(text.find("[task.copy_mixture]"), std::string::npos);
+}
+
+TEST(TrainConfigFiles, EvalLengthsAndPriorLags) {
+  TrainConfig c;
+  c.train.seq_len = 100;
+  c.eval.max_length_factor = 8;
+  EXPECT_EQ(config::eval_lengths(c), (std::vector<int64_t>{100, 200, 400, 800}));
+  const auto lags = train::prior_lags(800);
+  ASSERT_GE(lags.size(), 33u);
+  for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(lags[size_t(i)], i);
+  for (size_t i = 1; i < lags.size(); ++i) EXPECT_LT(lags[i - 1], lags[i]);
+  EXPECT_EQ(lags.back(), 799);
+  EXPECT_EQ(config::split_paths(" a.bin, b ,,c "), (std::vector<std::string>{"a.bin", "b", "c"}));
+}
+
+}  // namespace
+}  // namespace lcr::test
