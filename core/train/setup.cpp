@@ -51,7 +51,11 @@ Setup prepare(const TrainConfig& in) {
             "); set model.vocab_size = 0 to take it from the data");
   }
   config::check_train_config(cfg);
-  s.config_toml = config::train_config_toml(cfg);
+  // config.toml describes the run, not this command's action: a rerun with it (a requeued
+  // job) must resume, not wipe the run again.
+  TrainConfig written = cfg;
+  written.run.overwrite = false;
+  s.config_toml = config::train_config_toml(written);
   return s;
 }
 

@@ -24,6 +24,12 @@ namespace lcr::train {
 namespace fs = std::filesystem;
 namespace {
 
+// A failure every rank detects at the same point of the same step (from all-reduced
+// values), so all of them can return normally with the message.
+struct AgreedError : Error {
+  using Error::Error;
+};
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -82,6 +88,23 @@ class Trainer {
                    cfg_.train.steps, describe(cfg_.model), s_.feed->describe(), grid_.dp_size(),
                    grid_.cp_size(), layout_name(cfg_.parallel.layout),
                    count_params(model_.layout(), false));
+    try {
+      train_loop(out);
+    } catch (const AgreedError&) {
+      throw;  // every rank raised it at the same point: a normal exit with status 1
+    } catch (const std::exception& e) {
+      // Raised on some ranks only (I/O, a kernel check): the others would wait forever in
+      // the next collective, so the job ends here with the message.
+      if (world_.size() > 1) world_.abort(e.what());
+      throw;
+    }
+    if (run_file_) run_file_->close();
+    world_.barrier();
+    return out;
+  }
+
+ private:
+  void train_loop(TrainOutcome& out) {
     Progress progress(cfg_.train.steps);
     const int64_t tokens_per_step =
         cfg_.train.batch * cfg_.train.seq_len * int64_t(grid_.dp_size());
@@ -123,12 +146,8 @@ class Trainer {
         break;
       }
     }
-    if (run_file_) run_file_->close();
-    world_.barrier();
-    return out;
   }
 
- private:
   struct StepResult {
     double loss = 0, lr = 0, grad_norm = 0, clip_scale = 1;
     int signal = 0;
@@ -211,11 +230,12 @@ class Trainer {
     r.signal = packed[1] > 0 ? int(allreduce_max(world_, double(StopSignals::received()))) : 0;
     if (!std::isfinite(r.loss)) {
       const std::string where = model_.locate_nonfinite();
-      throw_error("non-finite training loss (", r.loss, ") at step ", step + 1,
-                  "; first non-finite activation: ",
-                  where.empty() ? "none on this rank (another rank's shard)" : where,
-                  ". Stopped without writing a checkpoint: the newest one in ", store_.dir(),
-                  " is intact (lower train.lr or raise train.warmup before resuming)");
+      throw AgreedError(fmt::format(
+          "non-finite training loss ({}) at step {}; first non-finite activation: {}. Stopped "
+          "without writing a checkpoint: the newest one in {} is intact (lower train.lr or "
+          "raise train.warmup before resuming)",
+          r.loss, step + 1, where.empty() ? "none on this rank (another rank's shard)" : where,
+          store_.dir()));
     }
     allreduce_view(world_, model_.grads());
     try {
@@ -224,8 +244,9 @@ class Trainer {
       r.grad_norm = info.grad_norm;
       r.clip_scale = info.clip_scale;
     } catch (const Error& e) {
-      throw_error("step ", step + 1, ": ", e.what(), " (the newest checkpoint in ", store_.dir(),
-                  " is intact)");
+      // The gradient was all-reduced, so every rank refuses the same step.
+      throw AgreedError(fmt::format("step {}: {} (the newest checkpoint in {} is intact)", step + 1,
+                                    e.what(), store_.dir()));
     }
     probe_batch_ = b;
     return r;
