@@ -22,7 +22,11 @@ AttentionSpec spec_for(Scheme s) {
 template <class V>
 V rows(const V& full, int64_t r0, int64_t r1) {
   // Copies rows [r0, r1) along dimension 1 of a [B, L, ...] host view.
-  V out(full.label(), full.extent(0), r1 - r0, full.extent(2), V::rank > 3 ? full.extent(3) : 1);
+  V out;
+  if constexpr (V::rank == 4)
+    out = V(full.label(), full.extent(0), r1 - r0, full.extent(2), full.extent(3));
+  else
+    out = V(full.label(), full.extent(0), r1 - r0, full.extent(2));
   for (size_t b = 0; b < full.extent(0); ++b)
     for (int64_t i = r0; i < r1; ++i)
       for (size_t h = 0; h < full.extent(2); ++h) {
