@@ -83,6 +83,13 @@ class Trainer {
       return out;
     }
     open_run_file();
+    const AttentionSpec& a = cfg_.model.attention;
+    if (s_.writer() && (a.scheme == Scheme::GOAT || a.scheme == Scheme::GOAT2D) &&
+        a.goat.train_len != cfg_.train.seq_len)
+      spdlog::warn(
+          "attention.goat.train_len = {} (L_train of GOAT's key-bias features) differs "
+          "from train.seq_len = {}",
+          a.goat.train_len, cfg_.train.seq_len);
     if (s_.writer())
       spdlog::info("training {} -> {}: {} | {} | dp {} x cp {} ({}) | {} parameters", start_,
                    cfg_.train.steps, describe(cfg_.model), s_.feed->describe(), grid_.dp_size(),
