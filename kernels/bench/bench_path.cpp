@@ -9,7 +9,6 @@
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Random.hpp>
-#include <cmath>
 #include <memory>
 
 #include "kernels/attention/attention.hpp"
