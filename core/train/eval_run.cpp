@@ -10,6 +10,7 @@
 #include "core/io/checkpoint.hpp"
 #include "core/train/run_io.hpp"
 #include "core/train/setup.hpp"
+#include "core/train/world.hpp"
 
 namespace lcr::train {
 namespace {
@@ -32,7 +33,13 @@ EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
   std::vector<std::string> overrides = cmd.overrides;
   overrides.push_back("run.dir=\"" + cmd.run_dir + "\"");
   TrainConfig cfg = config::load_train_config(cfg_path, overrides);
-  cfg.parallel.dp = 0;  // evaluation may use another grid than training did
+  // Evaluation may use another grid than training did: dp follows the world, and a cp the
+  // world cannot hold (the run trained with more ranks) becomes 1 unless asked for.
+  cfg.parallel.dp = 0;
+  const int world = world_communicator()->size();
+  bool cp_given = false;
+  for (const auto& o : cmd.overrides) cp_given = cp_given || o.rfind("parallel.cp=", 0) == 0;
+  if (!cp_given && world % cfg.parallel.cp != 0) cfg.parallel.cp = 1;
   Setup s = prepare(cfg);
 
   io::CheckpointStore store(cmd.run_dir + "/ckpt");

@@ -73,5 +73,27 @@ TEST(TrainDp, TwoReplicasEqualOneRankWithTheWholeBatch) {
   expect_same_losses(losses(one), losses(two), 1e-12);
 }
 
+// Byte text through the ring, evaluated at the end (perplexity at L and 2L through the
+// ring, the passkey grid): the evaluation tables get one row per length / cell.
+TEST(TrainText, ByteTextUnderCpWritesPerplexityAndPasskeyTables) {
+  const std::string dir = scratch() + "/text_cp2";
+  auto args = tiny_args(dir, "goat");
+  for (const char* a :
+       {"data.source=text", "train.seq_len=128", "train.steps=3", "eval.at_end=true",
+        "eval.max_length_factor=2", "eval.windows=2", "eval.passkey=true", "eval.passkey_depths=2",
+        "eval.passkey_samples=1", "parallel.cp=2"})
+    args.push_back(a);
+  std::string out;
+  ASSERT_EQ(run_lcr(train_args(args), 2, "text_cp2", &out), 0) << out;
+  io::RunReader r = io::RunReader::open(dir + "/run.h5");
+  EXPECT_EQ(r.column("eval/perplexity", "length"), (std::vector<double>{128, 256}));
+  for (double loss : r.column("eval/perplexity", "loss")) {
+    EXPECT_GT(loss, 0.5);  // byte text after 3 steps: near ln 256 = 5.5
+    EXPECT_LT(loss, 7.0);
+  }
+  EXPECT_EQ(r.rows("eval/passkey"), 4);  // lengths 128, 256 x depths 0, 1
+  EXPECT_NE(out.find("passkey"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace lcr::test
