@@ -99,20 +99,21 @@ void print_eval(const io::RunReader& r, std::ostream& out) {
   const auto len = r.column("eval/perplexity", "length");
   const auto loss = r.column("eval/perplexity", "loss");
   const auto ppl = r.column("eval/perplexity", "ppl");
-  std::vector<double> acc;
-  if (has("eval/task") && r.steps("eval/task").back() == last)
-    acc = r.column("eval/task", "token_accuracy");
-  const size_t acc0 =
-      acc.size() - std::min(acc.size(), size_t(std::count(steps.begin(), steps.end(), last)));
-  size_t k = 0;
+  // Task accuracy of the same evaluation, by length (eval/task rows of step `last`).
+  std::map<int64_t, double> acc;
+  if (has("eval/task")) {
+    const auto ts = r.steps("eval/task");
+    const auto tl = r.column("eval/task", "length");
+    const auto ta = r.column("eval/task", "token_accuracy");
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (ts[i] == last) acc[int64_t(tl[i])] = ta[i];
+  }
   for (size_t i = 0; i < steps.size(); ++i) {
     if (steps[i] != last) continue;
-    out << fmt::format("  length {:>6}  loss {:.4f}  ppl {:9.3f}", int64_t(len[i]), loss[i],
-                       ppl[i]);
-    if (!acc.empty() && acc0 + k < acc.size())
-      out << fmt::format("  accuracy {:.3f}", acc[acc0 + k]);
+    const int64_t n = int64_t(len[i]);
+    out << fmt::format("  length {:>6}  loss {:.4f}  ppl {:9.3f}", n, loss[i], ppl[i]);
+    if (acc.count(n)) out << fmt::format("  accuracy {:.3f}", acc.at(n));
     out << "\n";
-    ++k;
   }
   if (has("eval/passkey")) {
     const auto ps = r.steps("eval/passkey");
