@@ -1,0 +1,25 @@
+#pragma once
+// Error checking for every CUDA runtime call and kernel launch of lcr's CUDA code: a
+// failure becomes an lcr::Error naming the call, file and line, and the CUDA message, so
+// a bad launch or an out-of-memory surfaces at the call that caused it, not later.
+#include <cuda_runtime.h>
+
+#include "core/error.hpp"
+
+namespace lcr::cuda::detail {
+inline void check_cuda(cudaError_t err, const char* what, const char* file, int line) {
+  if (err != cudaSuccess) {
+    throw_error("CUDA error at ", file, ":", line, ": ", what, " -> ", cudaGetErrorName(err), " (",
+                cudaGetErrorString(err), ")");
+  }
+}
+}  // namespace lcr::cuda::detail
+
+// LCR_CUDA_CHECK(cudaMemcpy(...));  throws lcr::Error on any cudaError_t but cudaSuccess.
+#define LCR_CUDA_CHECK(expr) ::lcr::cuda::detail::check_cuda((expr), #expr, __FILE__, __LINE__)
+
+// After a <<<...>>> launch: catches bad launch configurations (too much shared memory,
+// too many threads) at once. Faults inside the kernel surface at the next synchronising
+// call, which is checked too.
+#define LCR_CUDA_CHECK_LAUNCH() \
+  ::lcr::cuda::detail::check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)

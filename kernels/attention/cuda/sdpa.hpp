@@ -1,0 +1,56 @@
+#pragma once
+// lcr's CUDA scaled-dot-product attention: bf16 operands, fp32 accumulation on tensor
+// cores, FlashAttention-2 tiling (online softmax, no L x L matrix in memory). The math is
+// that of kernels/attention/kokkos/sdpa.hpp, so the scheme lanes of kernels/schemes map
+// (q, k) -> (q', k') the same way for both backends:
+//
+//   per (b, h, i, j), global positions p_i = q_pos0 + i, p_j = k_pos0 + j:
+//     x_ij = scale <q_i, k_j> - slope_h (p_i - p_j) + bias_q[b,i,h] - bias_k[b,j,h]
+//     s_ij = softcap > 0 ? softcap tanh(x_ij / softcap) : x_ij
+//     causal (always): key j is seen by query i iff p_j <= p_i
+//     lse_i = log sum_j exp(s_ij),  o_i = sum_j exp(s_ij - lse_i) v_j
+//
+// GQA: query head h reads KV head h / (H / Hkv). All tensors are row-major (LayoutRight)
+// device arrays; the host functions only check and launch (stream-ordered, no sync).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace lcr::cuda {
+
+struct SdpaArgs {
+  int B = 0, Lq = 0, Lk = 0, H = 0, Hkv = 0, D = 0, Dv = 0;
+  const __nv_bfloat16* q = nullptr;  // [B, Lq, H, D]   device
+  const __nv_bfloat16* k = nullptr;  // [B, Lk, Hkv, D]
+  const __nv_bfloat16* v = nullptr;  // [B, Lk, Hkv, Dv]
+  int64_t q_pos0 = 0, k_pos0 = 0;
+  float scale = 1.f, softcap = 0.f;
+  const float* alibi_slopes = nullptr;  // [H] or null
+  const float* bias_q = nullptr;        // [B, Lq, H] or null (FoX cumulative log gates)
+  const float* bias_k = nullptr;        // [B, Lk, H] or null
+};
+
+// lcr::Error on bad dimensions, null tensors, H not a multiple of Hkv, or a head width
+// the kernels do not support (D and Dv: any multiple of 8 from 8 to 256; D may differ
+// from Dv, e.g. PoPE D = 2 Dv), or softcap < 0.
+void check(const SdpaArgs& a);
+
+// o [B, Lq, H, Dv] (bf16, or fp32 when o_f32 != null, then o may be null), lse [B, H, Lq]
+// fp32. A row that sees no key: lse = -inf, o = 0.
+void sdpa_forward(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse, cudaStream_t s);
+
+// delta[b,h,i] = <dO_i, O_i> in fp32, [B, H, Lq]; o and dout are [B, Lq, H, Dv] bf16.
+void sdpa_row_delta(int B, int Lq, int H, int Dv, const __nv_bfloat16* o, const __nv_bfloat16* dout,
+                    float* delta, cudaStream_t s);
+
+// Backward given the FINAL lse (after sink / ring merging) and delta from sdpa_row_delta.
+// dq [B,Lq,H,D], dk [B,Lk,Hkv,D], dv [B,Lk,Hkv,Dv] are fp32; accumulate = true ADDS into
+// them (the ring sums over steps), false overwrites. dbias_q [B,Lq,H] / dbias_k [B,Lk,H]
+// fp32 or null (then not computed), same accumulate rule. dbias_q_i = sum_j dS_ij,
+// dbias_k_j = -sum_i dS_ij, with dS the gradient of the pre-softcap logit x.
+void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
+                   const __nv_bfloat16* dout, float* dq, float* dk, float* dv, float* dbias_q,
+                   float* dbias_k, bool accumulate, cudaStream_t s);
+
+}  // namespace lcr::cuda

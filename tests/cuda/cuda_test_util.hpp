@@ -1,0 +1,79 @@
+#pragma once
+// Shared helpers of the CUDA tests (tests/cuda and its subfolders):
+//  - LCR_REQUIRE_GPU(): first line of every test that needs a GPU; without one (CI, the
+//    development machine) the test SKIPS with the reason printed, never passes silently.
+//  - bf16 conversion, rounding, upload/download, fresh random inputs.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/cuda/device_buffer.hpp"
+
+namespace lcr::cuda::test {
+
+// Empty when a CUDA device is usable, else why not (no driver, no device, ...).
+inline std::string gpu_unavailable_reason() {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no driver" error for later calls
+    return std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
+  }
+  if (n == 0) return "cudaGetDeviceCount reports 0 devices";
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "cudaGetDeviceProperties failed";
+  if (p.major < 8)
+    return "device 0 is sm_" + std::to_string(p.major * 10 + p.minor) + " (needs sm_80+)";
+  return {};
+}
+
+// Marks the current test skipped when there is no GPU. GTEST_SKIP only leaves the function
+// it is in, so tests use the macro below, which also returns from the test body.
+inline void require_gpu() {
+  const std::string why = gpu_unavailable_reason();
+  if (!why.empty()) GTEST_SKIP() << "no CUDA device: " << why;
+}
+#define LCR_REQUIRE_GPU()                     \
+  do {                                        \
+    ::lcr::cuda::test::require_gpu();         \
+    if (::testing::Test::IsSkipped()) return; \
+  } while (0)
+
+inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }
+
+inline std::vector<__nv_bfloat16> to_bf16(const std::vector<float>& x) {
+  std::vector<__nv_bfloat16> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = __float2bfloat16(x[i]);
+  return y;
+}
+inline std::vector<float> from_bf16(const std::vector<__nv_bfloat16>& x) {
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = __bfloat162float(x[i]);
+  return y;
+}
+// Rounds every element to bf16 in place: the exact values the GPU will see.
+inline void round_to_bf16(std::vector<float>& x) {
+  for (float& v : x) v = round_bf16(v);
+}
+
+inline DeviceBuffer<__nv_bfloat16> upload_bf16(const std::vector<float>& x) {
+  return DeviceBuffer<__nv_bfloat16>(to_bf16(x));
+}
+inline std::vector<float> download_bf16(const DeviceBuffer<__nv_bfloat16>& d) {
+  return from_bf16(d.download());
+}
+
+// Fresh random inputs each run (seed printed by the caller on failure), N(0, sigma).
+inline std::vector<float> random_normal(size_t n, std::mt19937_64& rng, float sigma = 1.f) {
+  std::normal_distribution<float> dist(0.f, sigma);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+}  // namespace lcr::cuda::test
