@@ -20,6 +20,14 @@ bool launched_by_mpi() {
   return false;
 }
 
+// srun without an MPI bootstrap (no --mpi=pmix, MpiDefault=none) starts SLURM_STEP_NUM_TASKS
+// copies that each see no MPI peers and would silently run as independent one-rank jobs.
+int srun_tasks_without_mpi() {
+  const char* n = std::getenv("SLURM_STEP_NUM_TASKS");
+  const int tasks = n ? std::atoi(n) : 0;
+  return tasks > 1 && !launched_by_mpi() ? tasks : 0;
+}
+
 struct MpiGuard {
   bool active = false;
   int rank = 0, size = 1;
@@ -67,6 +75,13 @@ int main(int argc, char** argv) {
                     : quiet ? spdlog::level::warn
                             : spdlog::level::info);
 
+  if (const int n = srun_tasks_without_mpi()) {
+    spdlog::error(
+        "srun started {} tasks without an MPI bootstrap, so each would run alone: "
+        "launch with `srun --mpi=pmix` (docs/slurm.md) or mpirun",
+        n);
+    return 1;
+  }
   int kargc = int(kokkos_args.size());
   char** kargv = kokkos_args.data();
   MpiGuard mpi(&kargc, &kargv);
