@@ -10,11 +10,24 @@ Needs h5py and numpy: on Debian use /usr/bin/python3 with python3-h5py.
         run.refresh()                               # see rows appended since
 
 Command line: /usr/bin/python3 analysis/runfile.py runs/tiny/run.h5  (prints a summary)
+
+Bad inputs (a missing path, a truncated or corrupt file, an HDF5 file that is not an lcr
+run file) raise RunFileError with a message that names the file and the fix.
 """
+import glob
+import os
+import re
 import sys
+import tomllib
 
 import h5py
 import numpy as np
+
+LAYOUT_VERSION = 1  # docs/run-file.md
+
+
+class RunFileError(ValueError):
+    """A path that is not a readable lcr run file (or checkpoint); the message says why."""
 
 
 def _text(v):
@@ -26,17 +39,88 @@ def _text(v):
     return v
 
 
+def resolve_run_path(path):
+    """A run directory (runs/<name>) or its run.h5 -> the run.h5 path; RunFileError if absent."""
+    if os.path.isdir(path):
+        f = os.path.join(path, "run.h5")
+        if not os.path.isfile(f):
+            raise RunFileError(f"{path}: directory has no run.h5 (not a run directory; "
+                               f"give runs/<name> or the path of a run.h5)")
+        return f
+    if not os.path.exists(path):
+        raise RunFileError(f"{path}: no such file or directory (give a run directory "
+                           f"runs/<name> or its run.h5)")
+    return path
+
+
+def open_h5(path, what, swmr=False):
+    """h5py.File(path, 'r') with the library's errors turned into RunFileError."""
+    if not os.path.exists(path):
+        raise RunFileError(f"{path}: no such file")
+    if not h5py.is_hdf5(path):
+        size = os.path.getsize(path)
+        raise RunFileError(f"{path}: not an HDF5 file ({size} bytes without an HDF5 "
+                           f"signature: empty, truncated at the start, or another format); "
+                           f"expected {what}")
+    try:
+        if swmr:
+            return h5py.File(path, "r", libver="latest", swmr=True)
+        return h5py.File(path, "r")
+    except OSError as e:
+        msg = str(e)
+        if "truncated" in msg:
+            why = "the file is truncated (an incomplete copy or a full disk?)"
+        elif "lock" in msg or "already open" in msg:
+            why = ("another process holds it open for writing without SWMR (a run that is "
+                   "just starting switches to SWMR within seconds: retry; after a crash see "
+                   "docs/run-file.md, h5clear)")
+        else:
+            why = "HDF5 cannot open it (corrupt?)"
+        raise RunFileError(f"{path}: {why}; HDF5 says: {msg}") from None
+
+
 class RunFile:
     """A run file opened with SWMR-read: live, crashed (kill -9) or closed files all open.
 
     Consistency: in every table the writer extends and flushes `step` LAST, so the first
     len(step) rows of every column are complete. table() returns exactly those rows.
+    `path` may be the run directory or its run.h5.
     """
 
     def __init__(self, path):
-        self.path = path
-        self.f = h5py.File(path, "r", libver="latest", swmr=True)
-        self._tables = sorted(self._find_tables())
+        self.path = resolve_run_path(path)
+        self.run_dir = os.path.dirname(os.path.abspath(self.path))
+        self.f = open_h5(self.path, "an lcr run file (runs/<name>/run.h5)", swmr=True)
+        try:
+            self._check_layout()
+            self._tables = sorted(self._find_tables())
+        except RunFileError:
+            self.f.close()
+            raise
+        except (OSError, KeyError, RuntimeError) as e:
+            self.f.close()
+            raise RunFileError(f"{self.path}: unreadable run file (corrupt?): {e}") from None
+        self._config = None
+
+    def _check_layout(self):
+        f, p = self.f, self.path
+        fmt = _text(f.attrs.get("format", b""))
+        if fmt == "lcr-scaling-results":
+            raise RunFileError(f"{p}: this is a scaling results file, not a run file "
+                               f"(use: lcr-analyze scaling {p})")
+        if fmt == "lcr-checkpoint":
+            raise RunFileError(f"{p}: this is a checkpoint, not a run file (give the run "
+                               f"directory or its run.h5)")
+        cfg = f.get("config")
+        if not isinstance(cfg, h5py.Group) or "layout_version" not in cfg.attrs:
+            raise RunFileError(f"{p}: an HDF5 file but not an lcr run file (no /config group "
+                               f"with a layout_version attribute; docs/run-file.md)")
+        v = int(_text(cfg.attrs["layout_version"]))
+        if v != LAYOUT_VERSION:
+            raise RunFileError(f"{p}: run file layout version {v}; this reader knows version "
+                               f"{LAYOUT_VERSION} (update analysis/ to the lcr that wrote it)")
+        if not isinstance(f.get("metrics"), h5py.Group):
+            raise RunFileError(f"{p}: an lcr run file without its /metrics table (damaged?)")
 
     def _find_tables(self):
         out = []
@@ -90,6 +174,34 @@ class RunFile:
         return _text(self.f["config"].attrs["config"])
 
     @property
+    def config(self):
+        """The resolved config as a dict ({"train": {"steps": ...}, ...})."""
+        if self._config is None:
+            try:
+                self._config = tomllib.loads(self.config_toml)
+            except (tomllib.TOMLDecodeError, KeyError) as e:
+                raise RunFileError(f"{self.path}: /config holds no valid TOML config: {e}") from None
+        return self._config
+
+    @property
+    def name(self):
+        """The run's name: run.name from its config, else its directory name."""
+        n = self.config.get("run", {}).get("name", "")
+        return n or os.path.basename(self.run_dir)
+
+    def has_table(self, path):
+        return path in self._tables
+
+    def checkpoints(self):
+        """{step: path} of the complete checkpoints next to the run file (ckpt/step-N.h5)."""
+        out = {}
+        for c in glob.glob(os.path.join(self.run_dir, "ckpt", "step-*.h5")):
+            m = re.fullmatch(r"step-(\d+)\.h5", os.path.basename(c))
+            if m:
+                out[int(m.group(1))] = c
+        return dict(sorted(out.items()))
+
+    @property
     def provenance(self):
         return {k: _text(v) for k, v in self.f["config"].attrs.items()}
 
@@ -135,16 +247,19 @@ class Checkpoint:
     """A checkpoint file ckpt/step-<N>.h5: attributes and named arrays."""
 
     def __init__(self, path):
-        with h5py.File(path, "r") as f:
+        with open_h5(path, "an lcr checkpoint (ckpt/step-<N>.h5)") as f:
             if _text(f.attrs.get("format", b"")) != "lcr-checkpoint":
-                raise ValueError(f"{path} is not an lcr checkpoint")
-            self.step = int(f.attrs["step"])
-            self.seed = int(f.attrs["seed"])
-            self.config_toml = _text(f.attrs["config"])
-            self.scalars = {k: _text(v) for k, v in f["scalars"].attrs.items()}
-            self.arrays = {k: ds[()] for k, ds in f["arrays"].items()}
-            self.layouts = {k: _parse_layout(_text(ds.attrs["layout"]))
-                            for k, ds in f["arrays"].items() if "layout" in ds.attrs}
+                raise RunFileError(f"{path} is not an lcr checkpoint")
+            try:
+                self.step = int(f.attrs["step"])
+                self.seed = int(f.attrs["seed"])
+                self.config_toml = _text(f.attrs["config"])
+                self.scalars = {k: _text(v) for k, v in f["scalars"].attrs.items()}
+                self.arrays = {k: ds[()] for k, ds in f["arrays"].items()}
+                self.layouts = {k: _parse_layout(_text(ds.attrs["layout"]))
+                                for k, ds in f["arrays"].items() if "layout" in ds.attrs}
+            except (OSError, KeyError) as e:
+                raise RunFileError(f"{path}: damaged checkpoint: {e}") from None
 
     def slice(self, array, name):
         """One named slice of a flat array, reshaped (e.g. slice('params', 'layers.0.goat.alpha'))."""
@@ -164,5 +279,8 @@ def _parse_layout(text):
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: runfile.py RUN.h5")
-    with RunFile(sys.argv[1]) as run:
-        print(run.summary())
+    try:
+        with RunFile(sys.argv[1]) as run:
+            print(run.summary())
+    except RunFileError as e:
+        sys.exit(f"runfile.py: error: {e}")
