@@ -23,6 +23,7 @@ void bind_model(Table& root, ModelConfig& m) {
   t.field("tie_embeddings", m.tie_embeddings, "LM head = embedding^T");
   t.field("init_std", m.init_std, "std of the normal init of weight matrices");
   t.field("fox_bias_init", m.fox_bias_init, "FoX: initial forget-gate bias");
+  t.field("path_w_silu", m.path_w_silu, "PaTH: SiLU after the w convolution");
 }
 
 void bind_train(Table& root, TrainOptions& o) {
@@ -87,6 +88,8 @@ void bind_tasks(Table& root, tasks::TaskOptions& o) {
   ii.field("alphabet", o.indirect_indexing.alphabet, "symbols");
   ii.field("string_length", o.indirect_indexing.string_length, "distinct symbols per string");
   ii.field("max_offset", o.indirect_indexing.max_offset, "offsets in [-M, M] without 0");
+  ii.field("queries", o.indirect_indexing.queries,
+           "scored (source, offset, answer) triples per string; more supervision per sequence");
   t.table("flip_flop").field("p_ignore", o.flip_flop.p_ignore, "P(instruction = ignore)");
   Table& m = t.table("mqar");
   m.field("num_keys", o.mqar.num_keys, "key token ids");

@@ -48,6 +48,7 @@ struct IndirectIndexingOptions {
   int32_t alphabet = 64;       // symbols 0 .. alphabet-1
   int64_t string_length = 32;  // distinct symbols per string; <= alphabet
   int32_t max_offset = 8;      // offsets in [-max_offset, max_offset] \ {0}
+  int32_t queries = 1;         // (source, offset, answer) triples after the string, each scored
 };
 
 // PaTH flip-flop language modelling: (instruction, bit) pairs; a read must repeat the

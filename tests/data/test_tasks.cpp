@@ -281,6 +281,41 @@ TEST(IndirectIndexing, AnswerIsTheSymbolAtSourcePlusOffset) {
   EXPECT_EQ(offsets_seen.size(), 10u);  // every nonzero offset in [-5, 5] occurs
 }
 
+// queries = Q: the string once, then Q scored (source, offset, answer) triples.
+TEST(IndirectIndexing, SeveralQueriesPerStringEachScored) {
+  TaskOptions o;
+  o.seq_len = 7 + 1 + 3 * 5 + 2;  // 2 pad tokens
+  o.indirect_indexing.alphabet = 11;
+  o.indirect_indexing.string_length = 7;
+  o.indirect_indexing.max_offset = 3;
+  o.indirect_indexing.queries = 5;
+  const int32_t A = 11, M = 3, n = 7, Q = 5, L = o.seq_len;
+  const Batch b = draw("indirect_indexing", o, 200);
+  for (int64_t r = 0; r < b.batch; ++r) {
+    const int32_t* x = b.tokens_row(r);
+    const int32_t* y = b.labels_row(r);
+    EXPECT_EQ(x[0], A + 1);
+    EXPECT_EQ(x[1], A + 1);
+    const int32_t* s = x + 2;
+    EXPECT_EQ(x[2 + n], A);  // SEP
+    int scored = 0;
+    for (int t = 0; t < L; ++t) scored += y[t] != kIgnoreLabel;
+    EXPECT_EQ(scored, Q);
+    for (int q = 0; q < Q; ++q) {
+      const int t = 2 + n + 1 + 3 * q;  // source token of triple q
+      const int64_t idx = std::find(s, s + n, x[t]) - s;
+      ASSERT_LT(idx, n) << "source symbol not in the string";
+      const int off = x[t + 1] - (A + 2) - M;
+      ASSERT_TRUE(off != 0 && off >= -M && off <= M) << off;
+      ASSERT_TRUE(idx + off >= 0 && idx + off < n);
+      EXPECT_EQ(x[t + 2], s[idx + off]);
+      EXPECT_EQ(y[t + 1], s[idx + off]);
+    }
+  }
+  o.seq_len = n + 3 * Q;  // one short
+  expect_error("indirect_indexing", o, {"too short for indirect_indexing", "23"});
+}
+
 TEST(IndirectIndexing, BadOptions) {
   TaskOptions o;
   o.seq_len = 40;
@@ -293,6 +328,9 @@ TEST(IndirectIndexing, BadOptions) {
   o.indirect_indexing.max_offset = 4;
   o.seq_len = 33;
   expect_error("indirect_indexing", o, {"too short for indirect_indexing", "34"});
+  o.seq_len = 40;
+  o.indirect_indexing.queries = 0;
+  expect_error("indirect_indexing", o, {"queries must be >= 1"});
 }
 
 // ---------------------------------------------------------------------------------------
