@@ -33,3 +33,17 @@ endif()
 if(LCR_ENABLE_NCCL AND NOT LCR_ENABLE_CUDA)
   message(FATAL_ERROR "LCR_ENABLE_NCCL=ON needs LCR_ENABLE_CUDA=ON: NCCL moves device buffers.")
 endif()
+# NCCL: the CUDA toolkit's copy on the development machine (/usr/local/cuda/lib), the
+# Debian/Ubuntu package elsewhere. Linked by SONAME (libnccl.so.2), so the GPU machine's own
+# libnccl.so.2 is the one loaded at run time.
+if(LCR_ENABLE_NCCL)
+  find_path(LCR_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
+  find_library(LCR_NCCL_LIBRARY NAMES nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  if(NOT LCR_NCCL_INCLUDE_DIR OR NOT LCR_NCCL_LIBRARY)
+    message(FATAL_ERROR "LCR_ENABLE_NCCL=ON but nccl.h / libnccl were not found; set LCR_NCCL_INCLUDE_DIR and LCR_NCCL_LIBRARY")
+  endif()
+  add_library(LCR::nccl UNKNOWN IMPORTED)
+  set_target_properties(LCR::nccl PROPERTIES IMPORTED_LOCATION "${LCR_NCCL_LIBRARY}"
+                                             INTERFACE_INCLUDE_DIRECTORIES "${LCR_NCCL_INCLUDE_DIR}")
+  message(STATUS "lcr: NCCL ${LCR_NCCL_LIBRARY}")
+endif()

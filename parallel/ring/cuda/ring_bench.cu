@@ -1,0 +1,257 @@
+// lcr_ring_bench: parallel efficiency of the GPU ring (docs/cuda.md, "NCCL ring").
+//
+//   mpirun -np 2 lcr_ring_bench [--L 131072] [--B 1] [--H 16] [--Hkv 16] [--D 64,128]
+//                               [--layout zigzag] [--warmup 1] [--iters 3]
+//
+// For each head width: the whole causal sequence through the single-GPU SDPA kernel on
+// rank 0's GPU (forward; backward = row delta + sdpa_backward), then the ring on all ranks
+// (each holding L / N positions). Efficiency = t_1gpu / (N t_ring), with the median time
+// of `iters` runs after `warmup`, t_ring the slowest rank's. Also the per-step compute
+// and wait (compute stream idle on a transfer) of the last ring run, per rank. Rank 0
+// prints a table and one "RESULT,..." CSV line per (D, pass) for the benchmark driver.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/device_buffer.hpp"
+#include "kernels/attention/cuda/sdpa.hpp"
+#include "parallel/comm/mpi/mpi_communicator.hpp"
+#include "parallel/ring/cuda/ring_cuda.hpp"
+
+namespace {
+
+using lcr::cuda::DeviceBuffer;
+using bf16 = __nv_bfloat16;
+
+// Fresh pseudo-random bf16 values of unit variance (uniform on [-sqrt 3, sqrt 3]).
+__global__ void fill_kernel(bf16* x, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    uint64_t z = seed + uint64_t(i) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const float u = float(z >> 40) * (1.f / 16777216.f);
+    x[i] = __float2bfloat16((u - 0.5f) * 3.4641016f);
+  }
+}
+
+template <class T>
+DeviceBuffer<T> buffer(int64_t n) {
+  return DeviceBuffer<T>(static_cast<size_t>(n));
+}
+
+DeviceBuffer<bf16> random_bf16(int64_t n, uint64_t seed) {
+  DeviceBuffer<bf16> b(static_cast<size_t>(n));
+  fill_kernel<<<1024, 256>>>(b.data(), n, seed);
+  LCR_CUDA_CHECK_LAUNCH();
+  return b;
+}
+
+struct Options {
+  int64_t L = 131072;
+  int B = 1, H = 16, Hkv = 16, warmup = 1, iters = 3;
+  std::vector<int> D{64, 128};
+  std::string layout = "zigzag";
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    lcr::require(i + 1 < argc, "lcr_ring_bench: ", a, " needs a value");
+    const std::string v = argv[++i];
+    if (a == "--L")
+      o.L = std::stoll(v);
+    else if (a == "--B")
+      o.B = std::stoi(v);
+    else if (a == "--H")
+      o.H = std::stoi(v);
+    else if (a == "--Hkv")
+      o.Hkv = std::stoi(v);
+    else if (a == "--warmup")
+      o.warmup = std::stoi(v);
+    else if (a == "--iters")
+      o.iters = std::stoi(v);
+    else if (a == "--layout")
+      o.layout = v;
+    else if (a == "--D") {
+      o.D.clear();
+      std::stringstream ss(v);
+      for (std::string t; std::getline(ss, t, ',');) o.D.push_back(std::stoi(t));
+    } else
+      lcr::throw_error("lcr_ring_bench: unknown option ", a,
+                       " (valid: --L --B --H --Hkv --D --layout --warmup --iters)");
+  }
+  lcr::require(o.iters >= 1 && o.warmup >= 0, "lcr_ring_bench: --iters >= 1, --warmup >= 0");
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median seconds of fn over warmup + iters runs (fn synchronises); pre runs untimed first.
+template <class P, class F>
+double time_runs(const Options& o, P&& pre, F&& fn) {
+  std::vector<double> t;
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    pre();
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i >= o.warmup) t.push_back(s);
+  }
+  return median(t);
+}
+
+struct Times {
+  double fwd = 0, bwd = 0;
+};
+
+// The whole sequence on one GPU.
+Times single_gpu(const Options& o, int D, cudaStream_t s) {
+  const int64_t L = o.L, nq = o.B * L * o.H, nk = o.B * L * o.Hkv;
+  auto q = random_bf16(nq * D, 1), k = random_bf16(nk * D, 2), v = random_bf16(nk * D, 3);
+  auto dout = random_bf16(nq * D, 4);
+  auto out = buffer<bf16>(nq * D);
+  auto lse = buffer<float>(nq), delta = buffer<float>(nq), dq = buffer<float>(nq * D);
+  auto dk = buffer<float>(nk * D), dv = buffer<float>(nk * D);
+  lcr::cuda::SdpaArgs a;
+  a.B = o.B, a.Lq = a.Lk = int(L), a.H = o.H, a.Hkv = o.Hkv, a.D = a.Dv = D;
+  a.q = q.data(), a.k = k.data(), a.v = v.data(), a.scale = 1.f / std::sqrt(float(D));
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  Times t;
+  const auto nothing = [] {};
+  t.fwd = time_runs(o, nothing, [&] {
+    lcr::cuda::sdpa_forward(a, out.data(), nullptr, lse.data(), s);
+    LCR_CUDA_CHECK(cudaStreamSynchronize(s));
+  });
+  t.bwd = time_runs(o, nothing, [&] {
+    lcr::cuda::sdpa_row_delta(o.B, int(L), o.H, D, out.data(), dout.data(), delta.data(), s);
+    lcr::cuda::sdpa_backward(a, lse.data(), delta.data(), dout.data(), dq.data(), dk.data(),
+                             dv.data(), nullptr, nullptr, false, s);
+    LCR_CUDA_CHECK(cudaStreamSynchronize(s));
+  });
+  return t;
+}
+
+double max_over_ranks(double x) {
+  double m = 0;
+  MPI_Allreduce(&x, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+// Per step "compute/wait" in ms of one rank's stats, gathered to rank 0 as text.
+std::string step_text(const lcr::RingStats& st) {
+  std::string s;
+  char buf[64];
+  for (const auto& x : st.steps) {
+    std::snprintf(buf, sizeof buf, "%s%.1f/%.2f", s.empty() ? "" : " ", 1e3 * x.compute_s,
+                  1e3 * x.wait_s);
+    s += buf;
+  }
+  return s;
+}
+
+std::vector<std::string> gather_text(const std::string& mine, int N) {
+  char buf[512] = {};
+  std::snprintf(buf, sizeof buf, "%s", mine.c_str());
+  std::vector<char> all(512 * size_t(N));
+  MPI_Gather(buf, 512, MPI_CHAR, all.data(), 512, MPI_CHAR, 0, MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  for (int r = 0; r < N; ++r) out.emplace_back(all.data() + 512 * size_t(r));
+  return out;
+}
+
+void run(const Options& o) {
+  auto comm = lcr::nccl_world();
+  const int N = comm->size(), me = comm->rank();
+  const lcr::SeqLayout layout(lcr::parse_layout(o.layout), o.L, N);
+  const int64_t Lr = layout.local_length(me);
+  cudaStream_t s;
+  LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (me == 0)
+    std::printf("lcr_ring_bench: L=%lld B=%d H=%d Hkv=%d layout=%s ranks=%d warmup=%d iters=%d\n",
+                (long long)o.L, o.B, o.H, o.Hkv, o.layout.c_str(), N, o.warmup, o.iters);
+  std::printf("rank %d: GPU %d, %lld local positions\n", me, comm->device(), (long long)Lr);
+  std::fflush(stdout);
+  std::vector<std::string> rows;
+  for (int D : o.D) {
+    Times one;
+    if (me == 0) one = single_gpu(o, D, s);
+    comm->barrier();
+    const int64_t nq = o.B * Lr * o.H, nk = o.B * Lr * o.Hkv;
+    auto q = random_bf16(nq * D, 11 + me), k = random_bf16(nk * D, 21 + me);
+    auto v = random_bf16(nk * D, 31 + me), dout = random_bf16(nq * D, 41 + me);
+    auto out = buffer<bf16>(nq * D);
+    auto lse = buffer<float>(nq), dq = buffer<float>(nq * D);
+    auto dk = buffer<float>(nk * D), dv = buffer<float>(nk * D);
+    lcr::cuda::RingSdpa ring(*comm, layout, o.B, o.H, o.Hkv, D, D, false, false);
+    lcr::cuda::RingSdpaArgs a;
+    a.B = o.B, a.H = o.H, a.Hkv = o.Hkv, a.D = a.Dv = D;
+    a.q = q.data(), a.k = k.data(), a.v = v.data(), a.scale = 1.f / std::sqrt(float(D));
+    lcr::cuda::RingSdpaGrads g;
+    g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data();
+    LCR_CUDA_CHECK(cudaDeviceSynchronize());
+    lcr::RingStats fst, bst;
+    Times tr;
+    const auto align = [&] { comm->barrier(); };  // start every rank together, untimed
+    tr.fwd = max_over_ranks(
+        time_runs(o, align, [&] { fst = ring.forward(a, out.data(), lse.data(), s); }));
+    tr.bwd = max_over_ranks(time_runs(
+        o, align, [&] { bst = ring.backward(a, out.data(), lse.data(), dout.data(), g, s); }));
+    const auto fsteps = gather_text(step_text(fst), N), bsteps = gather_text(step_text(bst), N);
+    if (me != 0) continue;
+    const double flop = 4.0 * o.B * o.H * double(o.L) * double(o.L) * D / 2;
+    for (int p = 0; p < 2; ++p) {
+      const double t1 = p ? one.bwd : one.fwd, t = p ? tr.bwd : tr.fwd;
+      const double f = p ? 2.5 * flop : flop, eff = t1 / (N * t);
+      char line[1024];
+      std::string steps;
+      for (int r = 0; r < N; ++r)
+        steps += " r" + std::to_string(r) + ": " + (p ? bsteps : fsteps)[r];
+      std::snprintf(line, sizeof line, "| %3d | %s | %9.2f | %9.2f | %6.1f%% | %7.1f | %7.1f |%s |",
+                    D, p ? "bwd" : "fwd", 1e3 * t1, 1e3 * t, 100 * eff, f / t1 * 1e-12,
+                    f / N / t * 1e-12, steps.c_str());
+      rows.push_back(line);
+      std::printf(
+          "RESULT,ring,L=%lld,B=%d,H=%d,D=%d,%s,ranks=%d,layout=%s,t1_ms=%.3f,ring_ms=%.3f,"
+          "efficiency=%.4f\n",
+          (long long)o.L, o.B, o.H, D, p ? "bwd" : "fwd", N, o.layout.c_str(), 1e3 * t1, 1e3 * t,
+          eff);
+    }
+    std::fflush(stdout);
+  }
+  if (me == 0) {
+    std::printf(
+        "\n|   D | pass |  1-GPU ms |   ring ms | effic. | 1-GPU TFLOP/s | ring TFLOP/s/GPU | "
+        "per-step compute/wait ms |\n");
+    for (const auto& r : rows) std::printf("%s\n", r.c_str());
+  }
+  LCR_CUDA_CHECK(cudaStreamDestroy(s));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  lcr::MpiSession mpi(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  try {
+    run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lcr rank %d: fatal: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 0;
+}
