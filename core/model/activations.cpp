@@ -5,7 +5,8 @@ namespace lcr {
 template <class T>
 Activations<T> make_activations(const ModelLayout& m, int64_t B, int64_t L) {
   const int64_t R = B * L, D = m.D(), F = m.F(), H = m.H(), Hkv = m.Hkv();
-  const bool fox = model_uses_fox(m.config());
+  const bool fox = model_uses_fox(m.config()), path = model_uses_path(m.config());
+  const int64_t d = m.config().attention.head_dim;
   Activations<T> a;
   a.B = B;
   a.L = L;
@@ -22,6 +23,12 @@ Activations<T> make_activations(const ModelLayout& m, int64_t B, int64_t L) {
     if (fox) {
       la.fox_z = View3<T>("lcr::fox_z", B, L, H);
       la.fox_c = View3<T>("lcr::fox_c", B, L, H);
+    }
+    if (path) {
+      la.path_u = View4<T>("lcr::path_u", B, L, Hkv, d);
+      la.path_w = View4<T>("lcr::path_w", B, L, Hkv, d);
+      la.path_z = View3<T>("lcr::path_z", B, L, Hkv);
+      la.path_beta = View3<T>("lcr::path_beta", B, L, Hkv);
     }
     la.o = View4<T>("lcr::o", B, L, H, m.dv());
     la.lse = View3<T>("lcr::lse", B, H, L);
@@ -60,6 +67,13 @@ BackwardWork<T> make_backward_work(const ModelLayout& m, int64_t B, int64_t L) {
     w.attn.dfox_ck = View3<T>("lcr::dfox_ck", B, L, H);
     w.dfox_c = View3<T>("lcr::dfox_c", B, L, H);
     w.dfox_z = View3<T>("lcr::dfox_z", B, L, H);
+  }
+  if (model_uses_path(m.config())) {
+    const int64_t d = m.config().attention.head_dim;
+    w.attn.dpath_w = View4<T>("lcr::dpath_w", B, L, Hkv, d);
+    w.attn.dpath_beta = View3<T>("lcr::dpath_beta", B, L, Hkv);
+    w.dpath_u = View4<T>("lcr::dpath_u", B, L, Hkv, d);
+    w.dpath_z = View3<T>("lcr::dpath_z", B, L, Hkv);
   }
   return w;
 }

@@ -15,12 +15,18 @@ struct LayerActivations {
   View1<T> rstd1;         // [R]
   View4<T> q, k, v;       // [B, L, H, dq], [B, L, Hkv, dq], [B, L, Hkv, dv]
   View3<T> fox_z, fox_c;  // [B, L, H] gate pre-activation, cumulative log gate (FoX only)
-  View4<T> o;             // [B, L, H, dv] attention output
-  View3<T> lse;           // [B, H, L]
-  View2<T> x_mid;         // [R, D] residual after the attention branch
-  View2<T> xn2;           // [R, D] MLP RMSNorm output
-  View1<T> rstd2;         // [R]
-  View2<T> gate, up, h;   // [R, F] SwiGLU: h = silu(gate) * up
+  // PaTH only (core/model/path.hpp): u = xn1 Wu and w = normalize(conv3(u)) [B, L, Hkv, d];
+  // beta logits z = xn1 Wb + b and beta [B, L, Hkv]; per runner segment, u at the two
+  // global positions before it [B, 2, Hkv, d] (empty = zeros), which the backward re-reads.
+  View4<T> path_u, path_w;
+  View3<T> path_z, path_beta;
+  std::vector<View4<T>> path_prefix;
+  View4<T> o;            // [B, L, H, dv] attention output
+  View3<T> lse;          // [B, H, L]
+  View2<T> x_mid;        // [R, D] residual after the attention branch
+  View2<T> xn2;          // [R, D] MLP RMSNorm output
+  View1<T> rstd2;        // [R]
+  View2<T> gate, up, h;  // [R, F] SwiGLU: h = silu(gate) * up
 };
 
 template <class T>
@@ -45,6 +51,8 @@ struct BackwardWork {
   View4<T> dout;            // [B, L, H, dv] gradient of the attention output
   AttentionGrads<T> attn;   // dq, dk, dv, dparams (one layer's attn.* block), dfox_cq/ck
   View3<T> dfox_c, dfox_z;  // [B, L, H] (FoX only)
+  View4<T> dpath_u;         // [B, L, Hkv, d] (PaTH only)
+  View3<T> dpath_z;         // [B, L, Hkv] (PaTH only)
 };
 
 template <class T>

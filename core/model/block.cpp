@@ -3,6 +3,7 @@
 #include "core/model/fox.hpp"
 #include "core/model/gemm.hpp"
 #include "core/model/layers.hpp"
+#include "core/model/path.hpp"
 
 namespace lcr {
 
@@ -24,6 +25,13 @@ BlockParams<T> block_params(const ModelLayout& m, const View1<T>& buf, int l) {
     p.fox_w = v2(s.fox_w, D, H);
     p.fox_b = v1(s.fox_b, H);
   }
+  if (s.path_u >= 0) {
+    const int64_t d = m.config().attention.head_dim;
+    p.path_u = v2(s.path_u, D, Hkv * d);
+    p.path_conv = View3<T>(base + s.path_conv, Hkv, d, 3);
+    p.path_beta_w = v2(s.path_beta_w, D, Hkv);
+    p.path_beta_b = v1(s.path_beta_b, Hkv);
+  }
   p.mlp_norm = v1(s.mlp_norm, D);
   p.w_gate = v2(s.w_gate, D, F);
   p.w_up = v2(s.w_up, D, F);
@@ -44,6 +52,10 @@ AttentionInputs<T> attn_inputs(const LayerActivations<T>& a, const std::vector<R
   if (a.fox_c.extent(0) > 0) {
     in.fox_cq = a.fox_c;
     in.fox_ck = a.fox_c;
+  }
+  if (a.path_w.extent(0) > 0) {
+    in.path_w = a.path_w;
+    in.path_beta = a.path_beta;
   }
   return in;
 }
@@ -76,6 +88,7 @@ void block_forward(const ModelLayout& m, const BlockParams<T>& p, const View2<co
     add_bias<T>(p.fox_b, View2<T>(a.fox_z.data(), R, H));
     fox_gates_forward<T>(a.fox_z, runner, a.fox_c);
   }
+  if (a.path_u.extent(0) > 0) path_forward<T>(m, p, a, runner, segs);
   runner.forward(m.config().attention, attn_inputs(a, segs), p.attn, {a.o, a.lse});
   copy_values<T>(R * D, x_in.data(), a.x_mid.data());
   gemm<T>(N, N, R, D, cols(a.o), 1, a.o.data(), p.wo.data(), 1, a.x_mid.data());
@@ -130,6 +143,7 @@ void block_backward(const ModelLayout& m, const BlockParams<T>& p, const BlockPa
     gemm<T>(Y, N, D, H, R, 1, xn1, dz, 1, g.fox_w.data());
     bias_backward<T>(View2<const T>(dz, R, H), g.fox_b);
   }
+  if (a.path_u.extent(0) > 0) path_backward<T>(m, p, g, a, w, runner, segs);    // dxn +=
   rmsnorm_backward<T>(x_in, p.attn_norm, a.rstd1, w.dxn, w.dres, g.attn_norm);  // dres: d x_in
 }
 

@@ -2,6 +2,7 @@
 // One pre-norm transformer block, forward and backward (llm.c style):
 //   xn1 = RMSNorm(x_in; attn_norm)
 //   q = xn1 Wq, k = xn1 Wk, v = xn1 Wv              (FoX: z = xn1 fox_w + fox_b -> c)
+//                                                   (PaTH: xn1 -> w, beta; path.hpp)
 //   o = attention(q, k, v; scheme)                  (through the injected runner)
 //   x_mid = x_in + o Wo
 //   xn2 = RMSNorm(x_mid; mlp_norm)
@@ -22,6 +23,10 @@ struct BlockParams {
   ParamSet<T> attn;               // the layer's attn.* block
   View2<T> fox_w;                 // [D, H] (FoX only)
   View1<T> fox_b;                 // [H]
+  View2<T> path_u;                // [D, Hkv d] (PaTH only)
+  View3<T> path_conv;             // [Hkv, d, 3]
+  View2<T> path_beta_w;           // [D, Hkv]
+  View1<T> path_beta_b;           // [Hkv]
   View1<T> mlp_norm;              // [D]
   View2<T> w_gate, w_up, w_down;  // [D, F], [D, F], [F, D]
 };

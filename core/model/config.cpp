@@ -15,7 +15,13 @@ int ModelConfig::ffn() const {
   return f > 0 ? f : 8;
 }
 
-bool model_uses_fox(const ModelConfig& cfg) { return cfg.attention.scheme == Scheme::FoX; }
+bool model_uses_fox(const ModelConfig& cfg) {
+  return cfg.attention.scheme == Scheme::FoX || cfg.attention.scheme == Scheme::PaTHFoX;
+}
+
+bool model_uses_path(const ModelConfig& cfg) {
+  return cfg.attention.scheme == Scheme::PaTH || cfg.attention.scheme == Scheme::PaTHFoX;
+}
 
 void validate(const ModelConfig& c) {
   require(c.vocab_size > 0, "model.vocab_size must be positive, got ", c.vocab_size);
@@ -28,13 +34,12 @@ void validate(const ModelConfig& c) {
   require(c.init_std > 0 && std::isfinite(c.init_std), "model.init_std must be > 0, got ",
           c.init_std);
   require(std::isfinite(c.fox_bias_init), "model.fox_bias_init must be finite");
-  const Scheme s = c.attention.scheme;
-  // PaTH's layer parameterisation (low-rank w projection, width-3 convolution, beta gate)
-  // lives in kernels/schemes/path and is not wired into the block yet.
-  require(s != Scheme::PaTH && s != Scheme::PaTHFoX, "attention scheme '", scheme_name(s),
-          "' is not yet supported by the model (its layer parameters are still being built in "
-          "kernels/schemes/path); choose one of nope, rope, alibi, goat, goat2d, pope, fox");
   validate(c.attention);
+  if (model_uses_path(c))
+    require(c.attention.path.block_size >= 1,
+            "attention.path.block_size must be >= 1 (PaTH's block length: every value gives the "
+            "same result, 64 is a good default), got ",
+            c.attention.path.block_size);
 }
 
 std::string describe(const ModelConfig& c) {

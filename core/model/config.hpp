@@ -24,17 +24,23 @@ struct ModelConfig {
                                // (wo, w_down) are further scaled by 1/sqrt(2 n_layers)
   double fox_bias_init = 0.0;  // FoX: initial forget-gate bias b (f = sigmoid(x W + b));
                                // 0 follows the FoX paper's default (no special init)
+  bool path_w_silu = true;     // PaTH: SiLU after the w convolution (flash-linear-attention's
+                               // ShortConvolution default; false = the paper's plain conv)
 
   int ffn() const;  // the resolved F
 };
 
 // Throws an Error naming the field and the fix: non-positive sizes, a bad attention spec
-// (lcr::validate: impossible head split, GOAT with head_dim <= 2 modes + 2, ...), or a
-// scheme the model cannot build yet (PaTH, PaTH-FoX).
+// (lcr::validate: impossible head split, GOAT with head_dim <= 2 modes + 2, ...), a PaTH
+// block_size below 1.
 void validate(const ModelConfig& cfg);
 
-// Whether the scheme has a FoX forget gate (fox_w, fox_b parameters and the c lanes).
+// Whether the scheme has a FoX forget gate (fox_w, fox_b parameters and the c lanes):
+// FoX and PaTH-FoX.
 bool model_uses_fox(const ModelConfig& cfg);
+// Whether the scheme has PaTH transitions (path_* parameters, w and beta per position):
+// PaTH and PaTH-FoX.
+bool model_uses_path(const ModelConfig& cfg);
 
 // "V=256 D=64 layers=2 heads=4/4 head_dim=16 ffn=176 scheme=goat tied"
 std::string describe(const ModelConfig& cfg);

@@ -166,6 +166,10 @@ AttentionInputs<T> Model<T>::attention_inputs(int l) const {
   in.v = a.v;
   in.q_pos0 = in.k_pos0 = segs_.front().pos0;
   if (a.fox_c.extent(0) > 0) in.fox_cq = in.fox_ck = a.fox_c;
+  if (a.path_w.extent(0) > 0) {
+    in.path_w = a.path_w;
+    in.path_beta = a.path_beta;
+  }
   return in;
 }
 
@@ -193,6 +197,8 @@ std::string Model<T>::locate_nonfinite() const {
     if (bad(a.xn1)) return name + " (attention RMSNorm)";
     if (bad(a.q) || bad(a.k) || bad(a.v)) return name + " (q/k/v projections)";
     if (a.fox_c.extent(0) > 0 && bad(a.fox_c)) return name + " (FoX forget gates)";
+    if (a.path_w.extent(0) > 0 && (bad(a.path_u) || bad(a.path_w) || bad(a.path_beta)))
+      return name + " (PaTH w / beta)";
     if (bad(a.o) || bad(a.lse)) return name + " (attention output)";
     if (bad(a.x_mid)) return name + " (attention output projection)";
     if (bad(a.h)) return name + " (SwiGLU MLP)";

@@ -9,8 +9,13 @@
 //   p <- clamp(p, lo, hi) for slices with a range (PoPE delta into [-2 pi, 0])
 //
 // Weight-decay groups (model_param_ranges): decay on the weight matrices (wq wk wv wo
-// w_gate w_up w_down lm_head fox_w). No decay on RMSNorm gains and the FoX gate bias
-// (pulling a gain toward 0 rescales activations, not capacity), nor on any attention
+// w_gate w_up w_down lm_head fox_w path_u path_beta_w). No decay on RMSNorm gains and the
+// FoX / PaTH gate biases (pulling a gain toward 0 rescales activations, not capacity).
+// No decay on PaTH's w convolution filter path_conv: it belongs to the position scheme's
+// transition, and w = y / |y| removes its overall scale (exactly without the SiLU, nearly
+// with it), so decay would not regularise the model, only shrink the filter and so raise
+// its effective step size. (The paper's trainer decays every tensor alike, gains included;
+// this optimizer departs from that for gains and scheme parameters.) Nor on any attention
 // scheme parameter (GOAT alpha/beta/lambda/bump/MLP, PoPE delta, sink, QK-norm gains):
 // these are priors whose magnitude IS what is learned and logged; decay would bias them
 // toward the uniform prior. Embeddings (and the tied LM head): no decay by default

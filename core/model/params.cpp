@@ -22,6 +22,8 @@ const char* param_kind_name(ParamKind k) {
       return "bias";
     case ParamKind::Position:
       return "position";
+    case ParamKind::Filter:
+      return "filter";
   }
   return "?";
 }
@@ -55,6 +57,18 @@ ModelLayout::ModelLayout(const ModelConfig& cfg) : cfg_(cfg) {
       s.fox_w = add(p + "fox_w", {D_, H_});
       s.fox_b = add(p + "fox_b", {H_});
     }
+    if (model_uses_path(cfg_)) {
+      // A full [D, Hkv d] w projection, as flash-linear-attention uses for GQA. Its MHA
+      // variant (and the paper's "low-rank linear layer") factors it through rank 32 to save
+      // parameters at D = 2048; at the widths trained here a rank-32 factor costs
+      // 32 (D + Hkv d) >= D Hkv d parameters (D, Hkv d <= 64), a second GEMM, and a product
+      // of two small random inits, for nothing.
+      const int64_t d = cfg_.attention.head_dim;
+      s.path_u = add(p + "path_u", {D_, Hkv_ * d});
+      s.path_conv = add(p + "path_conv", {Hkv_, d, 3});
+      s.path_beta_w = add(p + "path_beta_w", {D_, Hkv_});
+      s.path_beta_b = add(p + "path_beta_b", {Hkv_});
+    }
     s.mlp_norm = add(p + "mlp_norm", {D_});
     s.w_gate = add(p + "w_gate", {D_, F_});
     s.w_up = add(p + "w_up", {D_, F_});
@@ -77,7 +91,8 @@ ParamKind ModelLayout::kind(const ParamEntry& e) const {
   if (n == "embed") return ParamKind::Embedding;
   if (n.find(".attn.") != std::string::npos) return ParamKind::Position;
   if (ends_with(n, "norm")) return ParamKind::Norm;
-  if (ends_with(n, "fox_b")) return ParamKind::Bias;
+  if (ends_with(n, "fox_b") || ends_with(n, "path_beta_b")) return ParamKind::Bias;
+  if (ends_with(n, "path_conv")) return ParamKind::Filter;
   if (ends_with(n, ".wo") || ends_with(n, ".w_down")) return ParamKind::OutMatrix;
   return ParamKind::Matrix;
 }
@@ -141,6 +156,7 @@ void init_params(const ModelLayout& layout, const View1<T, HostSpace>& P, uint64
       switch (k) {
         case ParamKind::Embedding:
         case ParamKind::Matrix:
+        case ParamKind::Filter:
           p[j] = T(c.init_std * normal());
           break;
         case ParamKind::OutMatrix:
@@ -150,7 +166,8 @@ void init_params(const ModelLayout& layout, const View1<T, HostSpace>& P, uint64
           p[j] = T(1);
           break;
         case ParamKind::Bias:
-          p[j] = T(c.fox_bias_init);
+          // PaTH's beta bias starts at 0 (flash-linear-attention zeroes biases): beta = 1.
+          p[j] = T(ends_with(e.name, "fox_b") ? c.fox_bias_init : 0.0);
           break;
         case ParamKind::Position:
           // Defaults every scheme agrees with: sink 0, PoPE delta 0, GOAT lambda/bump 0;

@@ -7,12 +7,13 @@
 //     attn_norm [D]   wq [D, H dq]   wk [D, Hkv dq]   wv [D, Hkv dv]   wo [H dv, D]
 //     attn.<name>     the scheme's own parameters (attention_param_layout(spec): goat.*,
 //                     pope.delta, sink, qk_norm.*), contiguous, so a ParamSet aliases them
-//     fox_w [D, H]  fox_b [H]     (FoX only: forget gate f = sigmoid(xn W + b))
+//     fox_w [D, H]  fox_b [H]     (FoX, PaTH-FoX: forget gate f = sigmoid(xn W + b))
+//     path_u [D, Hkv d]  path_conv [Hkv, d, 3]  path_beta_w [D, Hkv]  path_beta_b [Hkv]
+//                                   (PaTH, PaTH-FoX: u = xn Wu -> w = normalize(conv3(u)),
+//                                    beta = 2 sigmoid(xn Wb + b); core/model/path.hpp)
 //     mlp_norm [D]  w_gate [D, F]  w_up [D, F]  w_down [F, D]
 //   final_norm [D]
 //   lm_head [D, V]                  (untied only; tied uses embed^T)
-// A future scheme with per-layer projections (PaTH's w/beta projections) adds its slices
-// next to fox_w/fox_b and its offsets to LayerSlices.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,11 +26,12 @@ namespace lcr {
 // What a slice is, for initialisation and weight-decay groups.
 enum class ParamKind {
   Embedding,  // embed: N(0, std)
-  Matrix,     // wq wk wv w_gate w_up lm_head fox_w: N(0, std)
+  Matrix,     // wq wk wv w_gate w_up lm_head fox_w path_u path_beta_w: N(0, std)
   OutMatrix,  // wo w_down: N(0, std / sqrt(2 n_layers)) (GPT-2: residual-branch outputs)
   Norm,       // RMSNorm gains: ones
-  Bias,       // fox_b: fox_bias_init
+  Bias,       // fox_b: fox_bias_init; path_beta_b: 0 (beta = 2 sigmoid(0) = 1 at init)
   Position,   // attn.*: the scheme's own init (GOAT prior, PoPE delta 0, sink 0, gains 1)
+  Filter,     // path_conv: N(0, std) like flash-linear-attention's conv init; no decay
 };
 const char* param_kind_name(ParamKind k);
 
@@ -38,6 +40,7 @@ struct LayerSlices {
   int64_t attn_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1;
   int64_t attn = -1;  // start of the attention parameter block (size attention().total())
   int64_t fox_w = -1, fox_b = -1;
+  int64_t path_u = -1, path_conv = -1, path_beta_w = -1, path_beta_b = -1;
   int64_t mlp_norm = -1, w_gate = -1, w_up = -1, w_down = -1;
 };
 

@@ -7,8 +7,12 @@
 // `layout` (shard_view(tokens, layout, rank), same for labels). Then:
 //   segments        the rank's chunks in local order, at their global positions
 //   global_cumsum   the ring's cross-rank prefix / suffix sums (fox_prefix.hpp)
-//   forward         ring_attention_forward with the global row 0 at pos0
-//   backward        ring_attention_backward; the ring returns dparams already summed over
+//   rows_before_segments  PaTH's convolution prefix rows from other chunks / ranks
+//                   (ring_conv_prefix.hpp), and their gradient back to their owners
+//   forward         ring_attention_forward (PaTH, PaTH-FoX: path_ring_forward) with the
+//                   global row 0 at pos0
+//   backward        ring_attention_backward (path_ring_backward); the ring returns dparams already
+//   summed over
 //                   the CP group, identical on every rank, so only CP rank 0 keeps them:
 //                   the training loop's one sum of the gradient buffer over the DP x CP
 //                   ranks then counts them once, like every other parameter's gradient.
@@ -17,10 +21,12 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/model/ring_conv_prefix.hpp"
 #include "core/model/runner.hpp"
 #include "parallel/comm/communicator.hpp"
 #include "parallel/ring/fox_prefix.hpp"
 #include "parallel/ring/layout.hpp"
+#include "parallel/ring/path_ring.hpp"
 #include "parallel/ring/ring_attention.hpp"
 
 namespace lcr {
@@ -56,16 +62,29 @@ class RingAttention : public AttentionRunner<T> {
       fox_global_cumulative<T>(comm_, layout_, x, out);
   }
 
+  std::vector<View4<T>> rows_before_segments(const View4<const T>& u) override {
+    return ring_rows_before_chunks<T>(comm_, layout_, u);
+  }
+  void rows_before_segments_backward(const std::vector<View4<T>>& drows,
+                                     const View4<T>& du) override {
+    ring_rows_before_chunks_backward<T>(comm_, layout_, drows, du);
+  }
+
   void forward(const AttentionSpec& spec, const AttentionInputs<T>& in, const ParamSet<T>& params,
                const AttentionOutputs<T>& out) override {
-    forward_stats_ = ring_attention_forward<T>(comm_, layout_, spec, at_row0(in), params, out);
+    forward_stats_ =
+        is_path(spec) ? path_ring_forward<T>(comm_, layout_, spec, at_row0(in), params, out)
+                      : ring_attention_forward<T>(comm_, layout_, spec, at_row0(in), params, out);
   }
 
   void backward(const AttentionSpec& spec, const AttentionInputs<T>& in, const ParamSet<T>& params,
                 const AttentionOutputs<T>& out, const View4<const T>& dout,
                 AttentionGrads<T>& grads) override {
+    const AttentionInputs<T> in0 = at_row0(in);
     backward_stats_ =
-        ring_attention_backward<T>(comm_, layout_, spec, at_row0(in), params, out, dout, grads);
+        is_path(spec)
+            ? path_ring_backward<T>(comm_, layout_, spec, in0, params, out, dout, grads)
+            : ring_attention_backward<T>(comm_, layout_, spec, in0, params, out, dout, grads);
     if (comm_.rank() != 0) Kokkos::deep_copy(grads.dparams.data, T(0));
   }
 
@@ -74,6 +93,9 @@ class RingAttention : public AttentionRunner<T> {
   const RingStats& backward_stats() const { return backward_stats_; }
 
  private:
+  static bool is_path(const AttentionSpec& s) {
+    return s.scheme == Scheme::PaTH || s.scheme == Scheme::PaTHFoX;
+  }
   // The ring wants the position of global row 0, not of this rank's first row.
   AttentionInputs<T> at_row0(AttentionInputs<T> in) const {
     in.q_pos0 = in.k_pos0 = pos0_;

@@ -14,8 +14,9 @@
 //
 // Sums over GLOBAL positions (FoX's cumulative gate c_t = sum_{s <= t} log f_s and its
 // backward, the suffix sum of dc) also belong to the runner, because they need the rows
-// of every rank: global_cumsum. A ring runner gathers per-chunk totals across the group
-// (parallel/ring/fox_prefix.hpp); LocalAttention scans its rows.
+// of every rank: global_cumsum. So do the rows just before each segment that PaTH's
+// width-3 convolution reads (rows_before_segments and its backward). A ring runner gathers
+// per-chunk totals across the group (parallel/ring/fox_prefix.hpp); LocalAttention scans its rows.
 //
 // Gradients of the attention parameters: backward returns THIS rank's contribution; the
 // training loop sums the whole gradient buffer over the DP x CP ranks once, after
@@ -47,6 +48,18 @@ class AttentionRunner {
   // the whole sequence, every rank's rows included. Running sums in double.
   virtual void global_cumsum(const View3<const T>& x, const View3<T>& out, bool reverse) = 0;
 
+  // PaTH's causal width-3 convolution (core/model/path.hpp) reads, before each segment, the
+  // rows of u [B, L_local, Hkv, d] at the GLOBAL positions pos0 - 2 and pos0 - 1 of that
+  // segment. Returns one [B, 2, Hkv, d] view per segment (index 1 = position pos0 - 1) with
+  // zeros for positions before the sequence's row 0, or an empty view meaning all zeros.
+  // Under context parallelism the rows may live on another rank (a collective call).
+  virtual std::vector<View4<T>> rows_before_segments(const View4<const T>& u) = 0;
+  // The backward: drows (one per segment, shaped like rows_before_segments' result; empty
+  // where that was empty) are ADDED into du [B, L_local, Hkv, d] at the rows they were read
+  // from, on whichever rank holds them (a collective call).
+  virtual void rows_before_segments_backward(const std::vector<View4<T>>& drows,
+                                             const View4<T>& du) = 0;
+
   // Same contract as attention_forward / attention_backward (kernels/attention/attention.hpp)
   // on this rank's local rows; backward overwrites every gradient in grads (dparams
   // included: the model adds them into its gradient buffer).
@@ -75,6 +88,12 @@ class LocalAttention : public AttentionRunner<T> {
   void global_cumsum(const View3<const T>& x, const View3<T>& out, bool reverse) override {
     local_cumsum<T>(x, out, reverse);
   }
+  // Row 0 is the start of the sequence (an evaluation window at pos0 > 0 starts its
+  // convolution from zeros, like a fresh sequence): nothing before it.
+  std::vector<View4<T>> rows_before_segments(const View4<const T>&) override {
+    return {View4<T>()};
+  }
+  void rows_before_segments_backward(const std::vector<View4<T>>&, const View4<T>&) override {}
   void forward(const AttentionSpec& spec, const AttentionInputs<T>& in, const ParamSet<T>& params,
                const AttentionOutputs<T>& out) override {
     attention_forward(spec, in, params, out);

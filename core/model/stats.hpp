@@ -6,15 +6,16 @@
 // the sequence, the last row always included, of the first batch elements), the attention
 // distribution p_i over the keys j <= i (plus the sink as one extra outcome when the sink
 // is enabled) is recomputed in float64 from the kernel's own inputs (prepare_attention:
-// the scheme's q', k' lanes, scale, ALiBi slope, FoX bias, softcap), so it is exactly the
-// distribution the model used, up to rounding:
+// the scheme's q', k' lanes, scale, ALiBi slope, FoX bias, softcap; PaTH: q, k after
+// QK-norm carried through the transitions H_t = I - beta_t w_t w_t^T key by key, plus the
+// FoX bias for PaTH-FoX), so it is exactly the distribution the model used, up to rounding:
 //   entropy           mean_i  -sum_j p_ij log p_ij                        (nats)
 //   max_logit         max_i,j s_ij, the final logit fed to the softmax (after softcap)
 //   first_token_mass  mean_i  p_i,0, the weight on the key at GLOBAL position 0 (the
 //                     "attention sink" token)
-// Cost: O(rows x L x d) per head, next to O(L^2 d) for the forward; it never materialises
-// more than one row of probabilities. Why a probe rather than the kernel: the tiled kernel
-// keeps only lse, and entropy and max logit need the logits themselves.
+// Cost: O(rows x L x d) per head (PaTH too), next to O(L^2 d) for the forward; it never
+// materialises more than one row of probabilities. Why a probe rather than the kernel: the tiled
+// kernel keeps only lse, and entropy and max logit need the logits themselves.
 //
 // Needs a forward pass whose runner has ONE segment (LocalAttention): the stats need all
 // keys of a row. With context parallelism, run a separate single-rank probe forward.

@@ -30,6 +30,8 @@ inline ModelConfig tiny_config(Scheme scheme) {
     c.attention.goat.train_len = 7;
     c.attention.goat.grid_width = 3;
   }
+  // PaTH: blocks of 3 so a 7-token window has a partial block and a right-to-left scan.
+  c.attention.path.block_size = 3;
   return c;
 }
 

@@ -27,7 +27,8 @@ TEST(ModelConfig, BadConfigsNameTheProblem) {
   c.vocab_size = 0;
   EXPECT_NE(error_of(c).find("vocab_size"), std::string::npos);
   c = test::tiny_config(Scheme::PaTH);
-  EXPECT_NE(error_of(c).find("not yet supported by the model"), std::string::npos);
+  c.attention.path.block_size = 0;
+  EXPECT_NE(error_of(c).find("attention.path.block_size must be >= 1"), std::string::npos);
   c = test::tiny_config(Scheme::GOAT);
   c.attention.head_dim = 6;  // = 2 R + 2: no content lanes left
   EXPECT_NE(error_of(c), "");

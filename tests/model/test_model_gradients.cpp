@@ -1,5 +1,6 @@
 // Every parameter slice of the whole model (tiny: V = 11, D = 16, 2 layers, L = 7, B = 2)
-// against central finite differences of the loss, in float64, for each position scheme.
+// against central finite differences of the loss, in float64, for each position scheme
+// (PaTH and PaTH-FoX included: their w projection, convolution filter and beta gate).
 //
 // Tolerance: central differences with step h = 1e-5 have truncation error
 // h^2 |f'''| / 6 ~ 1e-10 for these O(1)-curvature losses and rounding error
@@ -45,6 +46,13 @@ std::vector<GradCase> grad_cases() {
   cases.push_back({"FoX", test::tiny_config(Scheme::FoX)});
   cases.push_back({"NoPE_sink_qknorm_softcap", with_numerics(test::tiny_config(Scheme::NoPE))});
   cases.push_back({"GOAT_sink_qknorm_softcap", with_numerics(test::tiny_config(Scheme::GOAT))});
+  // PaTH: the w projection, convolution and beta gate, through the blockwise kernel.
+  cases.push_back({"PaTH", test::tiny_config(Scheme::PaTH)});
+  cases.push_back({"PaTHFoX", test::tiny_config(Scheme::PaTHFoX)});
+  ModelConfig path_plain = with_numerics(test::tiny_config(Scheme::PaTH));
+  path_plain.path_w_silu = false;  // the paper's plain convolution
+  path_plain.attention.kv_heads = 2;
+  cases.push_back({"PaTH_nosilu_mha_sink_qknorm_softcap", path_plain});
   return cases;
 }
 

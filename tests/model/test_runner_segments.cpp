@@ -2,8 +2,9 @@
 // whose local rows are a PERMUTATION of the sequence (a zigzag layout's local order) with a
 // runner that maps them to global positions must give the loss and gradients of the plain
 // single-segment model. This exercises what the ring relies on: the model takes every
-// position-dependent sum (FoX's cumulative gates, both directions) from the runner and
-// keeps its own row order everywhere else.
+// position-dependent sum (FoX's cumulative gates, both directions) and PaTH's convolution
+// prefix rows (and their gradient) from the runner, runs PaTH's convolution per segment,
+// and keeps its own row order everywhere else.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -31,6 +32,40 @@ class PermutedRunner : public AttentionRunner<T> {
     local_cumsum<T>(g, gout, reverse);
     move_rows(gout, out, 1, false);
   }
+  // Rows at global positions pos0 - 2, pos0 - 1 of each segment, read from the local rows.
+  std::vector<View4<T>> rows_before_segments(const View4<const T>& u) override {
+    auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), u);
+    std::vector<View4<T>> out;
+    for (const RowSegment& s : segs_) {
+      View4<T> rows("rows", u.extent(0), 2, u.extent(2), u.extent(3));
+      auto hr = Kokkos::create_mirror_view(rows);
+      for (int64_t k = 0; k < 2; ++k) {
+        const int64_t r = local_row(s.pos0 - 2 + k);
+        if (r < 0) continue;
+        for (size_t b = 0; b < u.extent(0); ++b)
+          for (size_t x = 0; x < u.extent(2); ++x)
+            for (size_t y = 0; y < u.extent(3); ++y) hr(b, k, x, y) = h(b, r, x, y);
+      }
+      Kokkos::deep_copy(rows, hr);
+      out.push_back(rows);
+    }
+    return out;
+  }
+  void rows_before_segments_backward(const std::vector<View4<T>>& drows,
+                                     const View4<T>& du) override {
+    auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), du);
+    for (size_t i = 0; i < segs_.size(); ++i) {
+      auto hd = Kokkos::create_mirror_view_and_copy(HostSpace(), drows[i]);
+      for (int64_t k = 0; k < 2; ++k) {
+        const int64_t r = local_row(segs_[i].pos0 - 2 + k);
+        if (r < 0) continue;
+        for (size_t b = 0; b < du.extent(0); ++b)
+          for (size_t x = 0; x < du.extent(2); ++x)
+            for (size_t y = 0; y < du.extent(3); ++y) h(b, r, x, y) += hd(b, k, x, y);
+      }
+    }
+    Kokkos::deep_copy(du, h);
+  }
   void forward(const AttentionSpec& spec, const AttentionInputs<T>& in, const ParamSet<T>& params,
                const AttentionOutputs<T>& out) override {
     const AttentionInputs<T> g = to_global(in);
@@ -57,6 +92,10 @@ class PermutedRunner : public AttentionRunner<T> {
     if (gg.dfox_cq.extent(0) > 0) {
       move_rows(gg.dfox_cq, grads.dfox_cq, 1, false);
       move_rows(gg.dfox_ck, grads.dfox_ck, 1, false);
+    }
+    if (gg.dpath_w.extent(0) > 0) {
+      move_rows(gg.dpath_w, grads.dpath_w, 1, false);
+      move_rows(gg.dpath_beta, grads.dpath_beta, 1, false);
     }
   }
 
@@ -97,7 +136,17 @@ class PermutedRunner : public AttentionRunner<T> {
       g.fox_cq = global_copy(in.fox_cq, 1);
       g.fox_ck = global_copy(in.fox_ck, 1);
     }
+    if (in.path_w.extent(0) > 0) {
+      g.path_w = global_copy(in.path_w, 1);
+      g.path_beta = global_copy(in.path_beta, 1);
+    }
     return g;  // positions 0..L-1 in order
+  }
+  // The local row holding global position p, or -1 before the sequence.
+  int64_t local_row(int64_t p) const {
+    for (size_t r = 0; r < perm_.size(); ++r)
+      if (perm_[r] == p) return int64_t(r);
+    return -1;
   }
 
   std::vector<int64_t> perm_;
@@ -154,6 +203,16 @@ TEST(RunnerSegments, FoXZigzagEqualsSingleSegment) {
 
 TEST(RunnerSegments, GOATZigzagEqualsSingleSegment) {
   expect_same_as_single_segment(test::tiny_config(Scheme::GOAT));
+}
+
+// PaTH's convolution crosses segment boundaries: the one-row segment at position 6 reads
+// positions 4 and 5 from another segment, the segment at 2 reads 0 and 1.
+TEST(RunnerSegments, PaTHZigzagEqualsSingleSegment) {
+  expect_same_as_single_segment(test::tiny_config(Scheme::PaTH));
+}
+
+TEST(RunnerSegments, PaTHFoXZigzagEqualsSingleSegment) {
+  expect_same_as_single_segment(test::tiny_config(Scheme::PaTHFoX));
 }
 
 }  // namespace

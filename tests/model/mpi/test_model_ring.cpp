@@ -2,6 +2,8 @@
 // runs the model on its shard through RingAttention; the summed losses and the gradients
 // summed over ranks must equal the single-rank model on the full sequence, for each
 // scheme and both layouts (DESIGN.md section 5's central test, at the model level).
+// PaTH / PaTH-FoX also exchange the convolution's prefix rows between chunks and return
+// their gradient (L = 7 on 3 ranks gives one-row chunks, whose prefix spans two chunks).
 // float64; only summation order differs, so the tolerance is 1e-11 relative.
 #include <gtest/gtest.h>
 
@@ -18,18 +20,24 @@ namespace {
 struct RingCase {
   std::string name;
   ModelConfig cfg;
+  int64_t L = 13;
 };
 
-std::vector<RingCase> ring_cases() {
-  std::vector<RingCase> c;
-  for (Scheme s :
-       {Scheme::NoPE, Scheme::RoPE, Scheme::ALiBi, Scheme::GOAT, Scheme::PoPE, Scheme::FoX})
-    c.push_back({scheme_name(s), test::tiny_config(s)});
-  ModelConfig n = test::tiny_config(Scheme::GOAT);
+ModelConfig with_numerics(ModelConfig n) {
   n.attention.numerics.sink = true;
   n.attention.numerics.qk_norm = true;
   n.attention.numerics.softcap = 2.5;
-  c.push_back({"goat_sink_qknorm_softcap", n});
+  return n;
+}
+
+std::vector<RingCase> ring_cases() {
+  std::vector<RingCase> c;
+  for (Scheme s : {Scheme::NoPE, Scheme::RoPE, Scheme::ALiBi, Scheme::GOAT, Scheme::PoPE,
+                   Scheme::FoX, Scheme::PaTH, Scheme::PaTHFoX})
+    c.push_back({scheme_name(s), test::tiny_config(s)});
+  c.push_back({"goat_sink_qknorm_softcap", with_numerics(test::tiny_config(Scheme::GOAT))});
+  c.push_back({"path_sink_qknorm_softcap", with_numerics(test::tiny_config(Scheme::PaTH))});
+  c.push_back({"path_fox_L7", test::tiny_config(Scheme::PaTHFoX), 7});
   return c;
 }
 
@@ -37,7 +45,7 @@ class ModelRing : public ::testing::TestWithParam<RingCase> {};
 
 TEST_P(ModelRing, ShardedLossAndGradientsEqualSingleRank) {
   Communicator& comm = test::world();
-  const int64_t B = 2, L = 13;
+  const int64_t B = 2, L = GetParam().L;
   const ModelConfig& cfg = GetParam().cfg;
   const auto batch = test::random_batch(B, L, cfg.vocab_size, 17);
   Model<double> ref(cfg, 9);
