@@ -144,10 +144,11 @@ void print_priors(const io::RunReader& r, const TrainConfig& cfg, std::ostream& 
     out << fmt::format("\nlayer {} (priors at step {})\n", l, r.steps(t).back());
     std::string head = "  head  entropy  max_logit  first_tok";
     const bool goat = has_column(r, t, "alpha"), pope = has_column(r, t, "q_usage"),
-               rope = has_column(r, t, "q_pair_norm");
+               rope = has_column(r, t, "q_pair_norm"), path = has_column(r, t, "beta_stats");
     if (goat) head += "  top_mode  amplitude  |b|/|a|  peak_lag  peak-median  u0_bump";
     if (pope) head += "  q_usage  k_usage  top_freq  delta";
     if (rope) head += "  q_norm  top_pair  centroid";
+    if (path) head += "  beta_mean  beta_std  beta_min  beta_max";  // of the head's KV head
     out << head << "\n";
     std::vector<double> amp, ratio, curve, u, qu, ku, dl, qn;
     std::vector<int64_t> cs, us, qs;
@@ -166,6 +167,8 @@ void print_priors(const io::RunReader& r, const TrainConfig& cfg, std::ostream& 
       dl = last_row(r, t, "delta", &shp);
     }
     if (rope) qn = last_row(r, t, "q_pair_norm", &qs);
+    const std::vector<double> bs =
+        path ? last_row(r, t, "beta_stats", &shp) : std::vector<double>{};
     for (int h = 0; h < H; ++h) {
       std::string line = fmt::format("  {:>4}  {:7.3f}  {:9.3f}  {:9.3f}", h, ent[size_t(h)],
                                      mxl[size_t(h)], ftm[size_t(h)]);
@@ -219,6 +222,9 @@ void print_priors(const io::RunReader& r, const TrainConfig& cfg, std::ostream& 
         }
         line += fmt::format("  {:6.3f}  {:>8}  {:8.2f}", s / P, top, s > 0 ? w / s : 0.0);
       }
+      if (path)
+        line += fmt::format("  {:9.3f}  {:8.3f}  {:8.3f}  {:8.3f}", bs[size_t(hk * 4)],
+                            bs[size_t(hk * 4 + 1)], bs[size_t(hk * 4 + 2)], bs[size_t(hk * 4 + 3)]);
       out << line << "\n";
     }
   }

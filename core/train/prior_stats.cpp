@@ -148,6 +148,26 @@ std::vector<std::pair<std::string, io::Row>> prior_rows(const Model<T>& model,
         row["k_pair_norm"] =
             mean_pair_norms(Kokkos::create_mirror_view_and_copy(HostSpace(), p.kn), half, pair);
       }
+    } else if (spec.scheme == Scheme::PaTH || spec.scheme == Scheme::PaTHFoX) {
+      // beta [B, L, Hkv] of the probe forward, per KV head over every position: mean, std,
+      // min, max (beta > 1 flips the sign along w; near 0 the transition is the identity).
+      auto beta =
+          Kokkos::create_mirror_view_and_copy(HostSpace(), model.attention_inputs(l).path_beta);
+      auto& bs = row["beta_stats"];
+      const int64_t n = int64_t(beta.extent(0) * beta.extent(1));
+      for (int hk = 0; hk < K; ++hk) {
+        double sum = 0, sq = 0, lo = std::numeric_limits<double>::infinity(), hi = -lo;
+        for (size_t b = 0; b < beta.extent(0); ++b)
+          for (size_t t = 0; t < beta.extent(1); ++t) {
+            const double x = double(beta(b, t, size_t(hk)));
+            sum += x;
+            sq += x * x;
+            lo = std::min(lo, x);
+            hi = std::max(hi, x);
+          }
+        const double mean = sum / double(n);
+        bs.insert(bs.end(), {mean, std::sqrt(std::max(0.0, sq / double(n) - mean * mean)), lo, hi});
+      }
     }
     out.emplace_back("priors/layer_" + std::to_string(l), std::move(row));
   }

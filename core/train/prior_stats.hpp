@@ -3,7 +3,8 @@
 // (docs/run-file.md has the columns): for every scheme the attention entropy, max logit
 // and first-token mass (core/model/stats.hpp); GOAT's alpha, beta, per-mode amplitude,
 // |beta|/|alpha|, relative prior curve over lags and key prior u(j) over positions; PoPE's
-// per-frequency query/key magnitude usage and delta; RoPE's per-pair query/key norms.
+// per-frequency query/key magnitude usage and delta; RoPE's per-pair query/key norms; PaTH's
+// beta per KV head (mean, std, min, max over the probe sequence).
 //
 // Measured on a PROBE forward pass: one full training sequence through a model copy with
 // LocalAttention (the attention statistics need every key of a row, which a CP shard does

@@ -1,6 +1,8 @@
 // The trainer under context and data parallelism (DESIGN.md section 5's central property,
 // end to end): `mpirun -np 2 lcr train` with parallel.cp = 2 logs the same 20 losses as the
-// one-rank run of the same config, for GOAT and PoPE and both layouts; with parallel.cp = 1
+// one-rank run of the same config, for GOAT, PoPE, PaTH and PaTH-FoX and both layouts (PaTH
+// with blocks of 8, so each 8- or 16-row chunk runs the chunk kernel and the ring carries
+// queries across chunks; its convolution prefix crosses ranks); with parallel.cp = 1
 // (dp = 2, batch b per rank) it logs the losses of one rank with batch 2b (the sampler
 // gives replica r the rows r*b .. r*b + b-1 of the global batch).
 //
@@ -8,9 +10,7 @@
 // divides by sqrt(v) ~ |g|, so relative gradient differences become relative parameter
 // differences of the same size times lr, and 20 steps do not amplify them much. Observed
 // max relative loss differences over 20 steps: float64 1e-15, float32 2e-8 (GOAT and
-// PoPE). Allowed: 1e-12 and 1e-6.
-// PaTH is not covered: the model does not build PaTH yet (core/model/README.md), and the
-// config check rejects it before training.
+// PoPE), OBSERVED_PATH. Allowed: 1e-12 and 1e-6.
 #include <cmath>
 
 #include "train_test_util.hpp"
@@ -37,12 +37,16 @@ TEST_P(TrainCp, TwoRankCpLossesEqualOneRank) {
   const CpCase& c = GetParam();
   const std::string tag = c.scheme + "_" + c.precision + "_" + c.layout;
   const std::string one = scratch() + "/cp1_" + tag, two = scratch() + "/cp2_" + tag;
-  auto args = tiny_args(one, c.scheme);
-  args.push_back("train.precision=" + c.precision);
+  auto common = [&](const std::string& dir) {
+    auto a = tiny_args(dir, c.scheme);
+    a.push_back("train.precision=" + c.precision);
+    a.push_back("attention.path.block_size=8");  // only PaTH reads it
+    return a;
+  };
+  auto args = common(one);
   std::string out;
   ASSERT_EQ(run_lcr(train_args(args), 0, "cp1_" + tag, &out), 0) << out;
-  args = tiny_args(two, c.scheme);
-  args.push_back("train.precision=" + c.precision);
+  args = common(two);
   args.push_back("parallel.cp=2");
   args.push_back("parallel.layout=" + c.layout);
   ASSERT_EQ(run_lcr(train_args(args), 2, "cp2_" + tag, &out), 0) << out;
@@ -53,7 +57,13 @@ INSTANTIATE_TEST_SUITE_P(Schemes, TrainCp,
                          ::testing::Values(CpCase{"goat", "float64", "zigzag", 1e-12},
                                            CpCase{"pope", "float64", "contiguous", 1e-12},
                                            CpCase{"goat", "float32", "zigzag", 1e-6},
-                                           CpCase{"pope", "float32", "zigzag", 1e-6}),
+                                           CpCase{"pope", "float32", "zigzag", 1e-6},
+                                           CpCase{"path", "float64", "zigzag", 1e-12},
+                                           CpCase{"path", "float64", "contiguous", 1e-12},
+                                           CpCase{"path", "float32", "zigzag", 1e-6},
+                                           CpCase{"path_fox", "float64", "zigzag", 1e-12},
+                                           CpCase{"path_fox", "float64", "contiguous", 1e-12},
+                                           CpCase{"path_fox", "float32", "zigzag", 1e-6}),
                          [](const auto& info) {
                            return info.param.scheme + "_" + info.param.precision + "_" +
                                   info.param.layout;
