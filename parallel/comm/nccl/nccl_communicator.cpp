@@ -158,7 +158,12 @@ class NcclCommImpl final : public NcclCommunicator {
     std::string err;
     try {
       LCR_CUDA_CHECK(cudaSetDevice(device_));
-      LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      // Highest priority: NCCL's few transfer blocks get the next free SM ahead of the
+      // thousands of queued attention blocks they overlap with, so a ring hop is not
+      // delayed until the compute kernel drains.
+      int least = 0, greatest = 0;
+      LCR_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      LCR_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
     } catch (const std::exception& e) {
       err = e.what();
     }
