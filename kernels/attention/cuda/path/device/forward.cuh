@@ -1,0 +1,238 @@
+#pragma once
+// The forward scan, one CTA per (query tile of 128 rows = fine blocks a0 = 2t, a1 = 2t + 1;
+// query head h; batch b). Each warp owns 16 MT rows and keeps its rows' carried queries x in
+// its own two shared buffers (bf16), the output accumulator and the online-softmax state in
+// registers. Starting from the intra-block state (prep.cuh) and x = q~:
+//   step 0 (a1's rows only): keys of block a0 (k~); then x <- P_a0 x for a1's rows.
+//   fine steps c = a0-1 .. first(s): keys of block c (k~); x <- P_c x (skipped at the first
+//     block of superchunk 0, where nothing is left to the left).
+//   coarse steps, superchunks u = s-1 .. 0: the R key tiles of u (K^S); x <- P^u x (u > 0).
+// K/V tiles are double-buffered with cp.async; a transition's matrix is loaded while the
+// step's logits are computed. Logits in log2 units (exp2), fp32 accumulation throughout.
+#include "kernels/attention/cuda/path/device/params.cuh"
+#include "kernels/attention/cuda/path/device/tile.cuh"
+
+namespace lcr::cuda::LCR_PATHK {
+
+constexpr int kTileRows = 128;  // query rows per CTA (two fine blocks)
+
+// One step of the scan of a 128-row tile: which key tile, whose rows, which transition.
+struct ScanStep {
+  const bf16* keys;   // 64 x D key rows (kf or ks), head-major
+  int key0;           // first key position
+  const bf16* trans;  // D x D transition applied after the step, or null
+  bool a1_only;       // only the rows of block a1 take part (step 0)
+};
+
+LCR_DEV ScanStep scan_step(const Params& p, int i, int a0, int sg, int64_t bh_kv) {
+  const int first = sg * p.R, D = p.D;
+  const int nfine = a0 - first;
+  ScanStep st;
+  if (i == 0) {
+    st.keys = p.kf + (bh_kv * p.Lp + int64_t(a0) * kBlk) * D;
+    st.key0 = a0 * kBlk;
+    st.trans = p.pf + (bh_kv * p.nb + a0) * D * D;
+    st.a1_only = true;
+  } else if (i <= nfine) {
+    const int c = a0 - i;
+    st.keys = p.kf + (bh_kv * p.Lp + int64_t(c) * kBlk) * D;
+    st.key0 = c * kBlk;
+    st.trans = (c > first || sg > 0) ? p.pf + (bh_kv * p.nb + c) * D * D : nullptr;
+    st.a1_only = false;
+  } else {
+    const int u = i - 1 - nfine, sc = sg - 1 - u / p.R, tile = sc * p.R + u % p.R;
+    st.keys = p.ks + (bh_kv * p.Lp + int64_t(tile) * kBlk) * D;
+    st.key0 = tile * kBlk;
+    st.trans = (u % p.R == p.R - 1 && sc > 0) ? p.ps + (bh_kv * p.nS + sc) * D * D : nullptr;
+    st.a1_only = false;
+  }
+  return st;
+}
+LCR_DEV int scan_steps(const Params& p, int a0, int sg) { return 1 + (a0 - sg * p.R) + sg * p.R; }
+
+template <int D, int MT>
+struct FwdSmem {
+  static constexpr int kWarps = kTileRows / (16 * MT);
+  bf16 *X, *K, *V, *P;  // X: [warp][2][16 MT x pad(D)], K/V: [2][64 x pad(D)], P: D x pad(D)
+  static LCR_HD std::size_t carve(SmemCarver& c, FwdSmem* s) {
+    FwdSmem t;
+    t.X = c.take<bf16>(kWarps * 2 * 16 * MT * pad(D));
+    t.K = c.take<bf16>(2 * kBlk * pad(D));
+    t.V = c.take<bf16>(2 * kBlk * pad(D));
+    t.P = c.take<bf16>(D * pad(D));
+    if (s) *s = t;
+    return c.off;
+  }
+  LCR_DEV bf16* x(int w, int buf) const { return X + (w * 2 + buf) * 16 * MT * pad(D); }
+};
+
+// X_out = X_in P^T for a warp's 16 MT rows (x <- P x per row), 32 output columns at a time.
+template <int D, int MT>
+LCR_DEV void warp_transition(const bf16* xin, bf16* xout, const bf16* P) {
+  const int g = lane() >> 2, tq = lane() & 3;
+  for (int nc = 0; nc < D; nc += 32) {
+    float t[MT][4][4] = {};
+    for (int k0 = 0; k0 < D; k0 += 16) {
+      uint32_t a[MT][4];
+      for (int mt = 0; mt < MT; ++mt) load_a(a[mt], op(xin, pad(D)), mt * 16, k0);
+      for (int np = 0; np < 2; ++np) {
+        uint32_t bb[4];
+        load_b(bb, op(P, pad(D), true), k0, nc + np * 16);
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(t[mt][2 * np], a[mt], bb);
+          mma_bf16(t[mt][2 * np + 1], a[mt], bb + 2);
+        }
+      }
+    }
+    for (int mt = 0; mt < MT; ++mt)
+      for (int j = 0; j < 4; ++j)
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = mt * 16 + g + 8 * hh, c = nc + j * 8 + 2 * tq;
+          *reinterpret_cast<uint32_t*>(xout + r * pad(D) + c) =
+              pack_bf16(t[mt][j][2 * hh], t[mt][j][2 * hh + 1]);
+        }
+  }
+}
+
+template <int D, int MT>
+LCR_KERNEL_BOUNDS(256 / MT, 1)
+void forward_kernel(Params p) {
+  using Smem = FwdSmem<D, MT>;
+  constexpr int NW = Smem::kWarps, RW = 16 * MT;
+  Smem s;
+  SmemCarver carver{smem_base()};
+  Smem::carve(carver, &s);
+  const int t = bid_x(), h = bid_y(), b = bid_z(), hk = h / p.G();
+  const int a0 = 2 * t, sg = a0 / p.R, w = warp(), g = lane() >> 2, tq = lane() & 3;
+  const int64_t bh = int64_t(b) * p.H + h, bh_kv = int64_t(b) * p.Hkv + hk;
+  const int row_base = t * kTileRows + w * RW;  // first row of this warp
+  const Logit logit{p.scale, p.softcap};
+
+  // Carried queries x = q~ (fp32 -> bf16) into each warp's buffer 0.
+  for (int e = tid(); e < kTileRows * D / 2; e += nthreads()) {
+    const int r = e / (D / 2), c = (e % (D / 2)) * 2;
+    const float* src = p.qf + (bh * p.Lp + t * kTileRows + r) * D + c;
+    *reinterpret_cast<uint32_t*>(s.x(r / RW, 0) + (r % RW) * pad(D) + c) =
+        pack_bf16(src[0], src[1]);
+  }
+  // Intra-block state: unnormalised output, row max (log2 units), row sum (lane tq == 0).
+  float acc[MT][D / 8][4], m2[MT][2], lsum[MT][2], fq[MT][2];
+  for (int mt = 0; mt < MT; ++mt)
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row_base + mt * 16 + g + 8 * hh;
+      m2[mt][hh] = p.m_part[bh * p.Lp + row] * kLog2e;
+      lsum[mt][hh] = tq == 0 ? p.l_part[bh * p.Lp + row] : 0.f;
+      fq[mt][hh] = p.fox() && row < p.L ? p.fox_q[(int64_t(b) * p.L + row) * p.H + h] : 0.f;
+      const float* src = p.o_part + (bh * p.Lp + row) * D;
+      for (int nt = 0; nt < D / 8; ++nt) {
+        acc[mt][nt][2 * hh] = src[nt * 8 + 2 * tq];
+        acc[mt][nt][2 * hh + 1] = src[nt * 8 + 2 * tq + 1];
+      }
+    }
+
+  auto issue_kv = [&](const ScanStep& st, int buf) {
+    async_tile(s.K + buf * kBlk * pad(D), pad(D), st.keys, D, kBlk, D, kBlk);
+    const int valid = p.L - st.key0;
+    const int64_t vrow = (int64_t(b) * p.L + st.key0) * p.Hkv + hk;
+    async_tile(s.V + buf * kBlk * pad(D), pad(D), valid > 0 ? p.v + vrow * D : p.v,
+               int64_t(p.Hkv) * D, kBlk, D, valid < kBlk ? valid : kBlk);
+  };
+
+  const int nsteps = scan_steps(p, a0, sg);
+  int cur = 0;
+  issue_kv(scan_step(p, 0, a0, sg, bh_kv), 0);
+  cp_async_commit();
+  for (int i = 0; i < nsteps; ++i) {
+    const ScanStep st = scan_step(p, i, a0, sg, bh_kv);
+    cp_async_wait<0>();
+    sync_cta();
+    if (i + 1 < nsteps) issue_kv(scan_step(p, i + 1, a0, sg, bh_kv), (i + 1) & 1);
+    if (st.trans) async_tile(s.P, pad(D), st.trans, D, D, D, D);
+    cp_async_commit();
+    const bool active = !st.a1_only || w >= NW / 2;
+    if (active) {
+      const bf16* K = s.K + (i & 1) * kBlk * pad(D);
+      const bf16* V = s.V + (i & 1) * kBlk * pad(D);
+      const bf16* X = s.x(w, cur);
+      float sr[MT][8][4] = {};
+      for (int k0 = 0; k0 < D; k0 += 16) {
+        uint32_t a[MT][4];
+        for (int mt = 0; mt < MT; ++mt) load_a(a[mt], op(X, pad(D)), mt * 16, k0);
+        for (int np = 0; np < 4; ++np) {
+          uint32_t bb[4];
+          load_b(bb, op(K, pad(D), true), k0, np * 16);
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(sr[mt][2 * np], a[mt], bb);
+            mma_bf16(sr[mt][2 * np + 1], a[mt], bb + 2);
+          }
+        }
+      }
+      float fk[8][2];
+      for (int nt = 0; nt < 8; ++nt)
+        for (int e = 0; e < 2; ++e) {
+          const int key = st.key0 + nt * 8 + 2 * tq + e;
+          fk[nt][e] = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
+        }
+      for (int mt = 0; mt < MT; ++mt)
+        for (int hh = 0; hh < 2; ++hh) {
+          float mx = m2[mt][hh];
+          for (int nt = 0; nt < 8; ++nt)
+            for (int e = 0; e < 2; ++e) {
+              const float x = logit(sr[mt][nt][2 * hh + e], fq[mt][hh], fk[nt][e]);
+              sr[mt][nt][2 * hh + e] = x;
+              mx = fmaxf(mx, x);
+            }
+          mx = quad_max(mx);
+          const float corr = fast_exp2(m2[mt][hh] - mx);
+          m2[mt][hh] = mx;
+          float l = lsum[mt][hh] * corr;
+          for (int nt = 0; nt < D / 8; ++nt) {
+            acc[mt][nt][2 * hh] *= corr;
+            acc[mt][nt][2 * hh + 1] *= corr;
+          }
+          for (int nt = 0; nt < 8; ++nt)
+            for (int e = 0; e < 2; ++e) {
+              const float pr = fast_exp2(sr[mt][nt][2 * hh + e] - mx);
+              sr[mt][nt][2 * hh + e] = pr;
+              l += pr;
+            }
+          lsum[mt][hh] = l;
+        }
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t a[MT][4];
+        for (int mt = 0; mt < MT; ++mt) c_to_a(a[mt], sr[mt][2 * kk], sr[mt][2 * kk + 1]);
+        for (int np = 0; np < D / 16; ++np) {
+          uint32_t bb[4];
+          load_b(bb, op(V, pad(D)), kk * 16, np * 16);
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(acc[mt][2 * np], a[mt], bb);
+            mma_bf16(acc[mt][2 * np + 1], a[mt], bb + 2);
+          }
+        }
+      }
+    }
+    if (st.trans) {
+      cp_async_wait<0>();
+      sync_cta();
+      if (active) {
+        warp_transition<D, MT>(s.x(w, cur), s.x(w, cur ^ 1), s.P);
+        cur ^= 1;
+      }
+    }
+  }
+
+  for (int mt = 0; mt < MT; ++mt)
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row_base + mt * 16 + g + 8 * hh;
+      const float l = quad_sum(lsum[mt][hh]);
+      if (row >= p.L) continue;
+      const float inv = 1.f / l;
+      bf16* dst = p.o + ((int64_t(b) * p.L + row) * p.H + h) * D;
+      for (int nt = 0; nt < D / 8; ++nt)
+        *reinterpret_cast<uint32_t*>(dst + nt * 8 + 2 * tq) =
+            pack_bf16(acc[mt][nt][2 * hh] * inv, acc[mt][nt][2 * hh + 1] * inv);
+      if (tq == 0) p.lse[bh * p.L + row] = (m2[mt][hh] + fast_log2(l)) * kLn2;
+    }
+}
+
+}  // namespace lcr::cuda::LCR_PATHK

@@ -1,0 +1,100 @@
+#pragma once
+// What every PaTH kernel receives: the problem's dimensions, the user's tensors and the
+// workspace arrays, all by value in one struct. The algorithm (docs/cuda.md, PaTH section):
+//
+//  - fine blocks of 64 positions (block m spans 64m .. 64m+63): UT transform T_m, keys
+//    folded to the block's right end k~ (kf), queries folded to its left end q~ (qf), the
+//    block transition P_m = H_{64m} ... H_{64m+63} (pf);
+//  - superchunks of R fine blocks (S = 64 R positions): keys folded to the superchunk's right
+//    end K^S = Suf_m^T k~ with Suf_m = P_{m+1} ... P_last (ks) and the superchunk transition
+//    P^s (ps);
+//  - a query in block a of superchunk s first meets the keys of its own block (intra-block
+//    UT form), then the earlier blocks of s with one fine transition per block, then every
+//    earlier superchunk as a plain dot product with K^S, one superchunk transition each.
+// Sequences are padded to Lp = a multiple of 128 positions (w = beta = k = v = 0 there); the
+// padded positions are masked by causality (a real query never sees a later key).
+#include <cstdint>
+
+#include "kernels/attention/cuda/path/device/simt.cuh"
+
+namespace lcr::cuda::LCR_PATHK {
+
+constexpr int kBlk = 64;  // fine block size (positions)
+constexpr int kFld = 65;  // leading dimension of 64 x 64 fp32 tiles (odd: no bank conflicts)
+
+struct Params {
+  // Dimensions.
+  int B = 0, L = 0, H = 0, Hkv = 0, D = 0;
+  int Lp = 0;  // L rounded up to 128
+  int nb = 0;  // fine blocks, Lp / 64 (even)
+  int R = 0;   // fine blocks per superchunk (even)
+  int nS = 0;  // superchunks, ceil(nb / R)
+  float scale = 1.f, softcap = 0.f;
+
+  // User tensors (row-major). Forward inputs:
+  const bf16* q = nullptr;       // [B, L, H, D]
+  const bf16* k = nullptr;       // [B, L, Hkv, D]
+  const bf16* v = nullptr;       // [B, L, Hkv, D]
+  const float* w = nullptr;      // [B, L, Hkv, D]
+  const float* beta = nullptr;   // [B, L, Hkv]
+  const float* fox_q = nullptr;  // [B, L, H] or null
+  const float* fox_k = nullptr;  // [B, L, H] or null
+  bf16* o = nullptr;             // [B, L, H, D]
+  float* lse = nullptr;          // [B, H, L]
+  // Backward inputs / outputs (fp32 gradients, [B, L, ...] like their inputs):
+  const bf16* dout = nullptr;
+  const bf16* o_in = nullptr;
+  const float* lse_in = nullptr;
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dw = nullptr, *dbeta = nullptr;
+  float *dfox_q = nullptr, *dfox_k = nullptr;
+
+  // Workspace (head-major, padded). Forward and backward:
+  float* qf = nullptr;  // [B, H, Lp, D]         q~
+  bf16* kf = nullptr;   // [B, Hkv, Lp, D]       k~
+  bf16* ks = nullptr;   // [B, Hkv, Lp, D]       K^S
+  bf16* pf = nullptr;   // [B, Hkv, nb, D, D]    P_m (row-major)
+  bf16* ps = nullptr;   // [B, Hkv, nS, D, D]    P^s
+  // Forward: the intra-block softmax state handed to the scan.
+  float* o_part = nullptr;  // [B, H, Lp, D] unnormalised
+  float* m_part = nullptr;  // [B, H, Lp]    row max (natural log units)
+  float* l_part = nullptr;  // [B, H, Lp]    row sum
+  // Backward.
+  bf16* suf = nullptr;     // [B, Hkv, nb, D, D]   Suf_m
+  float* delta = nullptr;  // [B, H, Lp]           <dO_i, O_i>
+  bf16* xf = nullptr;      // [B, H, R, Lp, D]     carried queries x^(c), slot c - first
+  bf16* gf = nullptr;      // [B, H, R, Lp, D]     adjoints g^(c-1), slot c - first
+  bf16* zc = nullptr;      // [B, H, zrows, D]     carried queries z^(t), triangular slots
+  bf16* gc = nullptr;      // [B, H, zrows, D]     adjoints g^(t-1), slot t (t >= 1)
+  float* dqf = nullptr;    // [B, H, Lp, D]        d q~
+  float* dks = nullptr;    // [B, Hkv, Lp, D]      d K^S
+  float* dkf = nullptr;    // [B, Hkv, Lp, D]      d k~
+  float* dpf = nullptr;    // [B, Hkv, nb, D, D]   d P_m
+  float* dps = nullptr;    // [B, Hkv, nS, D, D]   d P^s
+  int64_t zrows = 0;
+
+  LCR_HD int G() const { return H / Hkv; }
+  LCR_HD int S() const { return 64 * R; }
+  LCR_HD bool fox() const { return fox_q != nullptr; }
+  // Coarse slot t holds the rows of every query whose superchunk is > t, i.e. rows
+  // (t+1) S .. Lp-1, stacked slot after slot.
+  LCR_HD int64_t zslot(int t) const { return int64_t(t) * Lp - int64_t(S()) * t * (t + 1) / 2; }
+  LCR_HD int64_t zrow(int t, int i) const { return zslot(t) + i - int64_t(t + 1) * S(); }
+};
+
+// The logit of one (query, key) pair in log2 units from the raw dot product, and d s / d x:
+//   x = scale raw + fq - fk,  s = softcap ? cap tanh(x / cap) : x,  returns s log2(e).
+struct Logit {
+  float scale, cap;
+  LCR_DEV float operator()(float raw, float fq, float fk) const {
+    const float x = scale * raw + fq - fk;
+    return (cap > 0.f ? cap * fast_tanh(x / cap) : x) * kLog2e;
+  }
+  // ds/dx from s2 = s log2(e): 1 - (s / cap)^2.
+  LCR_DEV float dcap(float s2) const {
+    if (cap <= 0.f) return 1.f;
+    const float u = s2 * kLn2 / cap;
+    return 1.f - u * u;
+  }
+};
+
+}  // namespace lcr::cuda::LCR_PATHK

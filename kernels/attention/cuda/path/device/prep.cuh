@@ -1,0 +1,208 @@
+#pragma once
+// Per fine block (b, KV head hk, block m), 256 threads: the block quantities of params.cuh
+// (kernels/schemes/path/blocks.hpp has the same formulas for the Kokkos path):
+//   T  = Lam D (ut.cuh)                 Nk = strictLower(W K^T)     E = T Nk
+//   k~ = K - E^T W   -> kf              P  = I - W^T (T^T W) -> pf
+// and, per query head h of the KV head's group (when with_queries):
+//   M  = lower(Q W^T)                   q~ = Q - (M T) W -> qf
+//   intra-block logits S = Q K^T - M E, causal softmax -> o_part (P V, unnormalised),
+//   m_part, l_part (when with_softmax: the forward; the backward recomputes its own).
+// Then, per superchunk (chain_forward): Suf_m = P_{m+1} ... P_last, K^S = k~ Suf_m -> ks,
+// P^s = P_first Suf_first -> ps (and every Suf_m -> suf for the backward).
+#include "kernels/attention/cuda/path/device/params.cuh"
+#include "kernels/attention/cuda/path/device/tile.cuh"
+#include "kernels/attention/cuda/path/device/ut.cuh"
+
+namespace lcr::cuda::LCR_PATHK {
+
+template <int D>
+struct PrepSmem {
+  bf16 *W, *K, *V, *Q, *Y, *T, *E, *M, *P;
+  float *Wf, *Gm, *Lam, *beta, *fq, *fk;
+  static LCR_HD std::size_t carve(SmemCarver& c, PrepSmem* s) {
+    PrepSmem t;
+    t.W = c.take<bf16>(kBlk * pad(D));
+    t.K = c.take<bf16>(kBlk * pad(D));
+    t.V = c.take<bf16>(kBlk * pad(D));
+    t.Q = c.take<bf16>(kBlk * pad(D));
+    // Wf (fp32 W, for the Gram matrix) is dead once Gm exists; Y reuses it.
+    const std::size_t wf = kBlk * (D + 1) * sizeof(float), y = kBlk * pad(D) * sizeof(bf16);
+    unsigned char* shared = c.take<unsigned char>(wf > y ? wf : y);
+    t.Wf = reinterpret_cast<float*>(shared);
+    t.Y = reinterpret_cast<bf16*>(shared);
+    t.T = c.take<bf16>(kBlk * pad(kBlk));
+    t.E = c.take<bf16>(kBlk * pad(kBlk));
+    t.M = c.take<bf16>(kBlk * pad(kBlk));
+    t.P = c.take<bf16>(kBlk * pad(kBlk));
+    t.Gm = c.take<float>(kBlk * kFld);  // then the intra-block logits
+    t.Lam = c.take<float>(kBlk * kFld);
+    t.beta = c.take<float>(kBlk);
+    t.fq = c.take<float>(kBlk);
+    t.fk = c.take<float>(kBlk);
+    if (s) *s = t;
+    return c.off;
+  }
+};
+
+// Loads the block's w (fp32 and bf16), beta, k and v; computes Gm, Lam, T (Tb) and, when
+// need_e, E. Rows >= nvalid are zero.
+template <int D>
+LCR_DEV void load_block_and_ut(const Params& p, const PrepSmem<D>& s, int b, int hk, int s0,
+                               int nvalid, bool need_v) {
+  const int64_t row0 = (int64_t(b) * p.L + s0) * p.Hkv + hk;  // [B, L, Hkv] row of (b, s0, hk)
+  const bf16* ksrc = nvalid > 0 ? p.k + row0 * D : p.k;
+  async_tile(s.K, pad(D), ksrc, int64_t(p.Hkv) * D, kBlk, D, nvalid);
+  if (need_v)
+    async_tile(s.V, pad(D), nvalid > 0 ? p.v + row0 * D : p.v, int64_t(p.Hkv) * D, kBlk, D, nvalid);
+  cp_async_commit();
+  for (int e = tid(); e < kBlk * D; e += nthreads()) {
+    const int r = e / D, c = e % D;
+    const float x = r < nvalid ? p.w[(row0 + int64_t(r) * p.Hkv) * D + c] : 0.f;
+    s.Wf[r * (D + 1) + c] = x;
+    s.W[r * pad(D) + c] = __float2bfloat16(x);
+  }
+  for (int r = tid(); r < kBlk; r += nthreads())
+    s.beta[r] = r < nvalid ? p.beta[row0 + int64_t(r) * p.Hkv] : 0.f;
+  cp_async_wait<0>();
+  sync_cta();
+  gram_lower(s.Wf, D, s.Gm);
+  ut_inverse(s.Gm, s.beta, s.Lam);
+  for (int e = tid(); e < kBlk * kBlk; e += nthreads()) {
+    const int r = e / kBlk, c = e % kBlk;
+    s.T[r * pad(kBlk) + c] = __float2bfloat16(s.Lam[r * kFld + c] * s.beta[c]);
+  }
+  sync_cta();
+  // Nk = strictLower(W K^T) (in P for now), E = T Nk.
+  cta_gemm(kBlk, kBlk, D, op(s.W, pad(D)), op(s.K, pad(D), true), [&](int r, int c, float v) {
+    s.P[r * pad(kBlk) + c] = __float2bfloat16(c < r ? v : 0.f);
+  });
+  cta_gemm(kBlk, kBlk, kBlk, op(s.T, pad(kBlk)), op(s.P, pad(kBlk)), StoreBf16{s.E, pad(kBlk)});
+}
+
+template <int D>
+LCR_KERNEL_BOUNDS(256, 1)
+void prep_kernel(Params p, bool with_softmax) {
+  PrepSmem<D> s;
+  SmemCarver carver{smem_base()};
+  PrepSmem<D>::carve(carver, &s);
+  const int m = bid_x(), hk = bid_y(), b = bid_z(), s0 = m * kBlk;
+  const int nvalid = p.L - s0 < 0 ? 0 : (p.L - s0 < kBlk ? p.L - s0 : kBlk);
+  load_block_and_ut<D>(p, s, b, hk, s0, nvalid, with_softmax);
+
+  // k~ = K - E^T W
+  bf16* kf = p.kf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D;
+  cta_gemm(kBlk, D, kBlk, op(s.E, pad(kBlk), true), op(s.W, pad(D)), [&](int r, int c, float v) {
+    kf[r * D + c] = __float2bfloat16(to_f(s.K[r * pad(D) + c]) - v);
+  });
+  // P = I - W^T Y, Y = T^T W (Y overwrites Wf, dead since the Gram matrix)
+  cta_gemm(kBlk, D, kBlk, op(s.T, pad(kBlk), true), op(s.W, pad(D)), StoreBf16{s.Y, pad(D)});
+  bf16* pm = p.pf + ((int64_t(b) * p.Hkv + hk) * p.nb + m) * D * D;
+  cta_gemm(D, D, kBlk, op(s.W, pad(D), true), op(s.Y, pad(D)), [&](int r, int c, float v) {
+    pm[r * D + c] = __float2bfloat16((r == c ? 1.f : 0.f) - v);
+  });
+
+  const Logit logit{p.scale, p.softcap};
+  for (int gi = 0; gi < p.G(); ++gi) {
+    const int h = hk * p.G() + gi;
+    const int64_t qrow0 = (int64_t(b) * p.L + s0) * p.H + h;
+    async_tile(s.Q, pad(D), nvalid > 0 ? p.q + qrow0 * D : p.q, int64_t(p.H) * D, kBlk, D, nvalid);
+    cp_async_commit();
+    for (int r = tid(); r < kBlk && with_softmax; r += nthreads()) {
+      const bool ok = r < nvalid && p.fox();
+      s.fq[r] = ok ? p.fox_q[qrow0 + int64_t(r) * p.H] : 0.f;
+      s.fk[r] = ok ? p.fox_k[qrow0 + int64_t(r) * p.H] : 0.f;
+    }
+    cp_async_wait<0>();
+    sync_cta();
+    // M = lower(Q W^T)
+    cta_gemm(kBlk, kBlk, D, op(s.Q, pad(D)), op(s.W, pad(D), true), [&](int r, int c, float v) {
+      s.M[r * pad(kBlk) + c] = __float2bfloat16(c <= r ? v : 0.f);
+    });
+    const int64_t hrow0 = (int64_t(b) * p.H + h) * p.Lp + s0;  // [B, H, Lp] row
+    if (with_softmax) {
+      // S = Q K^T - M E (raw, unscaled) into Gm's storage.
+      float* S = s.Gm;
+      const Term terms[2] = {{op(s.Q, pad(D)), op(s.K, pad(D), true), D, 1.f},
+                             {op(s.M, pad(kBlk)), op(s.E, pad(kBlk)), kBlk, -1.f}};
+      cta_gemm(kBlk, kBlk, terms, [&](int r, int c, float v) { S[r * kFld + c] = v; });
+      // Causal softmax, 4 threads per row.
+      const int r = tid() >> 2, qq = tid() & 3;
+      float mx = -INFINITY;
+      for (int c = qq; c <= r; c += 4) mx = fmaxf(mx, logit(S[r * kFld + c], s.fq[r], s.fk[c]));
+      mx = quad_max(mx);
+      float sum = 0.f;
+      for (int c = qq; c < kBlk; c += 4) {
+        const float pr = c <= r ? fast_exp2(logit(S[r * kFld + c], s.fq[r], s.fk[c]) - mx) : 0.f;
+        sum += pr;
+        s.P[r * pad(kBlk) + c] = __float2bfloat16(pr);
+      }
+      sum = quad_sum(sum);
+      if (qq == 0) {
+        p.m_part[hrow0 + r] = mx * kLn2;
+        p.l_part[hrow0 + r] = sum;
+      }
+      sync_cta();
+      float* op_ = p.o_part + hrow0 * D;
+      cta_gemm(kBlk, D, kBlk, op(s.P, pad(kBlk)), op(s.V, pad(D)),
+               [&](int rr, int c, float v) { op_[rr * D + c] = v; });
+    }
+    // q~ = Q - C W, C = M T (C in P's storage)
+    cta_gemm(kBlk, kBlk, kBlk, op(s.M, pad(kBlk)), op(s.T, pad(kBlk)), StoreBf16{s.P, pad(kBlk)});
+    float* qf = p.qf + hrow0 * D;
+    cta_gemm(kBlk, D, kBlk, op(s.P, pad(kBlk)), op(s.W, pad(D)),
+             [&](int rr, int c, float v) { qf[rr * D + c] = to_f(s.Q[rr * pad(D) + c]) - v; });
+  }
+}
+
+// Per superchunk (b, hk, s), 256 threads: Suf walks from the last block to the first,
+// K^S_m = k~_m Suf_m (row form of Suf_m^T k~), Suf_{m-1} = P_m Suf_m; P^s = Suf_{first-1}.
+template <int D>
+struct ChainSmem {
+  bf16 *suf0, *suf1, *P, *K;
+  static LCR_HD std::size_t carve(SmemCarver& c, ChainSmem* s) {
+    ChainSmem t;
+    t.suf0 = c.take<bf16>(D * pad(D));
+    t.suf1 = c.take<bf16>(D * pad(D));
+    t.P = c.take<bf16>(D * pad(D));
+    t.K = c.take<bf16>(kBlk * pad(D));
+    if (s) *s = t;
+    return c.off;
+  }
+};
+
+template <int D>
+LCR_KERNEL_BOUNDS(256, 1)
+void chain_kernel(Params p, bool store_suf) {
+  ChainSmem<D> s;
+  SmemCarver carver{smem_base()};
+  ChainSmem<D>::carve(carver, &s);
+  const int sc = bid_x(), hk = bid_y(), b = bid_z();
+  const int first = sc * p.R, last = (first + p.R < p.nb ? first + p.R : p.nb) - 1;
+  const int64_t bh = int64_t(b) * p.Hkv + hk;
+  bf16* cur = s.suf0;
+  bf16* nxt = s.suf1;
+  for (int e = tid(); e < D * D; e += nthreads())
+    cur[(e / D) * pad(D) + e % D] = __float2bfloat16(e / D == e % D ? 1.f : 0.f);
+  for (int m = last; m >= first; --m) {
+    async_tile(s.K, pad(D), p.kf + (bh * p.Lp + int64_t(m) * kBlk) * D, D, kBlk, D, kBlk);
+    async_tile(s.P, pad(D), p.pf + (bh * p.nb + m) * D * D, D, D, D, D);
+    cp_async_commit();
+    cp_async_wait<0>();
+    sync_cta();
+    if (store_suf) {
+      bf16* out = p.suf + (bh * p.nb + m) * D * D;
+      for (int e = tid(); e < D * D; e += nthreads()) out[e] = cur[(e / D) * pad(D) + e % D];
+    }
+    bf16* ks = p.ks + (bh * p.Lp + int64_t(m) * kBlk) * D;
+    cta_gemm(kBlk, D, D, op(s.K, pad(D)), op(cur, pad(D)),
+             [&](int r, int c, float v) { ks[r * D + c] = __float2bfloat16(v); });
+    cta_gemm(D, D, D, op(s.P, pad(D)), op(cur, pad(D)), StoreBf16{nxt, pad(D)});
+    bf16* t = cur;
+    cur = nxt;
+    nxt = t;
+  }
+  bf16* out = p.ps + (bh * p.nS + sc) * D * D;
+  for (int e = tid(); e < D * D; e += nthreads()) out[e] = cur[(e / D) * pad(D) + e % D];
+}
+
+}  // namespace lcr::cuda::LCR_PATHK

@@ -1,0 +1,94 @@
+#pragma once
+// The device facilities the PaTH kernels use, for two builds of the same source:
+//  - nvcc (the GPU): CUDA built-ins and inline PTX;
+//  - a host C++ compiler with LCR_CUDA_EMU defined: the SIMT emulator of emu/emu.hpp, so the
+//    kernels run (slowly, exactly) on a machine without a GPU and their tests check the
+//    fragment layouts, indexing and barriers there.
+// Kernels call only what is declared here and in mma.cuh.
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(LCR_CUDA_EMU)
+#include <cstring>
+// The emulator build lives in its own namespace, so both builds can link into one binary.
+#define LCR_PATHK pathk_emu
+
+#include "kernels/attention/cuda/path/emu/emu.hpp"
+#define LCR_DEV inline
+#define LCR_HD inline
+#define LCR_KERNEL inline
+#define LCR_KERNEL_BOUNDS(threads, blocks) inline
+#define LCR_UNROLL
+#else
+#include <cuda_runtime.h>
+#define LCR_PATHK pathk
+#define LCR_DEV __device__ __forceinline__
+#define LCR_HD __host__ __device__ __forceinline__
+#define LCR_KERNEL __global__
+#define LCR_KERNEL_BOUNDS(threads, blocks) __global__ __launch_bounds__(threads, blocks)
+#define LCR_UNROLL _Pragma("unroll")
+#endif
+
+namespace lcr::cuda::LCR_PATHK {
+
+using bf16 = __nv_bfloat16;
+
+#if defined(LCR_CUDA_EMU)
+LCR_DEV int tid() { return int(emu::thread_x()); }
+LCR_DEV int bid_x() { return int(emu::block_x()); }
+LCR_DEV int bid_y() { return int(emu::block_y()); }
+LCR_DEV int bid_z() { return int(emu::block_z()); }
+LCR_DEV int nthreads() { return int(emu::block_dim_x()); }
+LCR_DEV unsigned char* smem_base() { return emu::shared_base(); }
+LCR_DEV void sync_cta() { emu::sync_block(); }
+LCR_DEV float shfl_xor(float v, int m) {
+  const unsigned char* all = emu::warp_exchange(&v, sizeof v);
+  float r;
+  std::memcpy(&r, all + ((tid() % 32) ^ m) * emu::kExchangeStride, sizeof r);
+  return r;
+}
+LCR_DEV void atomic_add(float* p, float v) { *p += v; }
+LCR_DEV float fast_exp2(float x) { return std::exp2(x); }
+LCR_DEV float fast_log2(float x) { return std::log2(x); }
+LCR_DEV float fast_tanh(float x) { return std::tanh(x); }
+#else
+LCR_DEV int tid() { return int(threadIdx.x); }
+LCR_DEV int bid_x() { return int(blockIdx.x); }
+LCR_DEV int bid_y() { return int(blockIdx.y); }
+LCR_DEV int bid_z() { return int(blockIdx.z); }
+LCR_DEV int nthreads() { return int(blockDim.x); }
+LCR_DEV unsigned char* smem_base() {
+  extern __shared__ __align__(16) unsigned char lcr_path_smem[];
+  return lcr_path_smem;
+}
+LCR_DEV void sync_cta() { __syncthreads(); }
+LCR_DEV float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+LCR_DEV void atomic_add(float* p, float v) { atomicAdd(p, v); }
+LCR_DEV float fast_exp2(float x) { return exp2f(x); }
+LCR_DEV float fast_log2(float x) { return log2f(x); }
+LCR_DEV float fast_tanh(float x) { return tanhf(x); }
+#endif
+
+LCR_DEV int lane() { return tid() & 31; }
+LCR_DEV int warp() { return tid() >> 5; }
+
+// Carves 16-byte-aligned arrays out of dynamic shared memory, in declaration order. The
+// host runs the same carving with a null base to learn the total (off at the end).
+struct SmemCarver {
+  unsigned char* base = nullptr;
+  std::size_t off = 0;
+  template <class T>
+  LCR_HD T* take(std::size_t count) {
+    off = (off + 15) & ~std::size_t(15);
+    T* p = base ? reinterpret_cast<T*>(base + off) : nullptr;
+    off += count * sizeof(T);
+    return p;
+  }
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+}  // namespace lcr::cuda::LCR_PATHK

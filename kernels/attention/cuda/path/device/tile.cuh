@@ -1,0 +1,106 @@
+#pragma once
+// Block-level building blocks for the PaTH block kernels (the UT transform and its
+// backward, the chain of block transitions): small products of shared-memory tiles on the
+// tensor cores with a per-element epilogue, and tile loads from global memory.
+//
+// Shared-memory bf16 tiles use a leading dimension of cols + 8 (pad()): the 8 row addresses
+// of one ldmatrix are then 16 bytes apart modulo 128, i.e. in distinct banks.
+#include "kernels/attention/cuda/path/device/mma.cuh"
+
+namespace lcr::cuda::LCR_PATHK {
+
+LCR_HD int pad(int cols) { return cols + 8; }
+
+struct Term {
+  Operand a, b;
+  int k;        // inner dimension (multiple of 16)
+  float alpha;  // this product's weight
+};
+
+// C[M x N] = sum_t alpha_t op(A_t) op(B_t), M and N multiples of 16, accumulated in fp32.
+// epi(r, c, v) is called once for every element, by the thread that owns it; each warp takes
+// 16 x 16 output blocks in turn. Ends with a block barrier, so results can be read at once.
+// The epilogue must not write any operand of the same call.
+template <int NT, class Epi>
+LCR_DEV void cta_gemm(int M, int N, const Term (&terms)[NT], Epi&& epi) {
+  const int nw = nthreads() / 32, tiles_n = N / 16, tiles = (M / 16) * tiles_n;
+  const int g = lane() >> 2, tq = lane() & 3;
+  for (int tile = warp(); tile < tiles; tile += nw) {
+    const int m0 = (tile / tiles_n) * 16, n0 = (tile % tiles_n) * 16;
+    float out[2][4] = {};
+    for (int t = 0; t < NT; ++t) {
+      float acc[2][4] = {};
+      for (int k0 = 0; k0 < terms[t].k; k0 += 16) {
+        uint32_t a[4], b[4];
+        load_a(a, terms[t].a, m0, k0);
+        load_b(b, terms[t].b, k0, n0);
+        mma_bf16(acc[0], a, b);
+        mma_bf16(acc[1], a, b + 2);
+      }
+      for (int j = 0; j < 2; ++j)
+        for (int i = 0; i < 4; ++i) out[j][i] += terms[t].alpha * acc[j][i];
+    }
+    for (int j = 0; j < 2; ++j)
+      for (int i = 0; i < 4; ++i)
+        epi(m0 + g + (i >> 1) * 8, n0 + j * 8 + 2 * tq + (i & 1), out[j][i]);
+  }
+  sync_cta();
+}
+
+template <class Epi>
+LCR_DEV void cta_gemm(int M, int N, int K, Operand A, Operand B, Epi&& epi) {
+  const Term t[1] = {{A, B, K, 1.f}};
+  cta_gemm(M, N, t, epi);
+}
+
+// Epilogue helpers: store into a bf16 or fp32 shared tile.
+struct StoreBf16 {
+  bf16* p;
+  int ld;
+  LCR_DEV void operator()(int r, int c, float v) const { p[r * ld + c] = __float2bfloat16(v); }
+};
+
+// rows x cols bf16 tile from global memory (row stride `stride` elements) into shared memory
+// (leading dimension ld) with cp.async; rows >= valid are zero-filled. cols % 8 == 0, the
+// source rows 16-byte aligned. The caller commits and waits.
+LCR_DEV void async_tile(bf16* dst, int ld, const bf16* src, int64_t stride, int rows, int cols,
+                        int valid) {
+  const int chunks = cols / 8;
+  for (int i = tid(); i < rows * chunks; i += nthreads()) {
+    const int r = i / chunks, c = (i % chunks) * 8;
+    const bool ok = r < valid;
+    cp_async16(dst + r * ld + c, ok ? src + r * stride + c : src, ok);
+  }
+}
+
+// rows x cols fp32 tile from global memory, scaled and rounded to bf16 into shared memory;
+// rows >= valid are zero. Synchronous (plain loads); cols even.
+LCR_DEV void convert_tile(bf16* dst, int ld, const float* src, int64_t stride, int rows, int cols,
+                          int valid, float scale = 1.f) {
+  const int pairs = cols / 2;
+  for (int i = tid(); i < rows * pairs; i += nthreads()) {
+    const int r = i / pairs, c = (i % pairs) * 2;
+    float x = 0.f, y = 0.f;
+    if (r < valid) {
+      x = src[r * stride + c] * scale;
+      y = src[r * stride + c + 1] * scale;
+    }
+    *reinterpret_cast<uint32_t*>(dst + r * ld + c) = pack_bf16(x, y);
+  }
+}
+
+// The same from a bf16 source (synchronous), for tiles that are also read as fp32 values.
+LCR_DEV void copy_tile(bf16* dst, int ld, const bf16* src, int64_t stride, int rows, int cols,
+                       int valid) {
+  const int pairs = cols / 2;
+  for (int i = tid(); i < rows * pairs; i += nthreads()) {
+    const int r = i / pairs, c = (i % pairs) * 2;
+    uint32_t v = 0;
+    if (r < valid) v = *reinterpret_cast<const uint32_t*>(src + r * stride + c);
+    *reinterpret_cast<uint32_t*>(dst + r * ld + c) = v;
+  }
+}
+
+LCR_DEV float to_f(bf16 x) { return __bfloat162float(x); }
+
+}  // namespace lcr::cuda::LCR_PATHK

@@ -1,0 +1,285 @@
+// The SIMT emulator of emu.hpp: fibers switched by hand-written x86-64 assembly (about
+// 10 ns a switch, against ~1 us for swapcontext's signal-mask system calls: the kernels
+// meet a warp barrier at every mma, so switch cost is what bounds the emulator's speed).
+#include "kernels/attention/cuda/path/emu/emu.hpp"
+
+#include <sys/mman.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#if !defined(__x86_64__)
+#error "the lcr SIMT emulator switches fibers with x86-64 assembly"
+#endif
+
+extern "C" void lcr_emu_switch(void** save_sp, void* new_sp);
+extern "C" void lcr_emu_trampoline();
+extern "C" void lcr_emu_fiber_main(void* fiber);
+
+// lcr_emu_switch(save, next): pushes the callee-saved registers, stores the stack pointer in
+// *save, loads `next` and pops the other fiber's registers. A new fiber's stack is built so
+// that its first switch "returns" into lcr_emu_trampoline with the Fiber* in r12.
+asm(R"(
+  .text
+  .globl lcr_emu_switch
+  .type lcr_emu_switch,@function
+lcr_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size lcr_emu_switch, .-lcr_emu_switch
+  .globl lcr_emu_trampoline
+  .type lcr_emu_trampoline,@function
+lcr_emu_trampoline:
+  movq %r12, %rdi
+  andq $-16, %rsp
+  call lcr_emu_fiber_main@PLT
+  ud2
+  .size lcr_emu_trampoline, .-lcr_emu_trampoline
+)");
+
+namespace lcr::emu {
+namespace {
+
+constexpr std::size_t kStackBytes = 256 * 1024;
+constexpr std::size_t kPage = 4096;
+
+struct Copy {
+  void* dst;
+  const void* src;
+  bool valid;
+  long group;
+};
+
+struct Fiber {
+  void* sp = nullptr;
+  unsigned char* stack = nullptr;  // mmap'ed, lowest page is a guard page
+  unsigned tid = 0;
+  bool done = false;
+  long warp_ops = 0;   // parity of the warp exchange buffer
+  long committed = 0;  // cp.async groups committed
+  std::vector<Copy> copies;
+};
+
+struct Barrier {
+  int arrived = 0, expected = 0;
+  long gen = 0;
+};
+
+struct Block {
+  Dim3 bid, bdim, gdim;
+  unsigned char* smem = nullptr;
+  std::size_t smem_bytes = 0;
+  Barrier bar;
+  std::vector<Barrier> warp_bar;
+  std::vector<std::array<unsigned char, 2 * 32 * kExchangeStride>> exch;
+  int alive = 0;
+};
+
+std::vector<Fiber> g_fibers;
+Fiber* g_cur = nullptr;
+void* g_sched_sp = nullptr;
+Block g_block;
+long g_progress = 0;
+const std::function<void()>* g_body = nullptr;
+std::vector<unsigned char> g_smem_storage;
+
+void yield() { lcr_emu_switch(&g_cur->sp, g_sched_sp); }
+
+void wait(Barrier& b) {
+  const long gen = b.gen;
+  ++g_progress;
+  if (++b.arrived >= b.expected) {
+    b.arrived = 0;
+    ++b.gen;
+    return;
+  }
+  while (b.gen == gen) yield();
+}
+
+// A thread that exits no longer counts at barriers (as on the hardware since Volta).
+void leave(Barrier& b) {
+  --b.expected;
+  if (b.arrived > 0 && b.arrived >= b.expected) {
+    b.arrived = 0;
+    ++b.gen;
+  }
+}
+
+void perform(const Copy& c) {
+  if (c.valid)
+    std::memcpy(c.dst, c.src, 16);
+  else
+    std::memset(c.dst, 0, 16);
+}
+
+void prepare_stack(Fiber& f) {
+  if (!f.stack) {
+    void* p = mmap(nullptr, kStackBytes + kPage, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) fail("emu: cannot map a fiber stack");
+    mprotect(p, kPage, PROT_NONE);  // overflow faults instead of corrupting memory
+    f.stack = static_cast<unsigned char*>(p);
+  }
+  // Initial frame, lowest address first: r15 r14 r13 r12 rbx rbp, return -> trampoline.
+  auto* top = reinterpret_cast<std::uintptr_t*>(f.stack + kPage + kStackBytes);
+  top -= 8;  // keep 64 bytes of headroom above the frame
+  std::uintptr_t* sp = top - 7;
+  for (int i = 0; i < 6; ++i) sp[i] = 0;
+  sp[3] = reinterpret_cast<std::uintptr_t>(&f);  // r12
+  sp[6] = reinterpret_cast<std::uintptr_t>(&lcr_emu_trampoline);
+  f.sp = sp;
+}
+
+}  // namespace
+}  // namespace lcr::emu
+
+extern "C" void lcr_emu_fiber_main(void* p) {
+  using namespace lcr::emu;
+  auto* f = static_cast<Fiber*>(p);
+  (*g_body)();
+  for (const Copy& c : f->copies) perform(c);  // copies outlive a thread on the hardware too
+  f->copies.clear();
+  f->done = true;
+  --g_block.alive;
+  ++g_progress;
+  leave(g_block.bar);
+  leave(g_block.warp_bar[f->tid / 32]);
+  lcr_emu_switch(&f->sp, g_sched_sp);
+  __builtin_trap();  // a finished fiber is never resumed
+}
+
+namespace lcr::emu {
+
+unsigned thread_x() { return g_cur->tid; }
+unsigned block_x() { return g_block.bid.x; }
+unsigned block_y() { return g_block.bid.y; }
+unsigned block_z() { return g_block.bid.z; }
+unsigned block_dim_x() { return g_block.bdim.x; }
+unsigned grid_dim_x() { return g_block.gdim.x; }
+unsigned grid_dim_y() { return g_block.gdim.y; }
+unsigned char* shared_base() { return g_block.smem; }
+std::size_t shared_bytes() { return g_block.smem_bytes; }
+
+void sync_block() { wait(g_block.bar); }
+
+void sync_warp() {
+  Barrier& b = g_block.warp_bar[g_cur->tid / 32];
+  if (b.expected != 32) fail("emu: __syncwarp with exited lanes");
+  wait(b);
+}
+
+const unsigned char* warp_exchange(const void* mine, std::size_t bytes) {
+  if (bytes > kExchangeStride) fail("emu: warp exchange of more than 64 bytes");
+  const unsigned w = g_cur->tid / 32, lane = g_cur->tid % 32;
+  Barrier& b = g_block.warp_bar[w];
+  if (b.expected != 32) fail("emu: warp-collective operation with exited lanes");
+  // Two buffers used alternately: a lane can only write this parity again after every
+  // lane has passed the next operation's barrier, i.e. finished reading this one.
+  unsigned char* buf = g_block.exch[w].data() + (g_cur->warp_ops & 1) * 32 * kExchangeStride;
+  std::memcpy(buf + lane * kExchangeStride, mine, bytes);
+  ++g_cur->warp_ops;
+  wait(b);
+  return buf;
+}
+
+void cp_async16(void* dst, const void* src, bool valid) {
+  auto* d = static_cast<unsigned char*>(dst);
+  if (d < g_block.smem || d + 16 > g_block.smem + g_block.smem_bytes)
+    fail("emu: cp.async destination outside the block's shared memory");
+  if ((reinterpret_cast<std::uintptr_t>(dst) & 15) ||
+      (valid && (reinterpret_cast<std::uintptr_t>(src) & 15)))
+    fail("emu: cp.async address not 16-byte aligned");
+  g_cur->copies.push_back({dst, src, valid, g_cur->committed});
+}
+
+void cp_async_commit() { ++g_cur->committed; }
+
+void cp_async_wait(int pending) {
+  const long limit = g_cur->committed - pending;
+  auto& cs = g_cur->copies;
+  std::size_t keep = 0;
+  for (std::size_t i = 0; i < cs.size(); ++i) {
+    if (cs[i].group < limit)
+      perform(cs[i]);
+    else
+      cs[keep++] = cs[i];
+  }
+  cs.resize(keep);
+}
+
+void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<void()>& body) {
+  if (block.y != 1 || block.z != 1 || block.x % 32 != 0 || block.x == 0 || block.x > 1024)
+    fail("emu: blocks must be one-dimensional with a multiple of 32 threads (<= 1024)");
+  if (smem_bytes > 227 * 1024) fail("emu: more than 227 KiB of shared memory per block");
+  const unsigned n = block.x;
+  if (g_fibers.size() < n) g_fibers.resize(n);
+  g_smem_storage.assign(smem_bytes + 16, 0);
+  unsigned char* smem = g_smem_storage.data();
+  smem += (16 - reinterpret_cast<std::uintptr_t>(smem) % 16) % 16;
+  g_body = &body;
+  long index = 0;
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx, ++index) {
+        Block& B = g_block;
+        B.bid = {bx, by, bz};
+        B.bdim = block;
+        B.gdim = grid;
+        B.smem = smem;
+        B.smem_bytes = smem_bytes;
+        std::memset(smem, 0xFF, smem_bytes);  // NaN in bf16 and fp32
+        B.bar = Barrier{0, int(n), 0};
+        B.warp_bar.assign(n / 32, Barrier{0, 32, 0});
+        B.exch.resize(n / 32);
+        B.alive = int(n);
+        for (unsigned t = 0; t < n; ++t) {
+          Fiber& f = g_fibers[t];
+          f.tid = t;
+          f.done = false;
+          f.warp_ops = 0;
+          f.committed = 0;
+          f.copies.clear();
+          prepare_stack(f);
+        }
+        const bool reverse = index % 2 == 1;
+        while (B.alive > 0) {
+          const long before = g_progress;
+          for (unsigned i = 0; i < n; ++i) {
+            Fiber& f = g_fibers[reverse ? n - 1 - i : i];
+            if (f.done) continue;
+            g_cur = &f;
+            lcr_emu_switch(&g_sched_sp, f.sp);
+          }
+          if (g_progress == before && B.alive > 0)
+            fail("emu: deadlock (a barrier that not every thread of the block reaches)");
+        }
+        g_cur = nullptr;
+      }
+}
+
+void fail(const char* what) {
+  if (g_cur)
+    std::fprintf(stderr, "%s [block (%u,%u,%u) thread %u]\n", what, g_block.bid.x, g_block.bid.y,
+                 g_block.bid.z, g_cur->tid);
+  else
+    std::fprintf(stderr, "%s\n", what);
+  std::abort();
+}
+
+}  // namespace lcr::emu

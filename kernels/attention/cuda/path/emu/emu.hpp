@@ -1,0 +1,61 @@
+#pragma once
+// A small SIMT emulator that runs lcr's PaTH CUDA kernels on the CPU, for machines without
+// a GPU (the development machine, CI). Kernels are compiled as host C++ with LCR_CUDA_EMU
+// defined (device/simt.cuh maps the few device facilities they use onto this API):
+//
+//  - every CUDA thread of a block is a fiber (its own stack, switched by a few lines of
+//    assembly); the blocks of a grid run one after the other;
+//  - __syncthreads is a barrier over the block's fibers; warp-collective operations
+//    (mma.sync, ldmatrix, shuffles) deposit each lane's operands, meet at a warp barrier
+//    and compute each lane's result exactly as the PTX ISA lays the fragments out;
+//  - cp.async copies are queued per thread and performed only at cp.async.wait_group, so
+//    a kernel that reads a tile before waiting for it reads stale data and fails its test;
+//  - shared memory is poisoned (all bytes 0xFF: NaN in bf16 and fp32) at every block start,
+//    and the fibers of odd blocks run in reverse order, so a missing barrier between a
+//    writer and a reader shows up in one order or the other.
+//
+// What it cannot show: speed, register pressure, and races that need true concurrency.
+// Deadlocks (a barrier not reached by every thread) abort with a message.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace lcr::emu {
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+// Identity of the running fiber.
+unsigned thread_x();
+unsigned block_x();
+unsigned block_y();
+unsigned block_z();
+unsigned block_dim_x();
+unsigned grid_dim_x();
+unsigned grid_dim_y();
+
+// Dynamic shared memory of the running block (16-byte aligned).
+unsigned char* shared_base();
+std::size_t shared_bytes();
+
+void sync_block();  // __syncthreads
+void sync_warp();   // __syncwarp
+
+// Warp collective: every lane of the calling warp deposits `bytes` (<= 64) bytes; returns
+// the base of a [32][64]-byte array holding all lanes' deposits of this operation.
+const unsigned char* warp_exchange(const void* mine, std::size_t bytes);
+constexpr std::size_t kExchangeStride = 64;
+
+// cp.async emulation (16-byte copies, zero fill when !valid).
+void cp_async16(void* smem_dst, const void* gmem_src, bool valid);
+void cp_async_commit();
+void cp_async_wait(int pending_groups);
+
+// Runs body() on every thread of every block; returns when the grid is done.
+void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<void()>& body);
+
+// Aborts with a message naming the block and thread (for device-side assertions).
+[[noreturn]] void fail(const char* what);
+
+}  // namespace lcr::emu

@@ -1,0 +1,86 @@
+// Host orchestration of the PaTH kernels, compiled twice: by nvcc into lcr_cuda_path (path.cu)
+// and by the host compiler for the SIMT emulator (emu/path_emu.cpp). The including file
+// defines, in the enclosing namespace:
+//   namespace K = <kernel namespace>;                      (pathk or pathk_emu)
+//   launch(kernel, Grid3 grid, int threads, size_t smem, cudaStream_t, Params...)
+//   zero(void* ptr, size_t bytes, cudaStream_t)
+// Kernel order and what each produces: docs/cuda.md (PaTH section) and device/*.cuh.
+
+namespace launch_detail {
+
+using detail::Plan;
+
+template <class T>
+T* at(void* ws, std::size_t off) {
+  return off == SIZE_MAX ? nullptr : reinterpret_cast<T*>(static_cast<unsigned char*>(ws) + off);
+}
+
+inline K::Params make_params(const Args& a, const Plan& pl, void* ws) {
+  K::Params p;
+  p.B = a.B, p.L = a.L, p.H = a.H, p.Hkv = a.Hkv, p.D = a.D;
+  p.Lp = pl.Lp, p.nb = pl.nb, p.R = pl.R, p.nS = pl.nS, p.zrows = pl.zrows;
+  p.scale = pl.scale, p.softcap = a.softcap;
+  p.q = a.q, p.k = a.k, p.v = a.v, p.w = a.w, p.beta = a.beta;
+  p.fox_q = a.fox_q, p.fox_k = a.fox_k;
+  p.qf = at<float>(ws, pl.qf);
+  p.kf = at<__nv_bfloat16>(ws, pl.kf);
+  p.ks = at<__nv_bfloat16>(ws, pl.ks);
+  p.pf = at<__nv_bfloat16>(ws, pl.pf);
+  p.ps = at<__nv_bfloat16>(ws, pl.ps);
+  p.o_part = at<float>(ws, pl.o_part);
+  p.m_part = at<float>(ws, pl.m_part);
+  p.l_part = at<float>(ws, pl.l_part);
+  p.suf = at<__nv_bfloat16>(ws, pl.suf);
+  p.delta = at<float>(ws, pl.delta);
+  p.xf = at<__nv_bfloat16>(ws, pl.xf);
+  p.gf = at<__nv_bfloat16>(ws, pl.gf);
+  p.zc = at<__nv_bfloat16>(ws, pl.zc);
+  p.gc = at<__nv_bfloat16>(ws, pl.gc);
+  p.dqf = at<float>(ws, pl.dqf);
+  p.dks = at<float>(ws, pl.dks);
+  p.dkf = at<float>(ws, pl.dkf);
+  p.dpf = at<float>(ws, pl.dpf);
+  p.dps = at<float>(ws, pl.dps);
+  return p;
+}
+
+template <class Smem>
+std::size_t smem_bytes() {
+  K::SmemCarver c;
+  return Smem::carve(c, nullptr);
+}
+
+template <int D>
+void prep_and_chain(const K::Params& p, const Plan& pl, bool forward, cudaStream_t s) {
+  launch(K::prep_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256, smem_bytes<K::PrepSmem<D>>(), s, p,
+         forward);
+  launch(K::chain_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256, smem_bytes<K::ChainSmem<D>>(), s, p,
+         !forward);
+}
+
+template <int D, int MT>
+void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
+  prep_and_chain<D>(p, pl, true, s);
+  launch(K::forward_kernel<D, MT>, Grid3{pl.Lp / 128, p.H, p.B}, 256 / MT,
+         smem_bytes<K::FwdSmem<D, MT>>(), s, p);
+}
+
+}  // namespace launch_detail
+
+void forward_impl(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::size_t ws_bytes,
+                  cudaStream_t s) {
+  using namespace launch_detail;
+  check(a);
+  require(o != nullptr && lse != nullptr, "cuda path forward: o and lse must be given");
+  const Plan pl = detail::make_plan(a, false);
+  require(ws != nullptr && ws_bytes >= pl.bytes, "cuda path forward: workspace of ", ws_bytes,
+          " bytes is too small; forward_workspace_bytes() says ", pl.bytes);
+  K::Params p = make_params(a, pl, ws);
+  p.o = o;
+  p.lse = lse;
+  if (a.D == 64) {
+    pl.mt == 2 ? run_forward<64, 2>(p, pl, s) : run_forward<64, 1>(p, pl, s);
+  } else {
+    pl.mt == 2 ? run_forward<128, 2>(p, pl, s) : run_forward<128, 1>(p, pl, s);
+  }
+}

@@ -1,0 +1,25 @@
+#pragma once
+// Host-side sizing of a PaTH call (shared by the GPU and the emulator builds): padded
+// length, superchunk, and where each workspace array lives.
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention/cuda/path/path.hpp"
+
+namespace lcr::cuda::path::detail {
+
+struct Plan {
+  int Lp = 0, nb = 0, R = 0, nS = 0, mt = 1;
+  float scale = 1.f;
+  int64_t zrows = 0;
+  // Byte offsets of the workspace arrays (params.cuh names them); SIZE_MAX = not used.
+  std::size_t qf, kf, ks, pf, ps, o_part, m_part, l_part;
+  std::size_t suf, delta, xf, gf, zc, gc, dqf, dks, dkf, dpf, dps;
+  std::size_t bytes = 0;
+};
+
+// Superchunk length R fine blocks: about sqrt(number of blocks), which balances the fine
+// transitions (R/2 per query) against the coarse ones (nS/2), even, >= 2.
+Plan make_plan(const Args& a, bool backward);
+
+}  // namespace lcr::cuda::path::detail
