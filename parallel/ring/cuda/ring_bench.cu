@@ -1,6 +1,6 @@
-// lcr_ring_bench: parallel efficiency of the GPU ring (docs/cuda.md, "NCCL ring").
+// bench_cuda_ring: parallel efficiency of the GPU ring (docs/cuda.md, "NCCL ring").
 //
-//   mpirun -np 2 lcr_ring_bench [--L 131072] [--B 1] [--H 16] [--Hkv 16] [--D 64,128]
+//   mpirun -np 2 bench_cuda_ring [--L 131072] [--B 1] [--H 16] [--Hkv 16] [--D 64,128]
 //                               [--layout zigzag] [--warmup 1] [--iters 3]
 //
 // For each head width: the whole causal sequence through the single-GPU SDPA kernel on
@@ -67,7 +67,7 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    lcr::require(i + 1 < argc, "lcr_ring_bench: ", a, " needs a value");
+    lcr::require(i + 1 < argc, "bench_cuda_ring: ", a, " needs a value");
     const std::string v = argv[++i];
     if (a == "--L")
       o.L = std::stoll(v);
@@ -88,10 +88,10 @@ Options parse(int argc, char** argv) {
       std::stringstream ss(v);
       for (std::string t; std::getline(ss, t, ',');) o.D.push_back(std::stoi(t));
     } else
-      lcr::throw_error("lcr_ring_bench: unknown option ", a,
+      lcr::throw_error("bench_cuda_ring: unknown option ", a,
                        " (valid: --L --B --H --Hkv --D --layout --warmup --iters)");
   }
-  lcr::require(o.iters >= 1 && o.warmup >= 0, "lcr_ring_bench: --iters >= 1, --warmup >= 0");
+  lcr::require(o.iters >= 1 && o.warmup >= 0, "bench_cuda_ring: --iters >= 1, --warmup >= 0");
   return o;
 }
 
@@ -181,7 +181,7 @@ void run(const Options& o) {
   cudaStream_t s;
   LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (me == 0)
-    std::printf("lcr_ring_bench: L=%lld B=%d H=%d Hkv=%d layout=%s ranks=%d warmup=%d iters=%d\n",
+    std::printf("bench_cuda_ring: L=%lld B=%d H=%d Hkv=%d layout=%s ranks=%d warmup=%d iters=%d\n",
                 (long long)o.L, o.B, o.H, o.Hkv, o.layout.c_str(), N, o.warmup, o.iters);
   std::printf("rank %d: GPU %d, %lld local positions\n", me, comm->device(), (long long)Lr);
   std::fflush(stdout);
