@@ -1,12 +1,37 @@
-// Tests of the CUDA SDPA (kernels/attention/cuda/sdpa.hpp).
+// Tests of the CUDA SDPA (kernels/attention/cuda/sdpa.hpp) against the float64 reference
+// (sdpa_reference.hpp), forward (o, lse) and backward (dq, dk, dv, dbias_q, dbias_k), on
+// fresh random inputs at odd sizes with every option.
+//
+// Tolerance (FlashAttention's rule): for each output tensor X,
+//   max|X_gpu - X_exact| <= 2 * max|X_naive - X_exact| + atol,
+//   atol = 2^-10 * max|X_exact| + 1e-5 (lse: 1e-4 * (1 + max|lse|)),
+// where X_naive is a plain bf16 implementation (fp32 softmax, P and dS rounded to bf16,
+// O rounded to bf16). The kernel rounds the same quantities, only in another order (P
+// relative to the running max, fp32 sums in tile order), so its error should be of the
+// naive one's size; the factor 2 covers that reordering. atol covers tensors whose naive
+// error is accidentally ~0 (one key: P = 1 exactly; dS = P (dP - delta) then cancels to
+// the fp32 rounding of two differently ordered dot products): 2^-10 is a quarter bf16
+// ulp of the largest element. lse is not rounded to bf16 by either, so its slack is fp32
+// accumulation noise of logits of size ~|scale q.k| <= ~10.
+// Outputs are poisoned with NaN bytes before each launch; every element must be finite
+// (lse = -inf exactly where the reference row sees no key).
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
 
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
+#include "sdpa_reference.hpp"
 
 namespace lcr::cuda {
 namespace {
+
+using test::RefMode;
+using test::RefProblem;
 
 SdpaArgs valid_args() {
   static __align__(16) __nv_bfloat16 dummy[8];  // host pointer: check() never dereferences
@@ -31,6 +56,204 @@ TEST(CudaSdpaCheck, AcceptsValidAndRejectsBadInput) {
   bad([](SdpaArgs& a) { a.q = nullptr; });
   bad([](SdpaArgs& a) { a.k = a.k + 1; });  // misaligned
 }
+
+struct Case {
+  std::string name;
+  int Lq, Lk, D, Dv;
+  int64_t q_pos0 = 0, k_pos0 = 0;
+  bool alibi = false, bias = false;
+  float softcap = 0.f;
+  int H = 4, Hkv = 2;
+  bool o_f32 = false, accumulate = false;
+};
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+// Compares one tensor; returns a description of the failure or "".
+struct Cmp {
+  double err_gpu = 0, err_naive = 0, ref_max = 0;
+};
+Cmp compare(const std::vector<double>& gpu, const std::vector<double>& naive,
+            const std::vector<double>& exact, const char* what, bool is_lse = false) {
+  Cmp c;
+  size_t bad_finite = 0;
+  for (size_t x = 0; x < exact.size(); ++x) {
+    if (is_lse && std::isinf(exact[x])) {
+      if (!(std::isinf(gpu[x]) && gpu[x] < 0)) ++bad_finite;
+      continue;
+    }
+    if (!std::isfinite(gpu[x])) {
+      ++bad_finite;
+      continue;
+    }
+    c.err_gpu = std::max(c.err_gpu, std::abs(gpu[x] - exact[x]));
+    c.err_naive = std::max(c.err_naive, std::abs(naive[x] - exact[x]));
+    c.ref_max = std::max(c.ref_max, std::abs(exact[x]));
+  }
+  EXPECT_EQ(bad_finite, 0u) << what << ": elements not written or not finite (or lse not -inf)";
+  const double atol = is_lse ? 1e-4 * (1 + c.ref_max) : std::ldexp(c.ref_max, -10) + 1e-5;
+  EXPECT_LE(c.err_gpu, 2 * c.err_naive + atol)
+      << what << ": gpu err " << c.err_gpu << ", naive bf16 err " << c.err_naive << ", max|ref| "
+      << c.ref_max;
+  return c;
+}
+
+std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+class CudaSdpa : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaSdpa, MatchesFloat64Reference) {
+  LCR_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  RefProblem p;
+  p.B = 2, p.Lq = c.Lq, p.Lk = c.Lk, p.H = c.H, p.Hkv = c.Hkv, p.D = c.D, p.Dv = c.Dv;
+  p.q_pos0 = c.q_pos0, p.k_pos0 = c.k_pos0;
+  p.scale = 1.0 / std::sqrt(double(c.D)), p.softcap = c.softcap;
+  // N(0,1) q/k of width D give logits of std ~1 after the scale; a wider q makes the
+  // softmax peaky enough that some rows are dominated by one key, the other by many.
+  p.q = test::random_normal(size_t(p.B) * p.Lq * p.H * p.D, rng, 1.5f);
+  p.k = test::random_normal(size_t(p.B) * p.Lk * p.Hkv * p.D, rng);
+  p.v = test::random_normal(size_t(p.B) * p.Lk * p.Hkv * p.Dv, rng);
+  p.dout = test::random_normal(size_t(p.B) * p.Lq * p.H * p.Dv, rng);
+  for (auto* x : {&p.q, &p.k, &p.v, &p.dout}) test::round_to_bf16(*x);
+  if (c.alibi)
+    for (int h = 0; h < p.H; ++h) p.slopes.push_back(std::ldexp(1.f, -(h + 1)));
+  if (c.bias) {  // FoX-like: cumulative sums of log forget gates, decreasing with position
+    std::uniform_real_distribution<float> u(-0.2f, 0.f);
+    p.bias_q.resize(size_t(p.B) * p.Lq * p.H);
+    p.bias_k.resize(size_t(p.B) * p.Lk * p.H);
+    for (float& x : p.bias_q) x = u(rng) * 5.f;
+    for (float& x : p.bias_k) x = u(rng) * 5.f;
+  }
+
+  auto dq_ = test::upload_bf16(p.q), dk_ = test::upload_bf16(p.k), dv_ = test::upload_bf16(p.v);
+  auto ddo = test::upload_bf16(p.dout);
+  DeviceBuffer<float> dslopes(p.slopes), dbq_in(p.bias_q), dbk_in(p.bias_k);
+  SdpaArgs a;
+  a.B = p.B, a.Lq = p.Lq, a.Lk = p.Lk, a.H = p.H, a.Hkv = p.Hkv, a.D = p.D, a.Dv = p.Dv;
+  a.q = dq_.data(), a.k = dk_.data(), a.v = dv_.data();
+  a.q_pos0 = p.q_pos0, a.k_pos0 = p.k_pos0, a.scale = float(p.scale), a.softcap = c.softcap;
+  if (c.alibi) a.alibi_slopes = dslopes.data();
+  if (c.bias) a.bias_q = dbq_in.data(), a.bias_k = dbk_in.data();
+
+  const auto exact = test::sdpa_reference(p, RefMode::kExact);
+  const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
+
+  // Forward, outputs poisoned with NaN bytes.
+  DeviceBuffer<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv);
+  DeviceBuffer<float> o32(c.o_f32 ? o.size() : 0), lse(size_t(p.B) * p.H * p.Lq);
+  o.fill_bytes(0xFF), o32.fill_bytes(0xFF), lse.fill_bytes(0xFF);
+  sdpa_forward(a, c.o_f32 ? nullptr : o.data(), c.o_f32 ? o32.data() : nullptr, lse.data(), 0);
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto o_gpu = c.o_f32 ? to_double(o32.download()) : to_double(test::download_bf16(o));
+  compare(o_gpu, naive.o, exact.o, "o");
+  compare(to_double(lse.download()), naive.lse, exact.lse, "lse", true);
+  if (c.o_f32) return;  // backward needs the bf16 O; covered by the other cases
+
+  // The forward is deterministic: a second run gives the same bits.
+  {
+    DeviceBuffer<__nv_bfloat16> o2(o.size());
+    DeviceBuffer<float> lse2(lse.size());
+    sdpa_forward(a, o2.data(), nullptr, lse2.data(), 0);
+    LCR_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_TRUE(test::download_bf16(o2) == test::download_bf16(o)) << "forward not deterministic";
+  }
+
+  // Backward with the kernel's own O and lse, as training uses it.
+  DeviceBuffer<float> delta(lse.size());
+  delta.fill_bytes(0xFF);
+  sdpa_row_delta(p.B, p.Lq, p.H, p.Dv, o.data(), ddo.data(), delta.data(), 0);
+  DeviceBuffer<float> gq(p.q.size()), gk(p.k.size()), gv(p.v.size());
+  DeviceBuffer<float> gbq(c.bias ? p.bias_q.size() : 0), gbk(c.bias ? p.bias_k.size() : 0);
+  std::vector<std::vector<float>> init;
+  if (c.accumulate) {  // start from random values: the kernel must add to them
+    for (auto* buf : {&gq, &gk, &gv, &gbq, &gbk}) {
+      init.push_back(test::random_normal(buf->size(), rng));
+      buf->upload(init.back());
+    }
+  } else {
+    for (auto* buf : {&gq, &gk, &gv, &gbq, &gbk}) buf->fill_bytes(0xFF);
+  }
+  sdpa_backward(a, lse.data(), delta.data(), ddo.data(), gq.data(), gk.data(), gv.data(),
+                c.bias ? gbq.data() : nullptr, c.bias ? gbk.data() : nullptr, c.accumulate, 0);
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  auto got = [&](DeviceBuffer<float>& buf, int idx) {
+    std::vector<double> x = to_double(buf.download());
+    if (c.accumulate)
+      for (size_t e = 0; e < x.size(); ++e) x[e] -= init[idx][e];
+    return x;
+  };
+  compare(got(gq, 0), naive.dq, exact.dq, "dq");
+  compare(got(gk, 1), naive.dk, exact.dk, "dk");
+  compare(got(gv, 2), naive.dv, exact.dv, "dv");
+  if (c.bias) {
+    compare(got(gbq, 3), naive.dbq, exact.dbq, "dbias_q");
+    compare(got(gbk, 4), naive.dbk, exact.dbk, "dbias_k");
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  // Plain causal self-attention at the odd sizes, benchmark widths.
+  for (int L : {1, 7, 129, 1000}) v.push_back({"d64_L" + std::to_string(L), L, L, 64, 64});
+  for (int L : {7, 129, 1000}) v.push_back({"d128_L" + std::to_string(L), L, L, 128, 128});
+  // PoPE widths (QK 2d, V d) and generic widths (GOAT 64 + 2R + 1 padded to 72, tiny, odd
+  // mixes, the 256 limit).
+  v.push_back({"pope128_64_L129", 129, 129, 128, 64});
+  v.push_back({"pope256_128_L129", 129, 129, 256, 128});
+  v.push_back({"goat72_64_L1000", 1000, 1000, 72, 64});
+  v.push_back({"d8_8_L129", 129, 129, 8, 8});
+  v.push_back({"d24_40_L129", 129, 129, 24, 40});
+  v.push_back({"d200_96_L129", 129, 129, 200, 96});
+  v.push_back({"d256_256_L129", 129, 129, 256, 256});
+  v.push_back({"d96_136_L129", 129, 129, 96, 136});
+  // Lq != Lk with global offsets (decode tail, ring steps, rows that see nothing).
+  v.push_back({"tail_q7_k1000", 7, 1000, 64, 64, 993, 0});
+  v.push_back({"tail_q129_k1000", 129, 1000, 128, 128, 871, 0});
+  v.push_back({"ring_past_q129_k1000", 129, 1000, 64, 64, 5000, 1000});
+  v.push_back({"ring_future_q129_k129", 129, 129, 64, 64, 0, 200});  // all masked
+  v.push_back({"partial_q1000_k7", 1000, 7, 64, 64, 0, 3});
+  v.push_back({"offset_q129_k129", 129, 129, 64, 64, 40, 0});
+  v.push_back({"rows_see_none_q129_k129", 129, 129, 64, 64, 0, 50});
+  // Options: ALiBi, FoX bias lanes, softcap, all together; GQA group sizes.
+  Case c{"alibi_L1000", 1000, 1000, 64, 64};
+  c.alibi = true;
+  v.push_back(c);
+  c = {"bias_L129", 129, 129, 64, 64};
+  c.bias = true;
+  v.push_back(c);
+  c = {"bias_offsets_q129_k1000", 129, 1000, 128, 128, 1100, 300};
+  c.bias = true;
+  v.push_back(c);
+  c = {"softcap_L1000", 1000, 1000, 128, 128};
+  c.softcap = 5.f;
+  v.push_back(c);
+  c = {"all_opts_L129_d72", 129, 129, 72, 64, 10, 0, true, true, 3.f};
+  v.push_back(c);
+  c = {"all_opts_pope_L129", 129, 129, 256, 128, 0, 0, true, true, 8.f};
+  v.push_back(c);
+  c = {"mha_L129", 129, 129, 64, 64};
+  c.Hkv = 4;
+  v.push_back(c);
+  c = {"mqa_L129", 129, 129, 128, 128};
+  c.Hkv = 1;
+  v.push_back(c);
+  c = {"o_f32_L129", 129, 129, 64, 64};
+  c.o_f32 = true;
+  v.push_back(c);
+  c = {"accumulate_bias_L129", 129, 129, 64, 64, 0, 0, false, true};
+  c.accumulate = true;
+  v.push_back(c);
+  c = {"accumulate_L1000_d128", 1000, 1000, 128, 128};
+  c.accumulate = true;
+  v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpa, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace lcr::cuda

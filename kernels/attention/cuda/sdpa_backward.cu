@@ -1,0 +1,120 @@
+// Public backward entry point of the CUDA SDPA (sdpa.hpp) and its tile shapes per
+// head-width class (BM query rows per step; the key tile is 16 rows per warp):
+//   D, Dv <= 64  : keys 128 (8 warps) x queries 64
+//   D, Dv <= 128 : keys 128 (8 warps) x queries 64 (dK, dV, S^T, dP^T in ~200 registers)
+//   wider        : keys 64 (4 warps) x queries 32 (dK/dV of 256 lanes partly spill)
+// dq and dbias_q are accumulated with fp32 atomics (sdpa_backward_kernel.cuh says why);
+// without `accumulate` they are zeroed first on the same stream.
+#include <utility>
+
+#include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/sdpa_backward_kernel.cuh"
+
+namespace lcr::cuda {
+namespace detail {
+namespace {
+
+struct BwdVariant {
+  const char* name;
+  void (*plain)(KernelParams, cudaStream_t);
+  void (*opts)(KernelParams, cudaStream_t);
+};
+
+#define LCR_BWD(DP, DVP, BM, NW)                                                              \
+  BwdVariant {                                                                                \
+    "q" #BM "_w" #NW, &launch_bwd<DP, DVP, BM, NW, false>, &launch_bwd<DP, DVP, BM, NW, true> \
+  }
+#define LCR_BWD_PLAIN(DP, DVP, BM, NW) \
+  BwdVariant { "q" #BM "_w" #NW, &launch_bwd<DP, DVP, BM, NW, false>, nullptr }
+#define LCR_BWD_OPTS(DP, DVP, BM, NW) \
+  BwdVariant { "q" #BM "_w" #NW, nullptr, &launch_bwd<DP, DVP, BM, NW, true> }
+
+const BwdVariant k64_64[] = {LCR_BWD(64, 64, 64, 8), LCR_BWD_PLAIN(64, 64, 128, 8),
+                             LCR_BWD_PLAIN(64, 64, 64, 4)};
+const BwdVariant k128_128[] = {LCR_BWD(128, 128, 64, 8), LCR_BWD_PLAIN(128, 128, 64, 4),
+                               LCR_BWD_PLAIN(128, 128, 32, 8)};
+const BwdVariant k128_64[] = {LCR_BWD(128, 64, 64, 8)};
+const BwdVariant k256_128[] = {LCR_BWD(256, 128, 32, 4)};
+const BwdVariant k64_128[] = {LCR_BWD_OPTS(64, 128, 64, 8)};
+const BwdVariant k64_256[] = {LCR_BWD_OPTS(64, 256, 32, 4)};
+const BwdVariant k128_256[] = {LCR_BWD_OPTS(128, 256, 32, 4)};
+const BwdVariant k256_64[] = {LCR_BWD_OPTS(256, 64, 32, 4)};
+const BwdVariant k256_256[] = {LCR_BWD_OPTS(256, 256, 32, 4)};
+
+template <size_t N>
+std::pair<const BwdVariant*, int> span(const BwdVariant (&v)[N]) {
+  return {v, int(N)};
+}
+
+std::pair<const BwdVariant*, int> variants(int D, int Dv) {
+  const int dp = width_class(D), dvp = width_class(Dv);
+  if (dp == 64 && dvp == 64) return span(k64_64);
+  if (dp == 128 && dvp == 128) return span(k128_128);
+  if (dp == 128 && dvp == 64) return span(k128_64);
+  if (dp == 256 && dvp == 128) return span(k256_128);
+  if (dp == 64 && dvp == 128) return span(k64_128);
+  if (dp == 64) return span(k64_256);
+  if (dp == 128) return span(k128_256);
+  if (dvp == 64) return span(k256_64);
+  return span(k256_256);
+}
+
+}  // namespace
+
+bool launch_backward(const KernelParams& p, int variant, cudaStream_t s) {
+  const auto [v, n] = variants(p.a.D, p.a.Dv);
+  if (variant < 0 || variant >= n) return false;
+  const bool opts = has_options(p.a) || p.dbias_q || p.dbias_k;
+  auto fn = opts || !v[variant].plain ? v[variant].opts : v[variant].plain;
+  if (!fn) return false;
+  if (!p.accumulate) {
+    const auto& a = p.a;
+    if (p.dq) LCR_CUDA_CHECK(cudaMemsetAsync(p.dq, 0, sizeof(float) * a.B * a.Lq * a.H * a.D, s));
+    if (p.dbias_q)
+      LCR_CUDA_CHECK(cudaMemsetAsync(p.dbias_q, 0, sizeof(float) * a.B * a.Lq * a.H, s));
+  }
+  fn(p, s);
+  return true;
+}
+
+const char* backward_variant_name(int D, int Dv, int variant) {
+  const auto [v, n] = variants(D, Dv);
+  return variant >= 0 && variant < n ? v[variant].name : nullptr;
+}
+
+}  // namespace detail
+
+void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
+                   const __nv_bfloat16* dout, float* dq, float* dk, float* dv, float* dbias_q,
+                   float* dbias_k, bool accumulate, cudaStream_t s) {
+  check(a);
+  require(a.Lq == 0 || (lse && delta && dout && dq),
+          "cuda sdpa_backward: lse, delta, dout and dq must be device pointers when Lq > 0");
+  require(a.Lk == 0 || (dk && dv),
+          "cuda sdpa_backward: dk and dv must be device pointers when Lk > 0");
+  auto aligned8 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; };
+  require(aligned8(dq) && aligned8(dk) && aligned8(dv),
+          "cuda sdpa_backward: dq, dk, dv must be 8-byte aligned (they are updated as float2)");
+  detail::KernelParams p;
+  p.a = a;
+  p.lse_in = lse;
+  p.delta = delta;
+  p.dout = dout;
+  p.dq = a.Lq > 0 ? dq : nullptr;
+  p.dk = dk;
+  p.dv = dv;
+  p.dbias_q = a.Lq > 0 ? dbias_q : nullptr;
+  p.dbias_k = dbias_k;
+  p.accumulate = accumulate;
+  if (a.Lk == 0) {  // no key: every gradient that exists is zero
+    if (!accumulate) {
+      if (p.dq) LCR_CUDA_CHECK(cudaMemsetAsync(p.dq, 0, sizeof(float) * a.B * a.Lq * a.H * a.D, s));
+      if (p.dbias_q)
+        LCR_CUDA_CHECK(cudaMemsetAsync(p.dbias_q, 0, sizeof(float) * a.B * a.Lq * a.H, s));
+    }
+    return;
+  }
+  detail::launch_backward(p, 0, s);
+}
+
+}  // namespace lcr::cuda

@@ -1,0 +1,378 @@
+#pragma once
+// Backward kernel of the CUDA SDPA, FlashAttention-2 style on mma.sync tensor cores.
+//
+// One CTA = one (key tile of BN = 16*NW rows, batch b, KV head hk); warp w owns keys
+// 16w..16w+15 of the tile and keeps their dK [16 x D] and dV [16 x Dv] in fp32 registers
+// while it walks every (query head of the GQA group, query tile of BM rows) that can see
+// the tile (double-buffered Q / dO tiles via cp.async). Per step, with P recomputed from
+// the final lse:
+//   S^T = K Q^T, dP^T = V dO^T         [16 x BM] per warp, keys as rows so that
+//   P^T and dS^T = P^T (dP^T - delta)  are already the A operand of the next products:
+//   dV += P^T dO,  dK += dS^T Q        (bf16 operands, fp32 accumulators, no smem trip)
+//   dS^T -> shared memory (bf16), then dQ += dS K over the whole tile, split over warps,
+//   added to global fp32 dq with vector atomics (float2 red.add).
+// dK, dV and dbias_k are owned by one CTA and written once (deterministic). dq and
+// dbias_q receive fp32 atomic adds from every key tile, so their last bits depend on the
+// order the tiles finish; a separate dQ pass would be deterministic but recomputes S and
+// dP (7 matrix products per tile pair instead of 5, ~40% more work): we chose speed.
+#include <cmath>
+
+#include "kernels/attention/cuda/sdpa_device.cuh"
+#include "kernels/attention/cuda/sdpa_internal.hpp"
+
+namespace lcr::cuda::detail {
+
+template <int DP, int DVP, int BM, int NW>
+struct BwdTraits {
+  static constexpr int kThreads = NW * 32;
+  static constexpr int BN = 16 * NW;
+  static constexpr int kRowBlocks = BM / 16;          // dQ: 16-row blocks of the query tile
+  static constexpr int kColGroups = NW / kRowBlocks;  // dQ: column groups per row block
+  static constexpr int kDqCols = DP / kColGroups;     // dQ columns per warp
+  static_assert(BM % 16 == 0 && NW % kRowBlocks == 0 && kDqCols % 16 == 0, "dQ warp split");
+  static constexpr size_t kSmemBf16 = BN * DP + BN * DVP + 2 * BM * (DP + DVP) + BN * BM;
+  static constexpr size_t kSmem = sizeof(__nv_bfloat16) * kSmemBf16 + sizeof(float) * 4 * BM;
+};
+
+template <int DP, int DVP, int BM, int NW, bool kOpts>
+__global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p) {
+  using T = BwdTraits<DP, DVP, BM, NW>;
+  constexpr int BN = T::BN, NTH = T::kThreads;
+  using namespace lcr::cuda::dev;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [BN][DP]
+  __nv_bfloat16* sV = sK + BN * DP;                                // [BN][DVP]
+  __nv_bfloat16* sQ = sV + BN * DVP;                               // [2][BM][DP]
+  __nv_bfloat16* sdO = sQ + 2 * BM * DP;                           // [2][BM][DVP]
+  __nv_bfloat16* sdS = sdO + 2 * BM * DVP;                         // [BN][BM] (dS^T)
+  float* sL = reinterpret_cast<float*>(sdS + BN * BM);             // [2][BM] lse * log2 e
+  float* sDel = sL + 2 * BM;                                       // [2][BM] delta
+
+  const SdpaArgs& a = p.a;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int G = a.H / a.Hkv;
+  const int bh_count = a.B * a.Hkv;
+  const int kt = int(blockIdx.x / bh_count);  // key tile 0 sees the most queries: first
+  const int bh = blockIdx.x % bh_count, b = bh / a.Hkv, hk = bh % a.Hkv;
+  const int j0 = kt * BN, nk = min(BN, a.Lk - j0);
+  const int64_t dpos = a.q_pos0 - a.k_pos0;  // p_i - p_j = dpos + i - j
+
+  // First query row that sees key j0: dpos + i - j0 >= 0.
+  const int64_t istart64 = j0 - dpos;
+  const int qt0 = istart64 <= 0 ? 0 : int(istart64 >= a.Lq ? (a.Lq + BM - 1) / BM : istart64 / BM);
+  const int nqt = (a.Lq + BM - 1) / BM;
+  const int per_head = nqt - qt0, n_steps = G * per_head;
+
+  const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
+  const int64_t v_ld = int64_t(a.Hkv) * a.Dv, o_ld = int64_t(a.H) * a.Dv;
+
+  // Stage the Q / dO / lse / delta tile of step `it` into buffer `st`.
+  auto stage = [&](int it, int st) {
+    const int h = hk * G + it / per_head, i0 = (qt0 + it % per_head) * BM;
+    const int nq = min(BM, a.Lq - i0);
+    load_tile<BM, DP, NTH>(sQ + st * BM * DP,
+                           a.q + (int64_t(b) * a.Lq + i0) * q_ld + int64_t(h) * a.D, q_ld, nq, a.D,
+                           tid);
+    load_tile<BM, DVP, NTH>(sdO + st * BM * DVP,
+                            p.dout + (int64_t(b) * a.Lq + i0) * o_ld + int64_t(h) * a.Dv, o_ld, nq,
+                            a.Dv, tid);
+    for (int r = tid; r < BM; r += NTH) {
+      const int i = i0 + r;
+      float l2 = INFINITY, del = 0.f;  // padding rows: P = 2^(x - inf) = 0
+      if (i < a.Lq) {
+        const float l = p.lse_in[(int64_t(b) * a.H + h) * a.Lq + i];
+        l2 = l == -INFINITY ? INFINITY : l * kLog2e;  // a row that saw no key has P = 0
+        del = p.delta[(int64_t(b) * a.H + h) * a.Lq + i];
+      }
+      sL[st * BM + r] = l2;
+      sDel[st * BM + r] = del;
+    }
+  };
+
+  if (n_steps > 0) {
+    load_tile<BN, DP, NTH>(sK, a.k + (int64_t(b) * a.Lk + j0) * k_ld + int64_t(hk) * a.D, k_ld, nk,
+                           a.D, tid);
+    load_tile<BN, DVP, NTH>(sV, a.v + (int64_t(b) * a.Lk + j0) * v_ld + int64_t(hk) * a.Dv, v_ld,
+                            nk, a.Dv, tid);
+    stage(0, 0);
+    cp_async_commit();
+  }
+
+  float dk[DP / 8][4], dv[DVP / 8][4];
+#pragma unroll
+  for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[n][e] = 0.f;
+#pragma unroll
+  for (int n = 0; n < DVP / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dv[n][e] = 0.f;
+  float dbk[2] = {0.f, 0.f};    // -sum_i dS over this thread's queries, keys g and g+8
+  const int krow0 = warp * 16;  // this warp's first key row in the tile
+  const float sl2 = a.scale * kLog2e;
+  const float inv_cap = a.softcap > 0.f ? 1.f / a.softcap : 0.f;
+
+  // ldmatrix lane addressing (sdpa_device.cuh): A operand rows lane%16 / chunk half lane/16;
+  // B operand rows lane%8 + 8*(lane/16) / chunk half (lane/8)%2; transposed B operand rows
+  // lane%8 + 8*((lane/8)%2) / chunk half lane/16; dS as transposed A operand (stored as
+  // dS^T) rows lane%8 + 8*(lane/16) / chunk half (lane/8)%2.
+  const uint32_t sK_addr = smem_addr(sK), sV_addr = smem_addr(sV), sQ_addr = smem_addr(sQ);
+  const uint32_t sdO_addr = smem_addr(sdO), sdS_addr = smem_addr(sdS);
+  const int rowA = lane & 15, cA = lane >> 4;
+  const int rowB = (lane & 7) + ((lane >> 4) << 3), cB = (lane >> 3) & 1;
+  const int rowT = (lane & 7) + ((lane >> 3) & 1) * 8, cT = lane >> 4;
+  const uint32_t ka_off = Swz<DP>::thread_off(krow0 + rowA, cA);
+  const uint32_t va_off = Swz<DVP>::thread_off(krow0 + rowA, cA);
+  const uint32_t qb_off = Swz<DP>::thread_off(rowB, cB), qt_off = Swz<DP>::thread_off(rowT, cT);
+  const uint32_t dob_off = Swz<DVP>::thread_off(rowB, cB);
+  const uint32_t dot_off = Swz<DVP>::thread_off(rowT, cT);
+  const uint32_t ds_off = Swz<BM>::thread_off(rowB, cB), kt_off = Swz<DP>::thread_off(rowT, cT);
+
+  for (int it = 0; it < n_steps; ++it) {
+    const int st = it & 1;
+    const int h = hk * G + it / per_head, i0 = (qt0 + it % per_head) * BM;
+    if (it + 1 < n_steps) stage(it + 1, st ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint32_t cQ = sQ_addr + st * BM * DP * 2, cdO = sdO_addr + st * BM * DVP * 2;
+    const float* cL = sL + st * BM;
+    const float* cDel = sDel + st * BM;
+
+    // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BM queries.
+    float s[BM / 8][4], dp[BM / 8][4];
+#pragma unroll
+    for (int n = 0; n < BM / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = 0.f, dp[n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; ++kk) {
+      uint32_t af[4];
+      ldsm_x4(af, Swz<DP>::at(sK_addr, ka_off, kk, 0));
+#pragma unroll
+      for (int np = 0; np < BM / 16; ++np) {
+        uint32_t bf[4];
+        ldsm_x4(bf, Swz<DP>::at(cQ, qb_off, kk, np * 16));
+        mma16816(s[2 * np], af, bf[0], bf[1]);
+        mma16816(s[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < DVP / 16; ++kk) {
+      uint32_t af[4];
+      ldsm_x4(af, Swz<DVP>::at(sV_addr, va_off, kk, 0));
+#pragma unroll
+      for (int np = 0; np < BM / 16; ++np) {
+        uint32_t bf[4];
+        ldsm_x4(bf, Swz<DVP>::at(cdO, dob_off, kk, np * 16));
+        mma16816(dp[2 * np], af, bf[0], bf[1]);
+        mma16816(dp[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+
+    // P^T = 2^(x log2e - lse log2e) and dS^T = P^T (dP^T - delta) [* dsoftcap]; element
+    // (key row, query col) = (krow0 + g + 8*(e/2), n*8 + 2t + e%2).
+    const bool full = (j0 + BN <= a.Lk) && (dpos + i0 - (j0 + BN - 1) >= 0);
+    float slope = 0.f;
+    if constexpr (kOpts)
+      if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+    float bk[2] = {0.f, 0.f};
+    if constexpr (kOpts) {
+      if (a.bias_k)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int j = j0 + krow0 + g + 8 * r;
+          if (j < a.Lk) bk[r] = __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
+        }
+    }
+    float dbq[BM / 8][2];
+#pragma unroll
+    for (int n = 0; n < BM / 8; ++n) dbq[n][0] = dbq[n][1] = 0.f;
+#pragma unroll
+    for (int n = 0; n < BM / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int qc = n * 8 + 2 * t + (e & 1), i = i0 + qc;
+        const int j = j0 + krow0 + g + 8 * (e >> 1);
+        float x2, dcap = 1.f;
+        if constexpr (kOpts) {
+          float x = s[n][e] * a.scale;
+          if (a.alibi_slopes) x -= slope * float(dpos + i - j);
+          if (a.bias_q && i < a.Lq) x += __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h);
+          x -= bk[e >> 1];
+          if (a.softcap > 0.f) {
+            const float th = tanhf(x * inv_cap);
+            x = a.softcap * th;
+            dcap = 1.f - th * th;
+          }
+          x2 = x * kLog2e;
+        } else {
+          x2 = s[n][e] * sl2;
+        }
+        float pr = fast_exp2(x2 - cL[qc]);
+        if (!full && (j >= a.Lk || dpos + i - j < 0)) pr = 0.f;
+        const float ds = pr * (dp[n][e] - cDel[qc]) * dcap;
+        s[n][e] = pr;
+        dp[n][e] = ds;
+        if constexpr (kOpts) {
+          dbk[e >> 1] -= ds;
+          dbq[n][e & 1] += ds;
+        }
+      }
+
+      // dV += P^T dO and dK += dS^T Q (the k index of both products is the query).
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      uint32_t pf[4], sf[4];
+      pf[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+      pf[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+      pf[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pf[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      sf[0] = pack_bf16(dp[2 * kk][0], dp[2 * kk][1]);
+      sf[1] = pack_bf16(dp[2 * kk][2], dp[2 * kk][3]);
+      sf[2] = pack_bf16(dp[2 * kk + 1][0], dp[2 * kk + 1][1]);
+      sf[3] = pack_bf16(dp[2 * kk + 1][2], dp[2 * kk + 1][3]);
+#pragma unroll
+      for (int np = 0; np < DVP / 16; ++np) {
+        uint32_t bf[4];
+        ldsm_x4_t(bf, Swz<DVP>::at(cdO, dot_off, np, kk * 16));
+        mma16816(dv[2 * np], pf, bf[0], bf[1]);
+        mma16816(dv[2 * np + 1], pf, bf[2], bf[3]);
+      }
+#pragma unroll
+      for (int np = 0; np < DP / 16; ++np) {
+        uint32_t bf[4];
+        ldsm_x4_t(bf, Swz<DP>::at(cQ, qt_off, np, kk * 16));
+        mma16816(dk[2 * np], sf, bf[0], bf[1]);
+        mma16816(dk[2 * np + 1], sf, bf[2], bf[3]);
+      }
+      // dS^T rows of this warp -> shared memory for the dQ product.
+      *reinterpret_cast<uint32_t*>(sdS + Swz<BM>::offset(krow0 + g, 2 * kk) + 2 * t) = sf[0];
+      *reinterpret_cast<uint32_t*>(sdS + Swz<BM>::offset(krow0 + g + 8, 2 * kk) + 2 * t) = sf[1];
+      *reinterpret_cast<uint32_t*>(sdS + Swz<BM>::offset(krow0 + g, 2 * kk + 1) + 2 * t) = sf[2];
+      *reinterpret_cast<uint32_t*>(sdS + Swz<BM>::offset(krow0 + g + 8, 2 * kk + 1) + 2 * t) =
+          sf[3];
+    }
+
+    if constexpr (kOpts) {
+      if (p.dbias_q) {
+        // Sum over the warp's 16 keys (g), then one atomic per query per warp.
+#pragma unroll
+        for (int n = 0; n < BM / 8; ++n)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            float v = dbq[n][c];
+            v += __shfl_xor_sync(0xffffffffu, v, 4);
+            v += __shfl_xor_sync(0xffffffffu, v, 8);
+            v += __shfl_xor_sync(0xffffffffu, v, 16);
+            const int i = i0 + n * 8 + 2 * t + c;
+            if (g == 0 && i < a.Lq) atomicAdd(p.dbias_q + (int64_t(b) * a.Lq + i) * a.H + h, v);
+          }
+      }
+    }
+    __syncthreads();  // dS^T complete
+
+    // dQ[BM x D] += dS K: warp = (row block rb, column group cg).
+    {
+      const int rb = warp % T::kRowBlocks, cg = warp / T::kRowBlocks;
+      float dq[T::kDqCols / 8][4];
+#pragma unroll
+      for (int n = 0; n < T::kDqCols / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        uint32_t af[4];
+        ldsm_x4_t(af, Swz<BM>::at(sdS_addr, ds_off, rb, kk * 16));
+#pragma unroll
+        for (int np = 0; np < T::kDqCols / 16; ++np) {
+          uint32_t bf[4];
+          ldsm_x4_t(bf, Swz<DP>::at(sK_addr, kt_off, cg * (T::kDqCols / 16) + np, kk * 16));
+          mma16816(dq[2 * np], af, bf[0], bf[1]);
+          mma16816(dq[2 * np + 1], af, bf[2], bf[3]);
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = i0 + rb * 16 + g + 8 * r;
+        if (i >= a.Lq) continue;
+        float* dqrow = p.dq + (int64_t(b) * a.Lq + i) * q_ld + int64_t(h) * a.D;
+#pragma unroll
+        for (int n = 0; n < T::kDqCols / 8; ++n) {
+          const int c = cg * T::kDqCols + n * 8 + 2 * t;
+          if (c < a.D)
+            atomicAdd(reinterpret_cast<float2*>(dqrow + c),
+                      make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
+        }
+      }
+    }
+
+    // End of a query head: its dbias_k column is complete.
+    if constexpr (kOpts) {
+      if (p.dbias_k && it % per_head == per_head - 1) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float v = dbk[r];
+          v += __shfl_xor_sync(0xffffffffu, v, 1);
+          v += __shfl_xor_sync(0xffffffffu, v, 2);
+          const int j = j0 + krow0 + g + 8 * r;
+          if (t == 0 && j < a.Lk) {
+            float* dst = p.dbias_k + (int64_t(b) * a.Lk + j) * a.H + h;
+            *dst = p.accumulate ? *dst + v : v;
+          }
+          dbk[r] = 0.f;
+        }
+      }
+    }
+    __syncthreads();  // stage st and sdS are rewritten next
+  }
+  cp_async_wait<0>();
+
+  // dK = scale * sum dS^T Q, dV = sum P^T dO for this warp's 16 keys.
+  if (p.dbias_k && n_steps == 0) {  // nothing sees this tile: its bias gradient is zero
+    for (int x = tid; x < nk * G; x += NTH) {
+      float* dst = p.dbias_k + (int64_t(b) * a.Lk + j0 + x / G) * a.H + hk * G + x % G;
+      if (!p.accumulate) *dst = 0.f;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int j = j0 + krow0 + g + 8 * r;
+    if (j >= a.Lk) continue;
+    float* dkrow = p.dk + (int64_t(b) * a.Lk + j) * k_ld + int64_t(hk) * a.D;
+    float* dvrow = p.dv + (int64_t(b) * a.Lk + j) * v_ld + int64_t(hk) * a.Dv;
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n) {
+      const int c = n * 8 + 2 * t;
+      if (c >= a.D) continue;
+      float2 x = make_float2(dk[n][2 * r] * a.scale, dk[n][2 * r + 1] * a.scale);
+      float2* dst = reinterpret_cast<float2*>(dkrow + c);
+      if (p.accumulate) x.x += dst->x, x.y += dst->y;
+      *dst = x;
+    }
+#pragma unroll
+    for (int n = 0; n < DVP / 8; ++n) {
+      const int c = n * 8 + 2 * t;
+      if (c >= a.Dv) continue;
+      float2 x = make_float2(dv[n][2 * r], dv[n][2 * r + 1]);
+      float2* dst = reinterpret_cast<float2*>(dvrow + c);
+      if (p.accumulate) x.x += dst->x, x.y += dst->y;
+      *dst = x;
+    }
+  }
+}
+
+template <int DP, int DVP, int BM, int NW, bool kOpts>
+void launch_bwd(KernelParams p, cudaStream_t s) {
+  using T = BwdTraits<DP, DVP, BM, NW>;
+  p.n_tiles = (p.a.Lk + T::BN - 1) / T::BN;
+  const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
+  if (grid == 0) return;
+  auto kern = sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts>;
+  LCR_CUDA_CHECK(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmem)));
+  kern<<<unsigned(grid), T::kThreads, T::kSmem, s>>>(p);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace lcr::cuda::detail

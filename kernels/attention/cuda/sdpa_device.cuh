@@ -1,0 +1,117 @@
+#pragma once
+// Device building blocks of the CUDA SDPA kernels (sdpa_forward.cu, sdpa_backward.cu):
+// PTX wrappers for the Ampere/Hopper warp-level tensor-core path (mma.sync m16n8k16 bf16
+// -> fp32, ldmatrix, cp.async) and the swizzled shared-memory tile layout they share.
+//
+// Fragment layouts of mma.m16n8k16 (lane = 4*g + t, g = lane / 4 in 0..7, t = lane % 4):
+//   A 16x16 (4 regs of bf16x2): a0 (row g, cols 2t..2t+1), a1 (row g+8, same cols),
+//                               a2 (row g, cols 2t+8..2t+9), a3 (row g+8, cols 2t+8..)
+//   B 16x8  (2 regs):           b0 (k rows 2t..2t+1, col g), b1 (k rows 2t+8..2t+9, col g)
+//   C 16x8  (4 fp32):           c0,c1 (row g, cols 2t, 2t+1), c2,c3 (row g+8, same cols)
+// Two C tiles side by side (16x16) hold exactly an A fragment's elements, so a softmax
+// probability tile goes from accumulator to the next matmul's A operand in registers.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace lcr::cuda::dev {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte global -> shared copy that bypasses L1; pred = false writes 16 zero bytes
+// (rows past the sequence end, columns past the real head width).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool pred) {
+  const int bytes = pred ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// c += a * b on the tensor cores, bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats -> one bf16x2 register, `lo` in the low half (the lower column index).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Shared-memory tile of bf16 rows W elements wide (W a multiple of 32). Rows are stored
+// in 16-byte chunks whose index is XORed with the row (mod up to 8), so the 8 row
+// addresses of one ldmatrix 8x8 block, and the 16-byte cp.async writes of 8 consecutive
+// rows, fall into 8 different bank groups instead of one.
+template <int W>
+struct Swz {
+  static constexpr int kChunks = W / 8;
+  static constexpr int kMask = (kChunks >= 8 ? 8 : kChunks) - 1;
+  __device__ __forceinline__ static int offset(int row, int chunk) {
+    return row * W + ((chunk ^ (row & kMask)) << 3);
+  }
+  // ldmatrix addressing without a register per (row block, chunk) pair: a thread's rows
+  // differ only by multiples of 8 (row & kMask is fixed) and its chunks are 2*pair + c
+  // (c in {0,1}), so chunk ^ (row & kMask) = 2*pair ^ (c ^ (row & kMask)). The thread's
+  // byte offset for pair 0 is computed once; pair p XORs in p*32 bytes (one LOP per pair,
+  // the row block is an immediate).
+  __device__ __forceinline__ static uint32_t thread_off(int row, int c) {
+    return uint32_t(row * W * 2 + ((c ^ (row & kMask)) << 4));
+  }
+  __device__ __forceinline__ static uint32_t at(uint32_t base, uint32_t toff, int pair,
+                                                int row_blk) {
+    return base + (toff ^ uint32_t(pair << 5)) + uint32_t(row_blk * W * 2);
+  }
+};
+
+// Copies rows [0, R) x chunks [0, W/8) of a global [rows, ld] bf16 matrix starting at
+// `base` into a Swz<W> tile with NT threads. Rows >= nrows and columns >= width (the real
+// head width, <= W) are zero-filled, so padded lanes add nothing to a dot product.
+template <int R, int W, int NT>
+__device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* base,
+                                          int64_t ld, int nrows, int width, int tid) {
+  constexpr int kChunks = W / 8;
+  constexpr int kTotal = R * kChunks;
+#pragma unroll
+  for (int c0 = 0; c0 < kTotal; c0 += NT) {
+    const int c = c0 + tid;
+    if (kTotal % NT == 0 || c < kTotal) {
+      const int row = c / kChunks, ch = c % kChunks;
+      const bool pred = row < nrows && ch * 8 < width;
+      const __nv_bfloat16* src = pred ? base + row * ld + ch * 8 : base;
+      cp_async16(smem_addr(tile + Swz<W>::offset(row, ch)), src, pred);
+    }
+  }
+}
+
+}  // namespace lcr::cuda::dev

@@ -1,0 +1,134 @@
+// Public forward entry points of the CUDA SDPA (sdpa.hpp) and the choice of tile shape
+// per head-width class. Tile shapes (BM query rows x BN key rows, NW warps):
+//   D, Dv <= 64  : 128 x 64, 4 warps of 32 rows (two m16 tiles share each K/V fragment
+//                  read from shared memory, Q stays in registers)
+//   D, Dv <= 128 : 128 x 64, 8 warps of 16 rows (Q in registers, ~170 registers)
+//   wider        : 64 x 64, 4 warps (Q re-read from shared memory: registers hold O)
+// The alternatives below exist for the benchmark's tuning runs (--variant).
+#include <utility>
+
+#include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/sdpa_forward_kernel.cuh"
+
+namespace lcr::cuda {
+namespace detail {
+namespace {
+
+struct FwdVariant {
+  const char* name;
+  void (*plain)(KernelParams, cudaStream_t);
+  void (*opts)(KernelParams, cudaStream_t);  // null: the variant has no option path
+};
+
+#define LCR_FWD(DP, DVP, BM, BN, NW)                                                            \
+  FwdVariant {                                                                                  \
+#BM "x" #BN "_w" #NW, &launch_fwd < DP, DVP, BM, BN, NW, false>, &launch_fwd < DP, DVP, BM, \
+        BN, NW, true>                                                                           \
+  }
+#define LCR_FWD_PLAIN(DP, DVP, BM, BN, NW) \
+  FwdVariant { #BM "x" #BN "_w" #NW, &launch_fwd < DP, DVP, BM, BN, NW, false>, nullptr }
+#define LCR_FWD_OPTS(DP, DVP, BM, BN, NW) \
+  FwdVariant { #BM "x" #BN "_w" #NW, nullptr, &launch_fwd < DP, DVP, BM, BN, NW, true> }
+
+const FwdVariant k64_64[] = {LCR_FWD(64, 64, 128, 64, 4), LCR_FWD_PLAIN(64, 64, 128, 64, 8),
+                             LCR_FWD_PLAIN(64, 64, 128, 128, 8), LCR_FWD_PLAIN(64, 64, 64, 64, 4)};
+const FwdVariant k128_128[] = {LCR_FWD(128, 128, 128, 64, 8), LCR_FWD_PLAIN(128, 128, 128, 64, 4),
+                               LCR_FWD_PLAIN(128, 128, 128, 128, 8),
+                               LCR_FWD_PLAIN(128, 128, 64, 64, 4)};
+const FwdVariant k128_64[] = {LCR_FWD(128, 64, 128, 64, 8)};
+const FwdVariant k256_128[] = {LCR_FWD(256, 128, 64, 64, 4)};
+// Generic widths: the option path serves plain calls too (a few % slower, rarely used).
+const FwdVariant k64_128[] = {LCR_FWD_OPTS(64, 128, 128, 64, 8)};
+const FwdVariant k64_256[] = {LCR_FWD_OPTS(64, 256, 64, 64, 4)};
+const FwdVariant k128_256[] = {LCR_FWD_OPTS(128, 256, 64, 64, 4)};
+const FwdVariant k256_64[] = {LCR_FWD_OPTS(256, 64, 64, 64, 4)};
+const FwdVariant k256_256[] = {LCR_FWD_OPTS(256, 256, 64, 64, 4)};
+
+template <size_t N>
+std::pair<const FwdVariant*, int> span(const FwdVariant (&v)[N]) {
+  return {v, int(N)};
+}
+
+std::pair<const FwdVariant*, int> variants(int D, int Dv) {
+  const int dp = width_class(D), dvp = width_class(Dv);
+  if (dp == 64 && dvp == 64) return span(k64_64);
+  if (dp == 128 && dvp == 128) return span(k128_128);
+  if (dp == 128 && dvp == 64) return span(k128_64);
+  if (dp == 256 && dvp == 128) return span(k256_128);
+  if (dp == 64 && dvp == 128) return span(k64_128);
+  if (dp == 64) return span(k64_256);
+  if (dp == 128) return span(k128_256);
+  if (dvp == 64) return span(k256_64);
+  return span(k256_256);
+}
+
+// delta[b,h,i] = <o[b,i,h,:], dout[b,i,h,:]>: o, dout [B, Lq, H, Dv], delta [B, H, Lq].
+__global__ void row_delta_kernel(int B, int Lq, int H, int Dv, const __nv_bfloat16* o,
+                                 const __nv_bfloat16* dout, float* delta) {
+  // One warp per (b, i, h) row of o; lanes stride over Dv in bf16 pairs.
+  const int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= int64_t(B) * Lq * H) return;
+  const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(o + row * Dv);
+  const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(dout + row * Dv);
+  float s = 0.f;
+  for (int c = lane; c < Dv / 2; c += 32) {
+    const float2 x = __bfloat1622float2(o2[c]), y = __bfloat1622float2(d2[c]);
+    s += x.x * y.x + x.y * y.y;
+  }
+#pragma unroll
+  for (int m = 16; m >= 1; m /= 2) s += __shfl_xor_sync(0xffffffffu, s, m);
+  if (lane == 0) {
+    const int h = int(row % H);
+    const int64_t bi = row / H, i = bi % Lq, b = bi / Lq;
+    delta[(b * H + h) * Lq + i] = s;
+  }
+}
+
+}  // namespace
+
+bool launch_forward(const KernelParams& p, int variant, cudaStream_t s) {
+  const auto [v, n] = variants(p.a.D, p.a.Dv);
+  if (variant < 0 || variant >= n) return false;
+  const bool opts = has_options(p.a);
+  auto fn = opts || !v[variant].plain ? v[variant].opts : v[variant].plain;
+  if (!fn) return false;  // a plain-only tuning variant asked to run options
+  fn(p, s);
+  return true;
+}
+
+const char* forward_variant_name(int D, int Dv, int variant) {
+  const auto [v, n] = variants(D, Dv);
+  return variant >= 0 && variant < n ? v[variant].name : nullptr;
+}
+
+}  // namespace detail
+
+void sdpa_forward(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse, cudaStream_t s) {
+  check(a);
+  require(o != nullptr || o_f32 != nullptr, "cuda sdpa_forward: pass o (bf16) or o_f32 (fp32)");
+  require(lse != nullptr, "cuda sdpa_forward: lse [B, H, Lq] is required");
+  if (a.Lq == 0) return;
+  detail::KernelParams p;
+  p.a = a;
+  p.o = o;
+  p.o_f32 = o_f32;
+  p.lse = lse;
+  detail::launch_forward(p, 0, s);
+}
+
+void sdpa_row_delta(int B, int Lq, int H, int Dv, const __nv_bfloat16* o, const __nv_bfloat16* dout,
+                    float* delta, cudaStream_t s) {
+  require(B >= 0 && Lq >= 0 && H >= 1 && Dv >= 2 && Dv % 2 == 0,
+          "cuda sdpa_row_delta: need B, Lq >= 0, H >= 1 and an even Dv; got B=", B, " Lq=", Lq,
+          " H=", H, " Dv=", Dv);
+  const int64_t rows = int64_t(B) * Lq * H;
+  if (rows == 0) return;
+  require(o && dout && delta, "cuda sdpa_row_delta: o, dout and delta must be device pointers");
+  constexpr int kWarps = 8;
+  detail::row_delta_kernel<<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(
+      B, Lq, H, Dv, o, dout, delta);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace lcr::cuda

@@ -1,0 +1,287 @@
+#pragma once
+// Forward kernel of the CUDA SDPA, FlashAttention-2 style on mma.sync tensor cores.
+//
+// One CTA = one (query tile of BM rows, batch b, head h); NW warps, each owning 16*MT
+// query rows. Per key tile of BN rows (double-buffered in shared memory via cp.async, the
+// next tile's copy overlapping this tile's math):
+//   S = Q K^T            [BM x BN] fp32 accumulators, Q and K bf16 through ldmatrix
+//   logits -> log2 domain, mask (causal p_j <= p_i, j < Lk), online softmax: running max
+//   m and sum l per row, O rescaled by 2^(m_old - m_new)
+//   O += P V             P rounded to bf16 straight from the accumulators (no smem trip)
+// Key tiles past the tile's last query position are never visited (causal block skip);
+// only tiles that straddle the diagonal or the sequence end pay for element masking.
+// Query tiles are issued last-first: in causal attention they carry the most key tiles.
+#include <cmath>
+
+#include "kernels/attention/cuda/sdpa_device.cuh"
+#include "kernels/attention/cuda/sdpa_internal.hpp"
+
+namespace lcr::cuda::detail {
+
+template <int DP, int DVP, int BM, int BN, int NW>
+struct FwdTraits {
+  static constexpr int kThreads = NW * 32;
+  static constexpr int MT = BM / (16 * NW);  // 16-row m-tiles per warp
+  static_assert(MT >= 1 && BM == 16 * NW * MT, "BM must be 16 * warps * m-tiles");
+  static_assert(BN % 16 == 0 && DP % 64 == 0 && DVP % 64 == 0, "tile shape");
+  static constexpr bool kQInRegs = MT * DP <= 128;  // keep Q fragments in registers
+  static constexpr size_t kSmem = sizeof(__nv_bfloat16) * (BM * DP + 2 * BN * (DP + DVP));
+};
+
+template <int DP, int DVP, int BM, int BN, int NW, bool kOpts>
+__global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p) {
+  using T = FwdTraits<DP, DVP, BM, BN, NW>;
+  constexpr int MT = T::MT, NTH = T::kThreads;
+  using namespace lcr::cuda::dev;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [BM][DP]
+  __nv_bfloat16* sK = sQ + BM * DP;                                // [2][BN][DP]
+  __nv_bfloat16* sV = sK + 2 * BN * DP;                            // [2][BN][DVP]
+
+  const SdpaArgs& a = p.a;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int bh_count = a.B * a.H;
+  const int qt = p.n_tiles - 1 - int(blockIdx.x / bh_count);
+  const int bh = blockIdx.x % bh_count, b = bh / a.H, h = bh % a.H;
+  const int hk = h / (a.H / a.Hkv);
+  const int i0 = qt * BM;
+  const int nq = min(BM, a.Lq - i0);
+
+  // Keys visible to some row of this tile: j < Lk and k_pos0 + j <= q_pos0 + i0 + nq - 1.
+  const int64_t dpos = a.q_pos0 - a.k_pos0;  // p_i - p_j = dpos + i - j
+  const int64_t jend64 = dpos + i0 + nq;
+  const int jend = int(jend64 < 0 ? 0 : (jend64 > a.Lk ? a.Lk : jend64));
+  const int n_kt = (jend + BN - 1) / BN;
+
+  const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
+  const int64_t v_ld = int64_t(a.Hkv) * a.Dv;
+  const __nv_bfloat16* qbase = a.q + (int64_t(b) * a.Lq + i0) * q_ld + int64_t(h) * a.D;
+  const __nv_bfloat16* kbase = a.k + int64_t(b) * a.Lk * k_ld + int64_t(hk) * a.D;
+  const __nv_bfloat16* vbase = a.v + int64_t(b) * a.Lk * v_ld + int64_t(hk) * a.Dv;
+
+  float acc[MT][DVP / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int n = 0; n < DVP / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][n][e] = 0.f;
+  float row_m[MT][2], row_l[MT][2];  // log2-domain running max, per-thread partial sum
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_m[mt][r] = -INFINITY, row_l[mt][r] = 0.f;
+
+  // Local query row index of (m-tile mt, half r) for this thread.
+  auto qrow = [&](int mt, int r) { return warp * 16 * MT + mt * 16 + g + 8 * r; };
+
+  if (n_kt > 0) {
+    load_tile<BM, DP, NTH>(sQ, qbase, q_ld, nq, a.D, tid);
+    load_tile<BN, DP, NTH>(sK, kbase, k_ld, jend, a.D, tid);
+    load_tile<BN, DVP, NTH>(sV, vbase, v_ld, jend, a.Dv, tid);
+    cp_async_commit();
+  }
+
+  // Per-row option terms, fixed for the whole tile.
+  float bq[MT][2] = {}, slope = 0.f;
+  if constexpr (kOpts) {
+    if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = i0 + qrow(mt, r);
+        if (a.bias_q && i < a.Lq) bq[mt][r] = __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h);
+      }
+  }
+  const float sl2 = a.scale * kLog2e;
+  const float inv_cap = a.softcap > 0.f ? 1.f / a.softcap : 0.f;
+
+  // ldmatrix lane addressing (sdpa_device.cuh): Q as A operand (rows lane%16, chunk half
+  // lane/16), K as B operand (rows lane%8 + 8*(lane/16), chunk half (lane/8)%2), V as the
+  // transposed B operand (rows lane%8 + 8*((lane/8)%2), chunk half lane/16).
+  const uint32_t sQ_addr = smem_addr(sQ), sK_addr = smem_addr(sK), sV_addr = smem_addr(sV);
+  const uint32_t q_off = Swz<DP>::thread_off(warp * 16 * MT + (lane & 15), lane >> 4);
+  const uint32_t k_off = Swz<DP>::thread_off((lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+  const uint32_t v_off = Swz<DVP>::thread_off((lane & 7) + ((lane >> 3) & 1) * 8, lane >> 4);
+
+  uint32_t qf[T::kQInRegs ? MT : 1][T::kQInRegs ? DP / 16 : 1][4];
+
+  for (int kt = 0; kt < n_kt; ++kt) {
+    const int st = kt & 1, j0 = kt * BN;
+    // Prefetch the next key tile into the other stage (its last readers finished at the
+    // barrier that closed the previous iteration), then wait for this one.
+    if (kt + 1 < n_kt) {
+      const int jn = j0 + BN;
+      load_tile<BN, DP, NTH>(sK + (st ^ 1) * BN * DP, kbase + jn * k_ld, k_ld, jend - jn, a.D, tid);
+      load_tile<BN, DVP, NTH>(sV + (st ^ 1) * BN * DVP, vbase + jn * v_ld, v_ld, jend - jn, a.Dv,
+                              tid);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    const uint32_t cK = sK_addr + st * BN * DP * 2, cV = sV_addr + st * BN * DVP * 2;
+
+    if constexpr (T::kQInRegs) {
+      if (kt == 0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int kk = 0; kk < DP / 16; ++kk)
+            ldsm_x4(qf[mt][kk], Swz<DP>::at(sQ_addr, q_off, kk, mt * 16));
+      }
+    }
+
+    // S = Q K^T for this warp's rows.
+    float s[MT][BN / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; ++kk) {
+      uint32_t af[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (T::kQInRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) af[mt][e] = qf[mt][kk][e];
+        } else {
+          ldsm_x4(af[mt], Swz<DP>::at(sQ_addr, q_off, kk, mt * 16));
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < BN / 16; ++np) {
+        uint32_t bf[4];
+        ldsm_x4(bf, Swz<DP>::at(cK, k_off, kk, np * 16));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816(s[mt][2 * np], af[mt], bf[0], bf[1]);
+          mma16816(s[mt][2 * np + 1], af[mt], bf[2], bf[3]);
+        }
+      }
+    }
+
+    // Logits in the log2 domain, masked to -inf where the key is invisible.
+    const bool full = (j0 + BN <= a.Lk) && (dpos + i0 - (j0 + BN - 1) >= 0);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, i = i0 + qrow(mt, r), j = j0 + n * 8 + 2 * t + (e & 1);
+          float x;
+          if constexpr (kOpts) {
+            x = s[mt][n][e] * a.scale;
+            if (a.alibi_slopes) x -= slope * float(dpos + i - j);
+            if (a.bias_q) x += bq[mt][r];
+            if (a.bias_k && j < a.Lk) x -= __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
+            if (a.softcap > 0.f) x = a.softcap * tanhf(x * inv_cap);
+            x *= kLog2e;
+          } else {
+            x = s[mt][n][e] * sl2;
+          }
+          if (!full && (j >= a.Lk || dpos + i - j < 0)) x = -INFINITY;
+          s[mt][n][e] = x;
+        }
+
+        // Online softmax: new row max over this tile (the 4 threads of a quad share a row).
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = row_m[mt][r];
+#pragma unroll
+        for (int n = 0; n < BN / 8; ++n)
+          mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0.
+        const float muse = mx == -INFINITY ? 0.f : mx;
+        const float corr = fast_exp2(row_m[mt][r] - muse);
+        row_m[mt][r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < BN / 8; ++n) {
+          s[mt][n][2 * r] = fast_exp2(s[mt][n][2 * r] - muse);
+          s[mt][n][2 * r + 1] = fast_exp2(s[mt][n][2 * r + 1] - muse);
+          sum += s[mt][n][2 * r] + s[mt][n][2 * r + 1];
+        }
+        row_l[mt][r] = row_l[mt][r] * corr + sum;
+#pragma unroll
+        for (int n = 0; n < DVP / 8; ++n) acc[mt][n][2 * r] *= corr, acc[mt][n][2 * r + 1] *= corr;
+      }
+
+      // O += P V: P (bf16) from the accumulators as the A operand, V through ldmatrix.trans.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t pf[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pf[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pf[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pf[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pf[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int np = 0; np < DVP / 16; ++np) {
+        uint32_t bf[4];
+        ldsm_x4_t(bf, Swz<DVP>::at(cV, v_off, np, kk * 16));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816(acc[mt][2 * np], pf[mt], bf[0], bf[1]);
+          mma16816(acc[mt][2 * np + 1], pf[mt], bf[2], bf[3]);
+        }
+      }
+    }
+    __syncthreads();  // this stage is refilled by the next iteration's prefetch
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: O / l and lse = m ln2 + ln l; a row that saw no key gets o = 0, lse = -inf.
+  const int64_t o_ld = int64_t(a.H) * a.Dv;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = row_l[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int il = qrow(mt, r), i = i0 + il;
+      if (i >= a.Lq) continue;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      if (t == 0)
+        p.lse[(int64_t(b) * a.H + h) * a.Lq + i] =
+            l > 0.f ? row_m[mt][r] * kLn2 + logf(l) : -INFINITY;
+      const int64_t orow = (int64_t(b) * a.Lq + i) * o_ld + int64_t(h) * a.Dv;
+#pragma unroll
+      for (int n = 0; n < DVP / 8; ++n) {
+        const int c = n * 8 + 2 * t;
+        if (c >= a.Dv) continue;
+        const float x0 = acc[mt][n][2 * r] * inv, x1 = acc[mt][n][2 * r + 1] * inv;
+        if (p.o_f32) {
+          *reinterpret_cast<float2*>(p.o_f32 + orow + c) = make_float2(x0, x1);
+        } else {
+          *reinterpret_cast<__nv_bfloat162*>(p.o + orow + c) = __floats2bfloat162_rn(x0, x1);
+        }
+      }
+    }
+}
+
+template <int DP, int DVP, int BM, int BN, int NW, bool kOpts>
+void launch_fwd(KernelParams p, cudaStream_t s) {
+  using T = FwdTraits<DP, DVP, BM, BN, NW>;
+  p.n_tiles = (p.a.Lq + BM - 1) / BM;
+  const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
+  if (grid == 0) return;
+  auto kern = sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts>;
+  LCR_CUDA_CHECK(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmem)));
+  kern<<<unsigned(grid), T::kThreads, T::kSmem, s>>>(p);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace lcr::cuda::detail

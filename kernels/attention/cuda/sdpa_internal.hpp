@@ -1,0 +1,47 @@
+#pragma once
+// Internal to lcr_cuda_sdpa: the parameter block the kernels receive by value, the tile
+// configurations, and the launchers the public functions of sdpa.hpp dispatch to. The
+// benchmark (kernels/bench/cuda) includes this to time the alternative tilings by index.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/attention/cuda/sdpa.hpp"
+
+namespace lcr::cuda::detail {
+
+struct KernelParams {
+  SdpaArgs a;
+  // forward outputs
+  __nv_bfloat16* o = nullptr;
+  float* o_f32 = nullptr;
+  float* lse = nullptr;
+  // backward inputs / outputs
+  const float* lse_in = nullptr;
+  const float* delta = nullptr;
+  const __nv_bfloat16* dout = nullptr;
+  float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias_q = nullptr, *dbias_k = nullptr;
+  bool accumulate = false;
+  int n_tiles = 0;  // query tiles (forward) or key tiles (backward)
+};
+
+// Padded head width class the kernels are compiled for: 64, 128 or 256 (the real width
+// may be smaller; the padding lanes are zero-filled in shared memory).
+inline int width_class(int d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
+
+// variant 0 is the tuned default for the width class; the others exist for the benchmark
+// (bench_cuda_sdpa --variant) and are listed by *_variant_name. Returns false when the
+// width class has no such variant.
+bool launch_forward(const KernelParams& p, int variant, cudaStream_t s);
+bool launch_backward(const KernelParams& p, int variant, cudaStream_t s);
+const char* forward_variant_name(int D, int Dv, int variant);   // null past the last
+const char* backward_variant_name(int D, int Dv, int variant);  // null past the last
+
+// Whether the option logic (ALiBi, bias lanes, softcap) is needed; without it the
+// kernels run the plain instantiation.
+inline bool has_options(const SdpaArgs& a) {
+  return a.alibi_slopes || a.bias_q || a.bias_k || a.softcap > 0.f;
+}
+
+}  // namespace lcr::cuda::detail

@@ -1,0 +1,194 @@
+// Timing of the CUDA SDPA (kernels/attention/cuda) with CUDA events: median of --reps
+// launches after --warmup, inputs rotated over --sets copies so that repeated launches do
+// not run out of L2. Prints one CSV row per (direction, tile variant):
+//   impl,dir,B,H,Hkv,L,D,Dv,variant,ms,tflops
+// FLOPs (causal, the convention of torch/FlashAttention benchmarks): forward
+// 2*B*H*L^2*(D+Dv)/2 (= 4*B*H*L^2*D/2 for D = Dv), backward 2.5x that.
+//   bench_cuda_sdpa --B 1 --H 16 --L 16384 --D 64 [--Dv 64] [--Hkv 16] [--variants all]
+// --variants all times every compiled tiling of the width class (for tuning); the
+// default times variant 0, the one sdpa_forward / sdpa_backward use.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/device_buffer.hpp"
+#include "kernels/attention/cuda/sdpa.hpp"
+#include "kernels/attention/cuda/sdpa_internal.hpp"
+
+using lcr::cuda::DeviceBuffer;
+using lcr::cuda::SdpaArgs;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+struct Opts {
+  int B = 1, H = 16, Hkv = 0, L = 16384, D = 64, Dv = 0, reps = 20, warmup = 3, sets = 3;
+  bool all_variants = false, fwd = true, bwd = true;
+};
+
+Opts parse(int argc, char** argv) {
+  Opts o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto val = [&]() -> int {
+      lcr::require(i + 1 < argc, "bench_cuda_sdpa: ", k, " needs a value");
+      return std::atoi(argv[++i]);
+    };
+    if (k == "--B")
+      o.B = val();
+    else if (k == "--H")
+      o.H = val();
+    else if (k == "--Hkv")
+      o.Hkv = val();
+    else if (k == "--L")
+      o.L = val();
+    else if (k == "--D")
+      o.D = val();
+    else if (k == "--Dv")
+      o.Dv = val();
+    else if (k == "--reps")
+      o.reps = val();
+    else if (k == "--warmup")
+      o.warmup = val();
+    else if (k == "--sets")
+      o.sets = val();
+    else if (k == "--variants") {
+      lcr::require(i + 1 < argc, "bench_cuda_sdpa: --variants needs all or default");
+      o.all_variants = std::strcmp(argv[++i], "all") == 0;
+    } else if (k == "--fwd-only")
+      o.bwd = false;
+    else if (k == "--bwd-only")
+      o.fwd = false;
+    else
+      lcr::throw_error("bench_cuda_sdpa: unknown option ", k,
+                       " (use --B --H --Hkv --L --D --Dv --reps --warmup --sets --variants all "
+                       "--fwd-only --bwd-only)");
+  }
+  if (o.Hkv == 0) o.Hkv = o.H;
+  if (o.Dv == 0) o.Dv = o.D;
+  lcr::require(o.reps >= 1 && o.sets >= 1, "bench_cuda_sdpa: --reps and --sets must be >= 1");
+  return o;
+}
+
+std::vector<bf16> random_bf16(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<bf16> x(n);
+  for (auto& e : x) e = __float2bfloat16(d(rng));
+  return x;
+}
+
+struct Set {  // one rotating copy of the inputs and the buffers the kernels write
+  DeviceBuffer<bf16> q, k, v, o, dout;
+  DeviceBuffer<float> lse, delta, dq, dk, dv;
+};
+
+// Median milliseconds of `fn(set index)` over o.reps launches.
+template <class F>
+float time_ms(const Opts& o, F fn) {
+  for (int w = 0; w < o.warmup; ++w) fn(w % o.sets);
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  LCR_CUDA_CHECK(cudaEventCreate(&e0));
+  LCR_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int r = 0; r < o.reps; ++r) {
+    LCR_CUDA_CHECK(cudaEventRecord(e0));
+    fn(r % o.sets);
+    LCR_CUDA_CHECK(cudaEventRecord(e1));
+    LCR_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0.f;
+    LCR_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  LCR_CUDA_CHECK(cudaEventDestroy(e0));
+  LCR_CUDA_CHECK(cudaEventDestroy(e1));
+  std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+  return ms[ms.size() / 2];
+}
+
+int run(const Opts& o) {
+  std::mt19937_64 rng(12345);
+  const size_t nq = size_t(o.B) * o.L * o.H, nk = size_t(o.B) * o.L * o.Hkv;
+  std::vector<Set> sets(o.sets);
+  for (auto& s : sets) {
+    s.q = DeviceBuffer<bf16>(random_bf16(nq * o.D, rng));
+    s.k = DeviceBuffer<bf16>(random_bf16(nk * o.D, rng));
+    s.v = DeviceBuffer<bf16>(random_bf16(nk * o.Dv, rng));
+    s.dout = DeviceBuffer<bf16>(random_bf16(nq * o.Dv, rng));
+    s.o = DeviceBuffer<bf16>(nq * o.Dv);
+    s.lse = DeviceBuffer<float>(nq);
+    s.delta = DeviceBuffer<float>(nq);
+    s.dq = DeviceBuffer<float>(nq * o.D);
+    s.dk = DeviceBuffer<float>(nk * o.D);
+    s.dv = DeviceBuffer<float>(nk * o.Dv);
+  }
+  auto args = [&](Set& s) {
+    SdpaArgs a;
+    a.B = o.B, a.Lq = o.L, a.Lk = o.L, a.H = o.H, a.Hkv = o.Hkv, a.D = o.D, a.Dv = o.Dv;
+    a.q = s.q.data(), a.k = s.k.data(), a.v = s.v.data();
+    a.scale = 1.f / std::sqrt(float(o.D));
+    return a;
+  };
+  // Every set gets a real forward first: the backward needs its O and lse.
+  for (auto& s : sets) lcr::cuda::sdpa_forward(args(s), s.o.data(), nullptr, s.lse.data(), 0);
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+
+  const double flop_fwd = 2.0 * o.B * o.H * double(o.L) * o.L * (o.D + o.Dv) / 2;
+  auto report = [&](const char* dir, const char* variant, float ms, double flop) {
+    std::printf("lcr,%s,%d,%d,%d,%d,%d,%d,%s,%.4f,%.1f\n", dir, o.B, o.H, o.Hkv, o.L, o.D, o.Dv,
+                variant, ms, flop / (ms * 1e-3) / 1e12);
+    std::fflush(stdout);
+  };
+  using namespace lcr::cuda::detail;
+  for (int var = 0; o.fwd; ++var) {
+    const char* name = forward_variant_name(o.D, o.Dv, var);
+    if (!name || (!o.all_variants && var > 0)) break;
+    const float ms = time_ms(o, [&](int i) {
+      KernelParams p;
+      p.a = args(sets[i]);
+      p.o = sets[i].o.data();
+      p.lse = sets[i].lse.data();
+      lcr::require(launch_forward(p, var, 0), "forward variant ", var, " did not run");
+    });
+    report("fwd", name, ms, flop_fwd);
+  }
+  for (auto& s : sets) lcr::cuda::sdpa_forward(args(s), s.o.data(), nullptr, s.lse.data(), 0);
+  for (int var = 0; o.bwd; ++var) {
+    const char* name = backward_variant_name(o.D, o.Dv, var);
+    if (!name || (!o.all_variants && var > 0)) break;
+    // Timed like torch's backward: row delta, dq zeroing and the gradient kernel.
+    const float ms = time_ms(o, [&](int i) {
+      Set& s = sets[i];
+      lcr::cuda::sdpa_row_delta(o.B, o.L, o.H, o.Dv, s.o.data(), s.dout.data(), s.delta.data(), 0);
+      KernelParams p;
+      p.a = args(s);
+      p.lse_in = s.lse.data(), p.delta = s.delta.data(), p.dout = s.dout.data();
+      p.dq = s.dq.data(), p.dk = s.dk.data(), p.dv = s.dv.data();
+      lcr::require(launch_backward(p, var, 0), "backward variant ", var, " did not run");
+    });
+    report("bwd", name, ms, 2.5 * flop_fwd);
+  }
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cuda_sdpa: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,48 @@
+#pragma once
+// Helpers of the CUDA attention tests (tests/cuda/lanes): run the CUDA API on a
+// lcr::test::Problem (tests/kernels/attention_harness.hpp: fp64 inputs, reference, dual
+// numbers), run the "naive bf16" implementation, compare with tolerances.
+//
+// Error model. The GPU stores q, k, v, o, dout and the lanes q', k' in bf16 (8 bits of
+// mantissa) and computes in fp32. Its error against the float64 reference of the EXACT
+// inputs is compared with that of a naive bf16 implementation: the CPU float32 path
+// (kernels/attention/attention.cpp in float) run on the same bf16-rounded q, k, v, dout,
+// with its o rounded to bf16 (the API's output type). The naive path rounds only at the
+// API boundary, so it is the error that bf16 storage itself costs; the GPU additionally
+// rounds q', k', the softmax probabilities P and dS to bf16 inside its tensor-core
+// products, hence a small multiple of the naive error (kForwardFactor, kGradFactor).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/cuda/lanes/attention_cuda.hpp"
+#include "kernels/attention_harness.hpp"
+
+namespace lcr::cuda::test {
+
+// GPU error <= factor x naive error + floor x max|reference| (floor: a quarter of bf16's
+// relative resolution 2^-8, so tensors whose naive error happens to vanish, e.g. a row
+// with one key, are not held to zero).
+constexpr double kForwardFactor = 3.0;
+constexpr double kGradFactor = 4.0;
+constexpr double kFloor = 1.0 / 1024;
+
+// The API on the problem's inputs rounded to bf16 (fp32 FoX lanes and parameters); every
+// output poisoned (NaN) before the call. backward: also the gradients, by input name.
+// forget_lanes: the backward recomputes the lanes instead of reusing the forward's.
+lcr::test::Result gpu_run(const lcr::test::Problem& p, bool backward, bool forget_lanes = false);
+
+// The naive bf16 implementation described above.
+lcr::test::Result naive_run(const lcr::test::Problem& p);
+
+// p with q, k, v, dout rounded to bf16 and FoX lanes / parameters to fp32 (new storage).
+lcr::test::Problem rounded_problem(const lcr::test::Problem& p);
+
+// Fresh seed per run unless LCR_TEST_SEED is set; printed by the tests for reproduction.
+uint64_t run_seed();
+
+// sqrt(sum (a - b)^2) over finite pairs; equal infinities count as 0, NaN as infinity.
+double l2_diff(const std::vector<double>& a, const std::vector<double>& b);
+double l2_norm(const std::vector<double>& a);
+
+}  // namespace lcr::cuda::test

@@ -1,0 +1,181 @@
+// The CUDA attention API (kernels/attention/cuda/lanes/attention_cuda.hpp) for every
+// dot-product scheme and option against the float64 reference, at odd sizes (L = 1, 7,
+// 129, 1000), GQA, position offsets and rows that see no key. Per case:
+//  - o and lse against the float64 reference (kernels/attention/reference) of the exact
+//    inputs, every gradient (q, k, v, FoX lanes, each parameter slice) against the Kokkos
+//    float64 backward (itself tied to the reference's dual numbers and finite differences
+//    by lcr_kernel_tests), each within a small multiple of the naive bf16 error
+//    (lanes_test_util.hpp says what that is and why);
+//  - at small sizes, every gradient also directly against the float64 reference: its
+//    exact directional derivative (dual numbers) along a random direction u. With
+//    u ~ N(0, I), <u, g_gpu - g> ~ N(0, |g_gpu - g|^2), so the bound 6 K |g_naive - g|
+//    fails with probability ~1e-9 when the GPU error is within K times the naive one, and
+//    almost surely when a gradient is structurally wrong (error ~ |g|).
+// Inputs are fresh random draws each run (seed printed; LCR_TEST_SEED=<n> replays one).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "cuda_test_util.hpp"
+#include "lanes_test_util.hpp"
+
+namespace lcr::cuda::test {
+namespace {
+
+using lcr::test::Case;
+using lcr::test::Problem;
+using lcr::test::Result;
+
+struct NamedCase {
+  std::string name;
+  Case c;
+};
+void PrintTo(const NamedCase& c, std::ostream* os) { *os << c.name; }
+std::string case_name(const ::testing::TestParamInfo<NamedCase>& i) { return i.param.name; }
+
+std::vector<NamedCase> all_cases() {
+  std::vector<std::pair<std::string, AttentionSpec>> variants;
+  auto add = [&](const std::string& n, Scheme sc, auto edit) {
+    AttentionSpec s;
+    s.scheme = sc;
+    edit(s);
+    variants.emplace_back(n, s);
+  };
+  auto none = [](AttentionSpec&) {};
+  add("nope", Scheme::NoPE, none);
+  add("rope_half", Scheme::RoPE, none);
+  add("rope_interleaved", Scheme::RoPE,
+      [](AttentionSpec& s) { s.rope.pairing = RopePairing::Interleaved; });
+  add("rope_partial", Scheme::RoPE, [](AttentionSpec& s) { s.rope.rotary_dim = 8; });
+  add("rope_yarn", Scheme::RoPE, [](AttentionSpec& s) {
+    s.rope.yarn_factor = 4;  // with N = 32 the ramp is crossed by the head's pairs
+    s.rope.yarn_original_len = 32;
+  });
+  add("alibi", Scheme::ALiBi, none);
+  add("goat", Scheme::GOAT, none);
+  add("goat2d", Scheme::GOAT2D, [](AttentionSpec& s) { s.goat.grid_width = 5; });
+  add("pope", Scheme::PoPE, none);
+  add("fox", Scheme::FoX, none);
+  add("nope_sink", Scheme::NoPE, [](AttentionSpec& s) { s.numerics.sink = true; });
+  add("nope_softcap", Scheme::NoPE, [](AttentionSpec& s) { s.numerics.softcap = 5; });
+  add("rope_qknorm", Scheme::RoPE, [](AttentionSpec& s) { s.numerics.qk_norm = true; });
+  add("goat_all_numerics", Scheme::GOAT, [](AttentionSpec& s) {
+    s.numerics.qk_norm = s.numerics.sink = true;
+    s.numerics.softcap = 4;
+  });
+  add("pope_qknorm_sink", Scheme::PoPE,
+      [](AttentionSpec& s) { s.numerics.qk_norm = s.numerics.sink = true; });
+  add("alibi_all_numerics", Scheme::ALiBi, [](AttentionSpec& s) {
+    s.numerics.qk_norm = s.numerics.sink = true;
+    s.numerics.softcap = 4;
+  });
+  add("fox_qknorm_sink", Scheme::FoX,
+      [](AttentionSpec& s) { s.numerics.qk_norm = s.numerics.sink = true; });
+
+  struct Shape {
+    const char* name;
+    int B, Lq, Lk, H, Hkv, d;
+    int64_t q0, k0;
+    int dv;
+  };
+  const Shape shapes[] = {
+      {"L1_d16", 1, 1, 1, 2, 1, 16, 0, 0, 0},
+      {"L7_d32_gqa", 2, 7, 7, 4, 2, 32, 0, 0, 0},
+      {"L129_d128", 1, 129, 129, 2, 2, 128, 0, 0, 0},
+      {"L1000_d64_gqa", 1, 1000, 1000, 2, 1, 64, 0, 0, 0},
+      {"offset_queries_after_keys", 1, 37, 100, 2, 1, 16, 80, 0, 0},
+      {"offset_rows_see_nothing", 1, 20, 30, 2, 2, 16, 0, 10, 0},
+      {"value_dim_differs", 1, 9, 9, 2, 1, 24, 3, 3, 40},
+  };
+  std::vector<NamedCase> out;
+  for (const auto& [vn, spec] : variants)
+    for (const auto& sh : shapes) {
+      NamedCase nc{vn + "_" + sh.name, Case{}};
+      nc.c.spec = spec;
+      nc.c.spec.heads = sh.H;
+      nc.c.spec.kv_heads = sh.Hkv;
+      nc.c.spec.head_dim = sh.d;
+      nc.c.spec.value_dim = sh.dv;
+      nc.c.B = sh.B, nc.c.Lq = sh.Lq, nc.c.Lk = sh.Lk, nc.c.q_pos0 = sh.q0, nc.c.k_pos0 = sh.k0;
+      nc.c.seed = std::hash<std::string>{}(nc.name) ^ run_seed();
+      out.push_back(nc);
+    }
+  return out;
+}
+
+class CudaAttentionTest : public ::testing::TestWithParam<NamedCase> {};
+
+// error(gpu) <= factor * error(naive) + kFloor * max|ref|; prints the measured ratio.
+void expect_within(const char* what, const std::vector<double>& gpu, const std::vector<double>& naive,
+                   const std::vector<double>& ref, double factor, double& worst_ratio) {
+  const double eg = lcr::test::max_abs_diff(gpu, ref), en = lcr::test::max_abs_diff(naive, ref);
+  const double floor = kFloor * std::max(lcr::test::max_abs(ref), 1e-30);
+  EXPECT_LE(eg, factor * en + floor) << what << ": gpu error " << eg << ", naive bf16 error " << en
+                                     << ", max|ref| " << lcr::test::max_abs(ref);
+  worst_ratio = std::max(worst_ratio, eg / std::max(en, floor));
+}
+
+TEST_P(CudaAttentionTest, ForwardAndGradientsWithinNaiveBf16Error) {
+  LCR_REQUIRE_GPU();
+  const NamedCase& nc = GetParam();
+  SCOPED_TRACE("seed " + std::to_string(nc.c.seed) + " (LCR_TEST_SEED=" +
+               std::to_string(run_seed()) + ")");
+  const Problem p = lcr::test::make_problem(nc.c);
+  const Result ref = lcr::test::run_reference(p);
+  const Result ref_grad = lcr::test::run_kokkos<double>(p, true);
+  const Result naive = naive_run(p);
+  const Result gpu = gpu_run(p, true);
+
+  double fwd_ratio = 0, grad_ratio = 0;
+  expect_within("o", gpu.o, naive.o, ref.o, kForwardFactor, fwd_ratio);
+  expect_within("lse", gpu.lse, naive.lse, ref.lse, kForwardFactor, fwd_ratio);
+  std::string worst;
+  for (const auto& name : lcr::test::input_names(p)) {
+    const double before = grad_ratio;
+    expect_within(("d " + name).c_str(), gpu.grad.at(name), naive.grad.at(name),
+                  ref_grad.grad.at(name), kGradFactor, grad_ratio);
+    if (grad_ratio > before) worst = name;
+  }
+  std::printf("[ratio] %-44s fwd %5.2f grad %5.2f (%s)\n", nc.name.c_str(), fwd_ratio, grad_ratio,
+              worst.c_str());
+
+  if (int64_t(nc.c.Lq) * nc.c.Lk > 129 * 129) return;  // dual numbers: small sizes only
+  std::mt19937_64 rng(nc.c.seed + 17);
+  std::normal_distribution<double> n01;
+  for (const auto& name : lcr::test::input_names(p)) {
+    const auto& g = gpu.grad.at(name);
+    std::vector<double> u(g.size());
+    double ug = 0;
+    for (size_t i = 0; i < u.size(); ++i) u[i] = n01(rng), ug += u[i] * g[i];
+    const double exact = lcr::test::reference_directional(p, name, u);
+    const double en = l2_diff(naive.grad.at(name), ref_grad.grad.at(name));
+    const double bound = 6 * (kGradFactor * en + kFloor * l2_norm(ref_grad.grad.at(name))) + 1e-12;
+    EXPECT_NEAR(ug, exact, bound) << "d " << name << " along a random direction";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttentionTest, ::testing::ValuesIn(all_cases()), case_name);
+
+// The backward reuses the forward's lanes from the workspace (autograd contract); a
+// backward that recomputes them (forget()) must give the same gradients.
+TEST(CudaAttention, BackwardWithSavedLanesEqualsRecomputed) {
+  LCR_REQUIRE_GPU();
+  for (Scheme sc : {Scheme::GOAT, Scheme::PoPE, Scheme::RoPE}) {
+    Case c;
+    c.spec.scheme = sc;
+    c.spec.heads = 4, c.spec.kv_heads = 2, c.spec.head_dim = 32;
+    c.spec.numerics.qk_norm = true;
+    c.B = 2, c.Lq = c.Lk = 77, c.seed = run_seed();
+    const Problem p = lcr::test::make_problem(c);
+    const Result a = gpu_run(p, true);        // backward reuses the forward's lanes
+    const Result b = gpu_run(p, true, true);  // backward recomputes them
+    for (const auto& [name, g] : a.grad)
+      EXPECT_LE(lcr::test::max_abs_diff(g, b.grad.at(name)), 1e-6 * lcr::test::max_abs(g) + 1e-30)
+          << scheme_name(sc) << " d " << name;
+  }
+}
+
+}  // namespace
+}  // namespace lcr::cuda::test
