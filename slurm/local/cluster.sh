@@ -164,7 +164,9 @@ stop() {
   [ -f "$conf" ] || { echo "cluster.sh: nothing at $dir"; return 0; }
   if pid_alive "$dir/slurmctld.pid"; then
     # Cancel every job and give the steps time to end, so no job process outlives us.
-    scancel --full --quiet $(squeue -h -o %A 2>/dev/null) 2>/dev/null || true
+    local jobs
+    mapfile -t jobs < <(squeue -h -o %A 2>/dev/null)
+    [ ${#jobs[@]} -eq 0 ] || scancel --quiet "${jobs[@]}" 2>/dev/null || true
     for _ in $(seq 30); do
       [ -z "$(squeue -h -o %A 2>/dev/null)" ] && break
       sleep 1
