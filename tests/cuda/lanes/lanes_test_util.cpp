@@ -43,7 +43,8 @@ V copy_rounded(const V& v, bool bf16) {
 
 uint64_t run_seed() {
   static const uint64_t seed = [] {
-    if (const char* s = std::getenv("LCR_TEST_SEED")) return uint64_t(std::strtoull(s, nullptr, 10));
+    if (const char* s = std::getenv("LCR_TEST_SEED"))
+      return uint64_t(std::strtoull(s, nullptr, 10));
     return uint64_t(std::random_device{}()) << 32 | std::random_device{}();
   }();
   return seed;
@@ -101,8 +102,12 @@ Result gpu_run(const Problem& p, bool backward, bool forget_lanes) {
   DeviceBuffer<float> dq(p.q.span()), dk(p.k.span()), dv_(p.v.span());
   DeviceBuffer<float> dparams(p.params.data.span()), dcq(p.fox_cq.span()), dck(p.fox_ck.span());
   for (auto* b : {&dq, &dk, &dv_, &dparams, &dcq, &dck}) b->fill_bytes(0xFF);
-  AttentionGrads g{dq.data(), dk.data(), dv_.data(), dparams.size() ? dparams.data() : nullptr,
-                   dcq.size() ? dcq.data() : nullptr, dck.size() ? dck.data() : nullptr};
+  AttentionGrads g{dq.data(),
+                   dk.data(),
+                   dv_.data(),
+                   dparams.size() ? dparams.data() : nullptr,
+                   dcq.size() ? dcq.data() : nullptr,
+                   dck.size() ? dck.data() : nullptr};
   if (forget_lanes) ws.forget();
   attention_backward(s, prm, in, {o.data(), lse.data()}, dout.data(), g, ws);
   r.grad["q"] = to_double(dq.download());

@@ -108,8 +108,9 @@ std::vector<NamedCase> all_cases() {
 class CudaAttentionTest : public ::testing::TestWithParam<NamedCase> {};
 
 // error(gpu) <= factor * error(naive) + kFloor * max|ref|; prints the measured ratio.
-void expect_within(const char* what, const std::vector<double>& gpu, const std::vector<double>& naive,
-                   const std::vector<double>& ref, double factor, double& worst_ratio) {
+void expect_within(const char* what, const std::vector<double>& gpu,
+                   const std::vector<double>& naive, const std::vector<double>& ref, double factor,
+                   double& worst_ratio) {
   const double eg = lcr::test::max_abs_diff(gpu, ref), en = lcr::test::max_abs_diff(naive, ref);
   const double floor = kFloor * std::max(lcr::test::max_abs(ref), 1e-30);
   EXPECT_LE(eg, factor * en + floor) << what << ": gpu error " << eg << ", naive bf16 error " << en
@@ -120,8 +121,8 @@ void expect_within(const char* what, const std::vector<double>& gpu, const std::
 TEST_P(CudaAttentionTest, ForwardAndGradientsWithinNaiveBf16Error) {
   LCR_REQUIRE_GPU();
   const NamedCase& nc = GetParam();
-  SCOPED_TRACE("seed " + std::to_string(nc.c.seed) + " (LCR_TEST_SEED=" +
-               std::to_string(run_seed()) + ")");
+  SCOPED_TRACE("seed " + std::to_string(nc.c.seed) +
+               " (LCR_TEST_SEED=" + std::to_string(run_seed()) + ")");
   const Problem p = lcr::test::make_problem(nc.c);
   const Result ref = lcr::test::run_reference(p);
   const Result ref_grad = lcr::test::run_kokkos<double>(p, true);

@@ -70,16 +70,13 @@ std::vector<LaneCase> lane_cases() {
     s.rope.yarn_factor = 8, s.rope.yarn_original_len = 64, s.numerics.qk_norm = true;
   });
   add("goat", Scheme::GOAT, 64, none);
-  add("goat_qknorm_r7", Scheme::GOAT, 40, [](AttentionSpec& s) {
-    s.goat.modes = 7, s.numerics.qk_norm = true, s.value_dim = 24;
-  });
-  add("goat2d", Scheme::GOAT2D, 48, [](AttentionSpec& s) {
-    s.goat.grid_width = 13, s.goat.modes = 5, s.goat.y_modes = 2;
-  });
+  add("goat_qknorm_r7", Scheme::GOAT, 40,
+      [](AttentionSpec& s) { s.goat.modes = 7, s.numerics.qk_norm = true, s.value_dim = 24; });
+  add("goat2d", Scheme::GOAT2D, 48,
+      [](AttentionSpec& s) { s.goat.grid_width = 13, s.goat.modes = 5, s.goat.y_modes = 2; });
   add("pope", Scheme::PoPE, 64, none);
-  add("pope_qknorm", Scheme::PoPE, 20, [](AttentionSpec& s) {
-    s.numerics.qk_norm = true, s.value_dim = 24;
-  });
+  add("pope_qknorm", Scheme::PoPE, 20,
+      [](AttentionSpec& s) { s.numerics.qk_norm = true, s.value_dim = 24; });
   return out;
 }
 
@@ -87,12 +84,13 @@ class CudaLaneTest : public ::testing::TestWithParam<LaneCase> {};
 
 // The GOAT key-bias lane index (the CPU's u lane; the GPU's bf16 head, tail next to it).
 int goat_u_lane(const AttentionSpec& s) {
-  return (s.scheme == Scheme::GOAT || s.scheme == Scheme::GOAT2D) ? input_qk_dim(s) + 2 * s.goat.modes
-                                                                   : -1;
+  return (s.scheme == Scheme::GOAT || s.scheme == Scheme::GOAT2D)
+             ? input_qk_dim(s) + 2 * s.goat.modes
+             : -1;
 }
 
 struct CpuSide {
-  AttentionInputs<double> in;
+  lcr::AttentionInputs<double> in;
   ParamSet<double> params;
 };
 
@@ -170,8 +168,7 @@ TEST_P(CudaLaneTest, ForwardLanesMatchCpu) {
   const int rq = lc.c.B * lc.c.Lq * s.heads, rk = lc.c.B * lc.c.Lk * s.kv_heads;
   expect_lanes(download(G.sdpa.q, size_t(rq) * dp), flat(P.sdpa.q), rq, dp, w, u, false,
                s.head_dim);
-  expect_lanes(download(G.sdpa.k, size_t(rk) * dp), flat(P.sdpa.k), rk, dp, w, u, true,
-               s.head_dim);
+  expect_lanes(download(G.sdpa.k, size_t(rk) * dp), flat(P.sdpa.k), rk, dp, w, u, true, s.head_dim);
   EXPECT_NEAR(G.sdpa.scale, double(P.sdpa.scale), 1e-7);
 }
 
@@ -220,8 +217,8 @@ TEST_P(CudaLaneTest, BackwardLanesMatchCpu) {
   DeviceBuffer<float> ddp(std::max<size_t>(r.params.data.span(), 1));
   ddq.fill_bytes(0xFF), ddk.fill_bytes(0xFF), ddp.fill_bytes(0);
   prepare_attention(s, g->prm, g->in, ws, nullptr);  // tables as a forward leaves them
-  prepared_backward(s, g->prm, g->in, ddq2.data(), ddk2.data(), ddq.data(), ddk.data(),
-                    ddp.data(), ws, nullptr);
+  prepared_backward(s, g->prm, g->in, ddq2.data(), ddk2.data(), ddq.data(), ddk.data(), ddp.data(),
+                    ws, nullptr);
   auto cmp = [](const char* what, const std::vector<float>& got, const std::vector<double>& want) {
     const std::vector<double> g(got.begin(), got.end());
     EXPECT_LE(lcr::test::max_abs_diff(g, want), 1e-4 * lcr::test::max_abs(want) + 1e-7) << what;
@@ -252,7 +249,8 @@ TEST(CudaFox, CumulativeGatesMatchCpu) {
     for (size_t i = 0; i < x.span(); ++i)
       fx[i] = float(2 + n01(rng)), hx.data()[i] = fx[i], fd[i] = float(n01(rng)),
       hd.data()[i] = fd[i];
-    for (size_t i = 0; i < off.span(); ++i) fo[i] = float(-50 * (1 + n01(rng))), ho.data()[i] = fo[i];
+    for (size_t i = 0; i < off.span(); ++i)
+      fo[i] = float(-50 * (1 + n01(rng))), ho.data()[i] = fo[i];
     Kokkos::deep_copy(x, hx), Kokkos::deep_copy(dc, hd), Kokkos::deep_copy(off, ho);
     fox::cumulative_log_gates<double>(x, off, c);
     fox::cumulative_log_gates_backward<double>(x, dc, dx, doff);
@@ -264,7 +262,8 @@ TEST(CudaFox, CumulativeGatesMatchCpu) {
     fox_cumulative_log_gates_backward(B, L, H, gx.data(), gdc.data(), gdx.data(), gdo.data(), ws,
                                       nullptr);
     // fp32 storage of double sums: relative 2^-24 of the value, the CPU's own precision.
-    auto cmp = [&](const char* what, const std::vector<float>& got, const std::vector<double>& want) {
+    auto cmp = [&](const char* what, const std::vector<float>& got,
+                   const std::vector<double>& want) {
       const std::vector<double> g(got.begin(), got.end());
       EXPECT_LE(lcr::test::max_abs_diff(g, want), 2e-7 * lcr::test::max_abs(want) + 1e-7)
           << what << " L=" << L;
@@ -309,7 +308,7 @@ TEST(CudaAttentionChecks, RejectBadInputWithClearErrors) {
   expect_error(s, j, {}, "positions");
   j = in, j.k = nullptr;
   expect_error(s, j, {}, "null");
-  t = s, t.heads = 3;
+  t = s, t.heads = 3, t.kv_heads = 2;
   expect_error(t, in, {}, "kv_heads");
 }
 

@@ -1,0 +1,139 @@
+#pragma once
+// Launchers of the CUDA lane kernels (lane_kernels.cu, aux_kernels.cu): plain structs of
+// device pointers and sizes, no Kokkos, so both nvcc and the host orchestration
+// (attention_cuda.cpp) include this. All launches are stream-ordered and checked; a
+// launcher with nothing to do (an empty tensor) launches nothing.
+//
+// Row kernels: one warp per row x [d] (a row = one (b, position, head)); a block of
+// kWarps warps owns kPositions consecutive positions of ONE head for every batch row, so
+// per-head parameter gradients are summed per block in a fixed order and written as one
+// partial row per block (partials [chunks, Hx, cols], chunk = position / kPositions);
+// reduce_partials then sums the partials in a fixed order. No atomics anywhere: the
+// results are bitwise reproducible.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace lcr::cuda::lanes {
+
+constexpr int kWarps = 4;          // warps per block of the row kernels
+constexpr int kPositions = 32;     // positions per block of the row kernels
+constexpr int kMaxRowWidth = 256;  // x width d and lane width dp handled per row
+constexpr int kMaxTable = 128;     // frequencies per trig table (d/2, d or R)
+constexpr int kMaxPerLane = kMaxRowWidth / 32;
+
+inline int position_chunks(int L) { return (L + kPositions - 1) / kPositions; }
+
+enum class LaneKind : int { Copy = 0, Rope = 1, Goat = 2, Pope = 3 };
+
+// A position table: entry [t, m] = (cos, sin)(freq[m] * coord_m(pos0 + t)), the angle
+// formed in double (positions up to ~1e7 keep ~1e-9 rad), stored as float2 [L, M].
+// coord: axis 0 = p, 1 = p / grid_w, 2 = p % grid_w (GOAT2D).
+struct TrigSpec {
+  int M = 0;
+  int64_t grid_w = 1;
+  double freq[kMaxTable] = {};
+  int axis[kMaxTable] = {};
+};
+void trig_table(const TrigSpec& spec, int64_t pos0, int L, float2* out, cudaStream_t s);
+
+// The lane map of one side (queries or keys). x [B, L, Hx, d] bf16 -> y [B, L, Hx, dp]
+// bf16, dp = the padded lane width (a multiple of 8; padding lanes are zero).
+struct RowLaneArgs {
+  LaneKind kind = LaneKind::Copy;
+  bool is_query = true;
+  int B = 0, L = 0, Hx = 0, d = 0, dp = 0;
+  int64_t pos0 = 0;
+  const __nv_bfloat16* x = nullptr;
+  const float* gain = nullptr;  // QK-RMSNorm gain [d], or null (no norm)
+  float eps = 1e-6f;
+  const float2* trig = nullptr;  // [L, M] table of this side's positions
+  int M = 0;
+  float scale = 1.f;  // RoPE: YaRN factor a; GOAT: content scale (queries) / 1 (keys)
+  // RoPE: the first `rotary` dims rotate, pairs (2m, 2m+1) or (m, m + rotary/2).
+  int rotary = 0;
+  bool interleaved = false;
+  // GOAT: q' = [scale q_c, lane_scale (a cos + b sin, a sin - b cos) per mode, 1, 1],
+  //       k' = [k_c, cos, sin per mode, hi(sqrt(d_h) u), lo(sqrt(d_h) u)].
+  int R = 0;
+  const float* alpha = nullptr;  // [H, R] (queries)
+  const float* beta = nullptr;   // [H, R] (queries)
+  float lane_scale = 1.f;        // sqrt(d_h)
+  const double* u = nullptr;     // [L, Hkv] key bias u(j) (keys)
+  double u_scale = 1.0;          // sqrt(d_h): k' carries sqrt(d_h) u against q' = 1
+  // PoPE: keys' phase adds clamp(delta[hk, c]); (cos, sin) of it per [Hkv, d].
+  const float2* delta_trig = nullptr;
+  const float* delta = nullptr;  // [Hkv, d] raw values (the clamp's gradient mask)
+};
+void lanes_forward(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s);
+
+// Backward of lanes_forward (QK-RMSNorm included): dy [B, L, Hx, dp] fp32 -> dx
+// [B, L, Hx, d] fp32 (overwritten). Parameter-gradient partials, each [chunks, Hx, cols]
+// (chunks = position_chunks(L)) or null when not wanted:
+//   gain_part  cols d    d gain (summed over heads by the reduction)
+//   mode_part  cols 2R   GOAT queries: [sum g0 cos + g1 sin | sum g0 sin - g1 cos] per mode
+//   delta_part cols d    PoPE keys: d delta (zero where delta is outside the clamp range)
+// du [L, Hx] (GOAT keys): d loss / d u(j), summed over the batch.
+struct RowLaneGrads {
+  const float* dy = nullptr;
+  float* dx = nullptr;
+  float* gain_part = nullptr;
+  float* mode_part = nullptr;
+  float* delta_part = nullptr;
+  float* du = nullptr;
+};
+void lanes_backward(const RowLaneArgs& a, const RowLaneGrads& g, cudaStream_t s);
+
+// out[h * ncols + c] += out_scale * sum_chunk part[(chunk * Hx + h) * stride + col0 + c],
+// or, with sum_heads, out[c] += out_scale * sum_{chunk, h} (...). Sums in double, fixed order.
+void reduce_partials(const float* part, int chunks, int Hx, int stride, int col0, int ncols,
+                     bool sum_heads, double out_scale, float* out, cudaStream_t s);
+
+// ---- GOAT key bias u(j) = lambda p + w2 . silu(W1 phi(p) + b1) + bump 1{p = 0} ----
+struct GoatKeyArgs {
+  int L = 0, Hkv = 0, N = 0, F = 0;  // N hidden units, F feature pairs (phi has 2F + 2)
+  int64_t pos0 = 0;
+  double feature_freq[kMaxTable] = {};
+  double inv_train_len = 1, inv_log_train = 1;
+  const float *lambda = nullptr, *bump = nullptr;           // [Hkv]
+  const float *w1 = nullptr, *b1 = nullptr, *w2 = nullptr;  // [Hkv, N, 2F+2], [Hkv, N] x2
+};
+void goat_key_bias(const GoatKeyArgs& a, double* u, cudaStream_t s);  // u [L, Hkv]
+// Partials [chunks, Hkv, 2 + N (2 + NF)] of the key-bias parameter gradients from du
+// [L, Hkv]; per KV head the columns are lambda, bump, then per hidden unit n: w2_n, b1_n,
+// W1_n,0 .. W1_n,NF-1. chunks = goat_key_chunks(L).
+int goat_key_chunks(int L);
+void goat_key_param_partials(const GoatKeyArgs& a, const float* du, float* part, cudaStream_t s);
+// Adds the reduced partials into the parameter slices (offsets into dparams).
+struct GoatKeyGradSlices {
+  float *lambda = nullptr, *bump = nullptr, *w1 = nullptr, *b1 = nullptr, *w2 = nullptr;
+};
+void goat_key_param_reduce(const GoatKeyArgs& a, const float* part, const GoatKeyGradSlices& out,
+                           cudaStream_t s);
+
+// ---- small helpers ----
+// (cos, sin)(clamp(delta, -2 pi, 0)) for PoPE's key phase, n values.
+void pope_delta_trig(const float* delta, int n, float2* out, cudaStream_t s);
+// ALiBi slopes 2^(-8 (h+1) / H), formed in double and rounded to float like the CPU path.
+void alibi_slopes(int H, float* out, cudaStream_t s);
+
+// ---- learned sink (after all key blocks are merged) ----
+// lse [B, H, Lq] <- logaddexp(lse, sink[h]); o [B, Lq, H, Dv] bf16 = o_f32 * exp(old - new)
+// (0 where the row saw no key). o_f32 and o may not alias.
+void sink_forward(int B, int Lq, int H, int Dv, const float* sink, const float* o_f32, float* lse,
+                  __nv_bfloat16* o, cudaStream_t s);
+// dsink[h] = -sum_{b,i} exp(sink[h] - lse) delta (overwritten); lse is the final one.
+void sink_backward(int B, int Lq, int H, const float* sink, const float* lse, const float* delta,
+                   float* dsink, cudaStream_t s);
+
+// ---- FoX: c_t = offset + sum_{s <= t} log sigmoid(x_s) over [B, L, H] (double sums) ----
+// scratch: at least fox_scratch_doubles(B, L, H) doubles.
+int64_t fox_scratch_doubles(int B, int L, int H);
+void fox_cumulative(int B, int L, int H, const float* x, const float* offset, float* c,
+                    double* scratch, cudaStream_t s);
+// dx_s = sigmoid(-x_s) sum_{t >= s} dc_t (overwritten); doffset[b, h] = sum_t dc_t when given.
+void fox_cumulative_backward(int B, int L, int H, const float* x, const float* dc, float* dx,
+                             float* doffset, double* scratch, cudaStream_t s);
+
+}  // namespace lcr::cuda::lanes

@@ -1,0 +1,94 @@
+#pragma once
+// Workspace::Impl (attention_cuda.hpp): named device scratch buffers that grow on demand,
+// the cache of position tables, and the key of the lanes the last forward left behind.
+// Internal to lcr_cuda_attention.
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/lanes/attention_cuda.hpp"
+#include "kernels/attention/cuda/lanes/lane_kernels.hpp"
+
+namespace lcr::cuda {
+
+enum class Slot : int {
+  Q2,          // q' [B, Lq, H, dp] bf16
+  K2,          // k' [B, Lk, Hkv, dp] bf16
+  OF32,        // o before the sink [B, Lq, H, dv] fp32
+  Delta,       // <dO, O> [B, H, Lq]
+  DQ2,         // d q' [B, Lq, H, dp] fp32
+  DK2,         // d k' [B, Lk, Hkv, dp] fp32
+  TrigQ,       // position table of the queries [Lq, M] float2
+  TrigK,       // position table of the keys [Lk, M] float2
+  DeltaTrig,   // PoPE (cos, sin)(clamp(delta)) [Hkv, d] float2
+  U,           // GOAT u(j) [Lk, Hkv] double
+  DU,          // GOAT d u(j) [Lk, Hkv] fp32
+  GainQ,       // QK-norm gain partials, queries
+  GainK,       // QK-norm gain partials, keys
+  ModePart,    // GOAT alpha/beta partials
+  DeltaPart,   // PoPE delta partials
+  KeyPart,     // GOAT key-bias parameter partials
+  Alibi,       // ALiBi slopes [H]
+  FoxScratch,  // FoX segment sums (double)
+  Count
+};
+
+struct Workspace::Impl {
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    uint64_t generation = 0;  // bumped on every reallocation (invalidates cached contents)
+  };
+  std::array<Buffer, size_t(Slot::Count)> buffers;
+
+  template <class T>
+  T* get(Slot s, int64_t count) {
+    Buffer& b = buffers[size_t(s)];
+    const size_t need = size_t(count > 0 ? count : 1) * sizeof(T);
+    if (need > b.bytes) {
+      if (b.ptr) LCR_CUDA_CHECK(cudaFree(b.ptr));  // cudaFree waits for work using it
+      b.ptr = nullptr;
+      b.bytes = 0;
+      LCR_CUDA_CHECK(cudaMalloc(&b.ptr, need + need / 4));  // headroom for growing shapes
+      b.bytes = need + need / 4;
+      ++b.generation;
+    }
+    return static_cast<T*>(b.ptr);
+  }
+  uint64_t generation(Slot s) const { return buffers[size_t(s)].generation; }
+
+  // A cached position table: valid while spec, span and buffer generation match.
+  struct TableKey {
+    bool valid = false;
+    lanes::TrigSpec spec;
+    int64_t pos0 = 0;
+    int L = 0;
+    uint64_t generation = 0;
+    bool matches(const lanes::TrigSpec& s, int64_t p0, int len, uint64_t gen) const {
+      if (!valid || s.M != spec.M || s.grid_w != spec.grid_w || p0 != pos0 || len != L ||
+          gen != generation)
+        return false;
+      return std::memcmp(s.freq, spec.freq, sizeof(double) * s.M) == 0 &&
+             std::memcmp(s.axis, spec.axis, sizeof(int) * s.M) == 0;
+    }
+  };
+  TableKey trig_q, trig_k;
+
+  // Identifies the forward whose lanes sit in Q2/K2 (empty: none saved).
+  std::string saved_key;
+
+  void forget() {
+    trig_q.valid = trig_k.valid = false;
+    saved_key.clear();
+  }
+  void release() {
+    for (auto& b : buffers) {
+      if (b.ptr) cudaFree(b.ptr);  // destructor path: no throw
+      b = Buffer{};
+    }
+    forget();
+  }
+};
+
+}  // namespace lcr::cuda
