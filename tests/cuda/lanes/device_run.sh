@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader | tee
 t0=$(date +%s)
 shards=8
 for i in $(seq 0 $((shards - 1))); do
-  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 200 "$bin/lcr_cuda_lanes_tests" \
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout ${TEST_TIMEOUT:-120} "$bin/lcr_cuda_lanes_tests" \
     >"$OUT/shard_$i.log" 2>&1 &
 done
 wait
