@@ -538,9 +538,13 @@ AttentionSpec attention_spec(const ScalingCommand& cmd) {
   return spec;
 }
 
+// "mpi-cpu", "nccl-cuda", ...: the communicator and where the kernels run. A one-rank run
+// without a launcher (SelfCommunicator) counts as the MPI build it is.
 std::string backend_label(const Communicator& c) {
   const bool host = std::is_same<ExecSpace::memory_space, Kokkos::HostSpace>::value;
-  return c.backend_name() + (host ? "-cpu" : "-" + std::string(ExecSpace::name()));
+  std::string device = host ? "cpu" : ExecSpace::name();
+  std::transform(device.begin(), device.end(), device.begin(), ::tolower);
+  return (c.backend_name() == "self" ? std::string("mpi") : c.backend_name()) + "-" + device;
 }
 
 int run_scaling_point(ScalingCommand cmd) {

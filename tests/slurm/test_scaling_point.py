@@ -51,8 +51,9 @@ def main():
         del env[k]  # outside SLURM even when the tests themselves run in a job
     results = os.path.join(scratch, "results.h5")
     mpi = [mpiexec, "-np", "2", "--oversubscribe", "--allow-run-as-root"]
-    base = ["scaling-point", "--results", results, "--sweep", "t", "--reps", "2", "--warmup", "1",
-            "--heads", "2", "--head-dim", "32", "-L", "192"]
+    common = ["scaling-point", "--results", results, "--sweep", "t", "--reps", "2", "--warmup",
+              "1", "--heads", "2"]
+    base = common + ["--head-dim", "32", "-L", "192"]
     tiny = ["model.d_model=32", "model.n_layers=1", "attention.goat.modes=2",
             "data.source=copy_mixture", "task.copy_mixture.vocab=16"]
     runs = {
@@ -61,8 +62,8 @@ def main():
                                       "attention.path.block_size=16"],
         "goat": [lcr] + base + ["--scheme", "goat", "--scaling", "strong"],
         "nope": mpi + [lcr] + base + ["--scheme", "nope", "--cp", "1", "--kv-heads", "1"],
-        "train": mpi + [lcr] + base[:-2] + ["-L", "64", "--kind", "train_step", "--scheme",
-                                            "goat", "--head-dim", "16"] + tiny,
+        "train": mpi + [lcr] + common + ["-L", "64", "--kind", "train_step", "--scheme", "goat",
+                                         "--head-dim", "16"] + tiny,
     }
     procs = {k: subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  env=env) for k, c in runs.items()}
@@ -125,7 +126,7 @@ def main():
         ([lcr, "scaling-point", "--results", "/nonexistent/dir/r.h5"], "does not exist"),
         ([lcr, "scaling-point", "--results", bad_h5], "is not an lcr scaling results file"),
         (mpi + [lcr] + base + ["--cp", "3"], "does not divide"),
-        ([lcr] + base + ["--scheme", "goat", "--head-dim", "8"], "GOAT"),
+        ([lcr] + common + ["--scheme", "goat", "--head-dim", "8"], "GOAT"),
     ]
     for argv, msg in cases:
         r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
