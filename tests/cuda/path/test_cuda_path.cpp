@@ -19,6 +19,47 @@ void fwd(GpuCase c) {
               rel_error(k.lse, ref.lse), rel_error(nv.lse, ex.lse), int(k.all_written));
 }
 
+void bwd(GpuCase c) {
+  const Problems ps = make_problems(c);
+  const KernelResult k = run_kernels(c, ps.in, true, Device::Emulator);
+  const Result ref = pathtest::run_path<double>(ps.in, true);
+  const Result ex = pathtest::run_path<double>(ps.exact, true);
+  const Result nv = pathtest::run_path<double>(ps.naive, true);
+  std::printf("%-24s o %.2e/%.2e", c.name.c_str(), rel_error(k.o, ref.o), rel_error(nv.o, ex.o));
+  for (const auto& [name, g] : k.grad)
+    std::printf(" %s %.2e/%.2e", name.c_str(), rel_error(g, ref.grad.at(name)),
+                rel_error(nv.grad.at(name), ex.grad.at(name)));
+  std::printf(" written %d\n", int(k.all_written));
+}
+
+TEST(CudaPathEmu, BackwardSmoke) {
+  GpuCase c;
+  c.name = "L7";
+  c.L = 7;
+  bwd(c);
+  c.name = "L129 S128";
+  c.L = 129;
+  c.superchunk = 128;
+  bwd(c);
+  c.name = "L300 S128 fox";
+  c.L = 300;
+  c.fox = true;
+  bwd(c);
+  c.name = "L300 S256 fox cap";
+  c.superchunk = 256;
+  c.softcap = 5;
+  bwd(c);
+  c.name = "L200 D128 S128";
+  c.L = 200;
+  c.D = 128;
+  c.H = 2;
+  c.Hkv = 1;
+  c.fox = false;
+  c.softcap = 0;
+  c.superchunk = 128;
+  bwd(c);
+}
+
 TEST(CudaPathEmu, ForwardSmoke) {
   GpuCase c;
   c.name = "L7";

@@ -65,6 +65,36 @@ void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
          smem_bytes<K::FwdSmem<D, MT>>(), s, p);
 }
 
+template <int D, int MT>
+void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
+  const std::size_t nk = std::size_t(p.B) * p.L * p.Hkv * D;
+  zero(p.dk, nk * sizeof(float), s);
+  zero(p.dw, nk * sizeof(float), s);
+  zero(p.dpf, std::size_t(p.B) * p.Hkv * pl.nb * D * D * sizeof(float), s);
+  zero(p.dps, std::size_t(p.B) * p.Hkv * pl.nS * D * D * sizeof(float), s);
+  const int64_t rows = int64_t(p.B) * p.H * pl.Lp;
+  launch(K::row_delta_kernel, Grid3{int((rows + 7) / 8), 1, 1}, 256, 0, s, p);
+  prep_and_chain<D>(p, pl, false, s);
+  const int tiles = pl.Lp / 128;
+  launch(K::carry_kernel<D, MT>, Grid3{tiles, p.H, p.B}, 256 / MT,
+         smem_bytes<K::CarrySmem<D, MT>>(), s, p);
+  launch(K::dq_kernel<D>, Grid3{tiles, p.H, p.B}, 256, smem_bytes<K::DqSmem<D>>(), s, p);
+  K::SmemCarver dkv;
+  launch(K::dkv_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 128,
+         K::DkvSmem<D>::carve(dkv, nullptr, p.H / p.Hkv), s, p);
+  const int S = 64 * pl.R;
+  if (pl.nS >= 3)
+    launch(K::outer_kernel<D>,
+           Grid3{(pl.Lp - 2 * S + K::kOuterChunk - 1) / K::kOuterChunk, pl.nS - 2, p.B * p.H}, 256,
+           smem_bytes<K::OuterSmem<D>>(), s, p, true);
+  launch(K::outer_kernel<D>, Grid3{pl.nb, 1, p.B * p.H}, 256, smem_bytes<K::OuterSmem<D>>(), s, p,
+         false);
+  launch(K::chain_backward_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256,
+         smem_bytes<K::ChainBwdSmem<D>>(), s, p);
+  launch(K::block_backward_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256,
+         smem_bytes<K::BlockBwdSmem<D>>(), s, p);
+}
+
 }  // namespace launch_detail
 
 void forward_impl(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::size_t ws_bytes,
@@ -82,5 +112,31 @@ void forward_impl(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::si
     pl.mt == 2 ? run_forward<64, 2>(p, pl, s) : run_forward<64, 1>(p, pl, s);
   } else {
     pl.mt == 2 ? run_forward<128, 2>(p, pl, s) : run_forward<128, 1>(p, pl, s);
+  }
+}
+
+void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
+                   const __nv_bfloat16* dout, const Grads& g, void* ws, std::size_t ws_bytes,
+                   cudaStream_t s) {
+  using namespace launch_detail;
+  check(a);
+  require(o && lse && dout, "cuda path backward: o, lse and dout must be given");
+  require(g.dq && g.dk && g.dv && g.dw && g.dbeta,
+          "cuda path backward: dq, dk, dv, dw and dbeta must all be given");
+  require(a.fox_q == nullptr || (g.dfox_q && g.dfox_k),
+          "cuda path backward: PaTH-FoX needs dfox_q and dfox_k");
+  const Plan pl = detail::make_plan(a, true);
+  require(ws != nullptr && ws_bytes >= pl.bytes, "cuda path backward: workspace of ", ws_bytes,
+          " bytes is too small; backward_workspace_bytes() says ", pl.bytes);
+  K::Params p = make_params(a, pl, ws);
+  p.o_in = o;
+  p.lse_in = lse;
+  p.dout = dout;
+  p.dq = g.dq, p.dk = g.dk, p.dv = g.dv, p.dw = g.dw, p.dbeta = g.dbeta;
+  p.dfox_q = g.dfox_q, p.dfox_k = g.dfox_k;
+  if (a.D == 64) {
+    pl.mt == 2 ? run_backward<64, 2>(p, pl, s) : run_backward<64, 1>(p, pl, s);
+  } else {
+    pl.mt == 2 ? run_backward<128, 2>(p, pl, s) : run_backward<128, 1>(p, pl, s);
   }
 }

@@ -38,8 +38,8 @@ void forward(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::size_t 
 
 }  // namespace lcr::cuda::path
 namespace lcr::cuda::path {
-void backward(const Args&, const __nv_bfloat16*, const float*, const __nv_bfloat16*, const Grads&,
-              void*, std::size_t, cudaStream_t) {
-  throw_error("TODO");
+void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* dout,
+              const Grads& g, void* ws, std::size_t ws_bytes, cudaStream_t s) {
+  backward_impl(a, o, lse, dout, g, ws, ws_bytes, s);
 }
 }  // namespace lcr::cuda::path

@@ -44,15 +44,20 @@ struct PrepSmem {
   }
 };
 
-// Loads the block's w (fp32 and bf16), beta, k and v; computes Gm, Lam, T (Tb) and, when
-// need_e, E. Rows >= nvalid are zero.
+// The tiles of one fine block that load_block_and_ut fills (shared memory).
+struct BlockTiles {
+  bf16 *W, *K, *V, *T, *E, *tmp;  // W, K, V: 64 x pad(D); T, E, tmp: 64 x pad(64); V may be null
+  float *Wf, *Gm, *Lam, *beta;    // Wf: 64 x (D+1); Gm, Lam: 64 x kFld; beta: 64
+};
+
+// Loads the block's w (fp32 and bf16), beta, k (and v); computes Gm, Lam, T and E (tmp holds
+// Nk = strictLower(W K^T) on return). Rows >= nvalid are zero.
 template <int D>
-LCR_DEV void load_block_and_ut(const Params& p, const PrepSmem<D>& s, int b, int hk, int s0,
-                               int nvalid, bool need_v) {
+LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int hk, int s0,
+                               int nvalid) {
   const int64_t row0 = (int64_t(b) * p.L + s0) * p.Hkv + hk;  // [B, L, Hkv] row of (b, s0, hk)
-  const bf16* ksrc = nvalid > 0 ? p.k + row0 * D : p.k;
-  async_tile(s.K, pad(D), ksrc, int64_t(p.Hkv) * D, kBlk, D, nvalid);
-  if (need_v)
+  async_tile(s.K, pad(D), nvalid > 0 ? p.k + row0 * D : p.k, int64_t(p.Hkv) * D, kBlk, D, nvalid);
+  if (s.V)
     async_tile(s.V, pad(D), nvalid > 0 ? p.v + row0 * D : p.v, int64_t(p.Hkv) * D, kBlk, D, nvalid);
   cp_async_commit();
   for (int e = tid(); e < kBlk * D; e += nthreads()) {
@@ -72,11 +77,11 @@ LCR_DEV void load_block_and_ut(const Params& p, const PrepSmem<D>& s, int b, int
     s.T[r * pad(kBlk) + c] = __float2bfloat16(s.Lam[r * kFld + c] * s.beta[c]);
   }
   sync_cta();
-  // Nk = strictLower(W K^T) (in P for now), E = T Nk.
+  // Nk = strictLower(W K^T), E = T Nk.
   cta_gemm(kBlk, kBlk, D, op(s.W, pad(D)), op(s.K, pad(D), true), [&](int r, int c, float v) {
-    s.P[r * pad(kBlk) + c] = __float2bfloat16(c < r ? v : 0.f);
+    s.tmp[r * pad(kBlk) + c] = __float2bfloat16(c < r ? v : 0.f);
   });
-  cta_gemm(kBlk, kBlk, kBlk, op(s.T, pad(kBlk)), op(s.P, pad(kBlk)), StoreBf16{s.E, pad(kBlk)});
+  cta_gemm(kBlk, kBlk, kBlk, op(s.T, pad(kBlk)), op(s.tmp, pad(kBlk)), StoreBf16{s.E, pad(kBlk)});
 }
 
 template <int D>
@@ -87,7 +92,10 @@ void prep_kernel(Params p, bool with_softmax) {
   PrepSmem<D>::carve(carver, &s);
   const int m = bid_x(), hk = bid_y(), b = bid_z(), s0 = m * kBlk;
   const int nvalid = p.L - s0 < 0 ? 0 : (p.L - s0 < kBlk ? p.L - s0 : kBlk);
-  load_block_and_ut<D>(p, s, b, hk, s0, nvalid, with_softmax);
+  load_block_and_ut<D>(
+      p,
+      BlockTiles{s.W, s.K, with_softmax ? s.V : nullptr, s.T, s.E, s.P, s.Wf, s.Gm, s.Lam, s.beta},
+      b, hk, s0, nvalid);
 
   // k~ = K - E^T W
   bf16* kf = p.kf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D;

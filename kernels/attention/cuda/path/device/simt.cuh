@@ -6,6 +6,7 @@
 //    fragment layouts, indexing and barriers there.
 // Kernels call only what is declared here and in mma.cuh.
 #include <cuda_bf16.h>
+#include <vector_types.h>
 
 #include <cmath>
 #include <cstdint>

@@ -1,0 +1,157 @@
+#pragma once
+// Backward: gradients of the transitions and of the superchunk chain.
+//
+// outer_kernel: dP = sum over query rows of g x^T, with x the query a transition was applied
+// to and g the adjoint of its result (both stored by the carry and dq kernels):
+//   coarse: dP^u  = sum over rows in superchunks > u of  gc[u] zc[u]^T   (u >= 1)
+//   fine:   dP_c  = sum over rows of blocks c+1 .. last(s) of gf[c] xf[c]^T
+// summed over the query heads of a KV head (fp32 atomics into dps / dpf, zeroed first). One
+// CTA per (chunk of rows, u or c, b * H); 8 warps share the D x D output.
+//
+// chain_backward_kernel: the adjoint of chain_kernel (prep.cuh), per (b, KV head, superchunk):
+//   Suf_{m-1} = P_m Suf_m, K^S_m = k~_m Suf_m, P^s = Suf_{first-1}, so walking m = first..last
+//   with dSuf_{first-1} = dP^s:
+//     dP_m  += dSuf_{m-1} Suf_m^T          dk~_m += dK^S_m Suf_m^T
+//     dSuf_m = P_m^T dSuf_{m-1} + k~_m^T dK^S_m
+#include "kernels/attention/cuda/path/device/tile.cuh"
+
+namespace lcr::cuda::LCR_PATHK {
+
+constexpr int kOuterChunk = 4096;  // rows per CTA of outer_kernel
+
+template <int D>
+struct OuterSmem {
+  bf16 *A, *Bm;  // [2][64 x pad(D)] each
+  static LCR_HD std::size_t carve(SmemCarver& c, OuterSmem* s) {
+    OuterSmem t;
+    t.A = c.take<bf16>(2 * kBlk * pad(D));
+    t.Bm = c.take<bf16>(2 * kBlk * pad(D));
+    if (s) *s = t;
+    return c.off;
+  }
+};
+
+template <int D>
+LCR_KERNEL_BOUNDS(256, 1)
+void outer_kernel(Params p, bool coarse) {
+  OuterSmem<D> s;
+  SmemCarver carver{smem_base()};
+  OuterSmem<D>::carve(carver, &s);
+  const int bh = bid_z(), b = bh / p.H, h = bh % p.H, hk = h / p.G();
+  const int64_t bh_kv = int64_t(b) * p.Hkv + hk;
+  const bf16 *ga, *xb;
+  float* out;
+  int64_t n;
+  if (coarse) {
+    const int u = bid_y() + 1, r0 = bid_x() * kOuterChunk;
+    n = p.Lp - int64_t(u + 1) * p.S() - r0;
+    if (n <= 0) return;
+    if (n > kOuterChunk) n = kOuterChunk;
+    const int64_t row = int64_t(bh) * p.zrows + p.zslot(u) + r0;
+    ga = p.gc + row * D;
+    xb = p.zc + row * D;
+    out = p.dps + (bh_kv * p.nS + u) * D * D;
+  } else {
+    const int c = bid_x(), first = c / p.R * p.R;
+    const int last = (first + p.R < p.nb ? first + p.R : p.nb) - 1;
+    n = int64_t(last - c) * kBlk;
+    if (n <= 0) return;
+    const int64_t row = (int64_t(bh) * p.R + (c - first)) * p.Lp + int64_t(c + 1) * kBlk;
+    ga = p.gf + row * D;
+    xb = p.xf + row * D;
+    out = p.dpf + (bh_kv * p.nb + c) * D * D;
+  }
+  constexpr int kTiles = (D / 16) * (D / 16), kPerWarp = kTiles / 8;
+  float acc[kPerWarp][2][4] = {};
+  const int nch = int((n + kBlk - 1) / kBlk);
+  auto issue = [&](int ch, int buf) {
+    const int valid = n - int64_t(ch) * kBlk < kBlk ? int(n - int64_t(ch) * kBlk) : kBlk;
+    async_tile(s.A + buf * kBlk * pad(D), pad(D), ga + int64_t(ch) * kBlk * D, D, kBlk, D, valid);
+    async_tile(s.Bm + buf * kBlk * pad(D), pad(D), xb + int64_t(ch) * kBlk * D, D, kBlk, D, valid);
+  };
+  issue(0, 0);
+  cp_async_commit();
+  for (int ch = 0; ch < nch; ++ch) {
+    cp_async_wait<0>();
+    sync_cta();
+    if (ch + 1 < nch) issue(ch + 1, (ch + 1) & 1);
+    cp_async_commit();
+    const bf16* A = s.A + (ch & 1) * kBlk * pad(D);
+    const bf16* Bm = s.Bm + (ch & 1) * kBlk * pad(D);
+    for (int tt = 0; tt < kPerWarp; ++tt) {
+      const int tile = warp() * kPerWarp + tt;
+      const int m0 = (tile / (D / 16)) * 16, n0 = (tile % (D / 16)) * 16;
+      for (int k0 = 0; k0 < kBlk; k0 += 16) {
+        uint32_t a[4], bb[4];
+        load_a(a, op(A, pad(D), true), m0, k0);
+        load_b(bb, op(Bm, pad(D)), k0, n0);
+        mma_bf16(acc[tt][0], a, bb);
+        mma_bf16(acc[tt][1], a, bb + 2);
+      }
+    }
+  }
+  const int g = lane() >> 2, tq = lane() & 3;
+  for (int tt = 0; tt < kPerWarp; ++tt) {
+    const int tile = warp() * kPerWarp + tt;
+    const int m0 = (tile / (D / 16)) * 16, n0 = (tile % (D / 16)) * 16;
+    for (int jn = 0; jn < 2; ++jn)
+      for (int i = 0; i < 4; ++i)
+        atomic_add(out + (m0 + g + (i >> 1) * 8) * D + n0 + jn * 8 + 2 * tq + (i & 1),
+                   acc[tt][jn][i]);
+  }
+}
+
+template <int D>
+struct ChainBwdSmem {
+  bf16 *suf, *P, *dsuf0, *dsuf1, *K, *dK;
+  static LCR_HD std::size_t carve(SmemCarver& c, ChainBwdSmem* s) {
+    ChainBwdSmem t;
+    t.suf = c.take<bf16>(D * pad(D));
+    t.P = c.take<bf16>(D * pad(D));
+    t.dsuf0 = c.take<bf16>(D * pad(D));
+    t.dsuf1 = c.take<bf16>(D * pad(D));
+    t.K = c.take<bf16>(kBlk * pad(D));
+    t.dK = c.take<bf16>(kBlk * pad(D));
+    if (s) *s = t;
+    return c.off;
+  }
+};
+
+template <int D>
+LCR_KERNEL_BOUNDS(256, 1)
+void chain_backward_kernel(Params p) {
+  ChainBwdSmem<D> s;
+  SmemCarver carver{smem_base()};
+  ChainBwdSmem<D>::carve(carver, &s);
+  const int sc = bid_x(), hk = bid_y(), b = bid_z();
+  const int first = sc * p.R, last = (first + p.R < p.nb ? first + p.R : p.nb) - 1;
+  const int64_t bh = int64_t(b) * p.Hkv + hk;
+  bf16* cur = s.dsuf0;
+  bf16* nxt = s.dsuf1;
+  convert_tile(cur, pad(D), p.dps + (bh * p.nS + sc) * D * D, D, D, D, D);
+  for (int m = first; m <= last; ++m) {
+    sync_cta();  // the previous step's readers are done
+    async_tile(s.suf, pad(D), p.suf + (bh * p.nb + m) * D * D, D, D, D, D);
+    async_tile(s.P, pad(D), p.pf + (bh * p.nb + m) * D * D, D, D, D, D);
+    async_tile(s.K, pad(D), p.kf + (bh * p.Lp + int64_t(m) * kBlk) * D, D, kBlk, D, kBlk);
+    cp_async_commit();
+    float* dks = p.dks + (bh * p.Lp + int64_t(m) * kBlk) * D;
+    convert_tile(s.dK, pad(D), dks, D, kBlk, D, kBlk);
+    cp_async_wait<0>();
+    sync_cta();
+    float* dpm = p.dpf + (bh * p.nb + m) * D * D;
+    cta_gemm(D, D, D, op(cur, pad(D)), op(s.suf, pad(D), true),
+             [&](int r, int c, float v) { dpm[r * D + c] += v; });
+    float* dkf = p.dkf + (bh * p.Lp + int64_t(m) * kBlk) * D;
+    cta_gemm(kBlk, D, D, op(s.dK, pad(D)), op(s.suf, pad(D), true),
+             [&](int r, int c, float v) { dkf[r * D + c] += v; });
+    const Term terms[2] = {{op(s.P, pad(D), true), op(cur, pad(D)), D, 1.f},
+                           {op(s.K, pad(D), true), op(s.dK, pad(D)), kBlk, 1.f}};
+    cta_gemm(D, D, terms, StoreBf16{nxt, pad(D)});
+    bf16* t = cur;
+    cur = nxt;
+    nxt = t;
+  }
+}
+
+}  // namespace lcr::cuda::LCR_PATHK

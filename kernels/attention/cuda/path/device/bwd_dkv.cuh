@@ -1,0 +1,171 @@
+#pragma once
+// Backward: the keys' side, one CTA per (64-key tile j, KV head, batch), 4 warps of 16 keys.
+// A key tile meets the later query blocks twice over (params.cuh):
+//   coarse: every query block in a later superchunk, through K^S (ks) and the carried
+//           queries z^(s_j) (zc)  -> d K^S (dks)
+//   fine:   the later query blocks of its own superchunk, through k~ (kf) and x^(j) (xf)
+//           -> d k~ (dkf; the chain and block kernels add the rest)
+// for every query head of the KV head's group. Per pair (transposed FlashAttention-2 form):
+//   S^T = K X^T, P^T = exp(s - lse), dP^T = V dO^T, dS^T = P^T (dP^T - delta),
+//   dV += P^T dO, dK += scale dS^T X, FoX key lane -= column sums of dS.
+// dV and the FoX key lane are written (the block kernel adds the intra-block parts).
+#include "kernels/attention/cuda/path/device/forward.cuh"
+
+namespace lcr::cuda::LCR_PATHK {
+
+template <int D>
+struct DkvSmem {
+  bf16 *K, *V, *X, *dO;   // K, V: 64 x pad(D); X, dO: [2][64 x pad(D)]
+  float *lse2, *dl, *fq;  // [2][64] per query row of the staged block
+  float* dfk;             // [G][64] FoX key-lane gradient per head
+  static LCR_HD std::size_t carve(SmemCarver& c, DkvSmem* s, int G) {
+    DkvSmem t;
+    t.K = c.take<bf16>(kBlk * pad(D));
+    t.V = c.take<bf16>(kBlk * pad(D));
+    t.X = c.take<bf16>(2 * kBlk * pad(D));
+    t.dO = c.take<bf16>(2 * kBlk * pad(D));
+    t.lse2 = c.take<float>(2 * kBlk);
+    t.dl = c.take<float>(2 * kBlk);
+    t.fq = c.take<float>(2 * kBlk);
+    t.dfk = c.take<float>(G * kBlk);
+    if (s) *s = t;
+    return c.off;
+  }
+};
+
+template <int D>
+LCR_KERNEL_BOUNDS(128, 1)
+void dkv_kernel(Params p) {
+  DkvSmem<D> s;
+  SmemCarver carver{smem_base()};
+  DkvSmem<D>::carve(carver, &s, p.G());
+  const int j = bid_x(), hk = bid_y(), b = bid_z(), G = p.G();
+  const int w = warp(), g = lane() >> 2, tq = lane() & 3, key0 = j * kBlk;
+  const int sj = j / p.R, first = sj * p.R, last = (first + p.R < p.nb ? first + p.R : p.nb) - 1;
+  const int nbv = (p.L + kBlk - 1) / kBlk;  // query blocks with real rows
+  const int64_t bh_kv = int64_t(b) * p.Hkv + hk;
+  const Logit logit{p.scale, p.softcap};
+  const int nq_c = nbv - (sj + 1) * p.R > 0 ? nbv - (sj + 1) * p.R : 0;
+  const int lastq = last < nbv - 1 ? last : nbv - 1;
+  const int nq_f = lastq - j > 0 ? lastq - j : 0;
+
+  for (int e = tid(); e < G * kBlk; e += nthreads()) s.dfk[e] = 0.f;
+  const int kvalid = p.L - key0 < kBlk ? p.L - key0 : kBlk;
+  const int64_t vrow = (int64_t(b) * p.L + key0) * p.Hkv + hk;
+  async_tile(s.V, pad(D), kvalid > 0 ? p.v + vrow * D : p.v, int64_t(p.Hkv) * D, kBlk, D, kvalid);
+
+  // Stages query block qb of head h (level coarse or fine) into buffer buf.
+  auto stage = [&](bool coarse, int gi, int qb, int buf) {
+    const int h = hk * G + gi, q0 = qb * kBlk;
+    const int64_t bh = int64_t(b) * p.H + h;
+    const bf16* x = coarse ? p.zc + (bh * p.zrows + p.zrow(sj, q0)) * D
+                           : p.xf + ((bh * p.R + (j - first)) * p.Lp + q0) * D;
+    async_tile(s.X + buf * kBlk * pad(D), pad(D), x, D, kBlk, D, kBlk);
+    const int qvalid = p.L - q0 < kBlk ? p.L - q0 : kBlk;
+    async_tile(s.dO + buf * kBlk * pad(D), pad(D), p.dout + ((int64_t(b) * p.L + q0) * p.H + h) * D,
+               int64_t(p.H) * D, kBlk, D, qvalid);
+    for (int r = tid(); r < kBlk; r += nthreads()) {
+      const bool ok = r < qvalid;
+      s.lse2[buf * kBlk + r] = ok ? p.lse_in[bh * p.L + q0 + r] * kLog2e : INFINITY;
+      s.dl[buf * kBlk + r] = p.delta[bh * p.Lp + q0 + r];
+      s.fq[buf * kBlk + r] = ok && p.fox() ? p.fox_q[(int64_t(b) * p.L + q0 + r) * p.H + h] : 0.f;
+    }
+  };
+
+  float dv[D / 8][4] = {}, dk[D / 8][4];
+  for (int level = 0; level < 2; ++level) {
+    const bool coarse = level == 0;
+    const int nq = coarse ? nq_c : nq_f, n = G * nq, qbase = coarse ? (sj + 1) * p.R : j + 1;
+    for (int nt = 0; nt < D / 8; ++nt)
+      for (int i = 0; i < 4; ++i) dk[nt][i] = 0.f;
+    sync_cta();  // the previous level's readers of K are done
+    const bf16* keys = (coarse ? p.ks : p.kf) + (bh_kv * p.Lp + key0) * D;
+    async_tile(s.K, pad(D), keys, D, kBlk, D, kBlk);
+    if (n > 0) stage(coarse, 0, qbase, 0);
+    cp_async_commit();
+    for (int i = 0; i < n; ++i) {
+      cp_async_wait<0>();
+      sync_cta();
+      if (i + 1 < n) stage(coarse, (i + 1) / nq, qbase + (i + 1) % nq, (i + 1) & 1);
+      cp_async_commit();
+      const int gi = i / nq, h = hk * G + gi, buf = i & 1;
+      const bf16* X = s.X + buf * kBlk * pad(D);
+      const bf16* dO = s.dO + buf * kBlk * pad(D);
+      const float* lse2 = s.lse2 + buf * kBlk;
+      const float* dl = s.dl + buf * kBlk;
+      const float* fq = s.fq + buf * kBlk;
+      float st[8][4] = {}, dpt[8][4] = {};
+      for (int k0 = 0; k0 < D; k0 += 16) {
+        uint32_t a[4], av[4];
+        load_a(a, op(s.K, pad(D)), w * 16, k0);
+        load_a(av, op(s.V, pad(D)), w * 16, k0);
+        for (int np = 0; np < 4; ++np) {
+          uint32_t bx[4], bd[4];
+          load_b(bx, op(X, pad(D), true), k0, np * 16);
+          load_b(bd, op(dO, pad(D), true), k0, np * 16);
+          mma_bf16(st[2 * np], a, bx);
+          mma_bf16(st[2 * np + 1], a, bx + 2);
+          mma_bf16(dpt[2 * np], av, bd);
+          mma_bf16(dpt[2 * np + 1], av, bd + 2);
+        }
+      }
+      float fk[2], csum[2] = {0.f, 0.f};
+      for (int hh = 0; hh < 2; ++hh) {
+        const int key = key0 + w * 16 + g + 8 * hh;
+        fk[hh] = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
+      }
+      for (int nt = 0; nt < 8; ++nt)
+        for (int i2 = 0; i2 < 4; ++i2) {
+          const int hh = i2 >> 1, n2 = nt * 8 + 2 * tq + (i2 & 1);
+          const float s2 = logit(st[nt][i2], fq[n2], fk[hh]);
+          const float pr = fast_exp2(s2 - lse2[n2]);
+          const float ds = pr * (dpt[nt][i2] - dl[n2]) * logit.dcap(s2);
+          st[nt][i2] = pr;
+          dpt[nt][i2] = ds * p.scale;
+          csum[hh] += ds;
+        }
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t ap[4], as[4];
+        c_to_a(ap, st[2 * kk], st[2 * kk + 1]);
+        c_to_a(as, dpt[2 * kk], dpt[2 * kk + 1]);
+        for (int np = 0; np < D / 16; ++np) {
+          uint32_t bd[4], bx[4];
+          load_b(bd, op(dO, pad(D)), kk * 16, np * 16);
+          load_b(bx, op(X, pad(D)), kk * 16, np * 16);
+          mma_bf16(dv[2 * np], ap, bd);
+          mma_bf16(dv[2 * np + 1], ap, bd + 2);
+          mma_bf16(dk[2 * np], as, bx);
+          mma_bf16(dk[2 * np + 1], as, bx + 2);
+        }
+      }
+      for (int hh = 0; hh < 2; ++hh) {
+        const float c = quad_sum(csum[hh]);
+        if (tq == 0) s.dfk[gi * kBlk + w * 16 + g + 8 * hh] -= c;
+      }
+    }
+    float* dst = (coarse ? p.dks : p.dkf) + (bh_kv * p.Lp + key0) * D;
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = w * 16 + g + 8 * hh;
+      for (int nt = 0; nt < D / 8; ++nt) {
+        dst[int64_t(r) * D + nt * 8 + 2 * tq] = dk[nt][2 * hh];
+        dst[int64_t(r) * D + nt * 8 + 2 * tq + 1] = dk[nt][2 * hh + 1];
+      }
+    }
+  }
+  sync_cta();  // dfk complete
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = w * 16 + g + 8 * hh, key = key0 + r;
+    if (key >= p.L) continue;
+    float* dst = p.dv + ((int64_t(b) * p.L + key) * p.Hkv + hk) * D;
+    for (int nt = 0; nt < D / 8; ++nt) {
+      dst[nt * 8 + 2 * tq] = dv[nt][2 * hh];
+      dst[nt * 8 + 2 * tq + 1] = dv[nt][2 * hh + 1];
+    }
+  }
+  for (int e = tid(); e < G * kBlk && p.fox(); e += nthreads()) {
+    const int gi = e / kBlk, r = e % kBlk, key = key0 + r;
+    if (key < p.L) p.dfox_k[(int64_t(b) * p.L + key) * p.H + hk * G + gi] = s.dfk[e];
+  }
+}
+
+}  // namespace lcr::cuda::LCR_PATHK

@@ -1,0 +1,201 @@
+#pragma once
+// Backward: the queries' side, one CTA per (128-row query tile, query head, batch), 8 warps
+// of 16 rows. The adjoint of the scan runs left to right. With r^(u) = sum over the key
+// tiles of segment u of dS K (dS = P (dP - delta), times the scale):
+//   coarse, u = 0 .. s-1:   g^(u) = r^(u) + P^u^T g^(u-1)    (g^(-1) = 0; row form g P^u)
+//   fine, c = first .. a-1:  g^(c) = r^(c) + P_c^T g^(c-1)     (g^(first-1) = g^(s-1))
+//   d q~ = g^(a-1)  -> dqf
+// Every g^(u-1) (u >= 1) and g^(c-1) is stored (gc, gf) for the transitions' gradients
+// (outer.cuh: dP = sum over rows of g x^T). Segment u reads the carried queries z^(u) (zc),
+// segment c reads x^(c) (xf); the last fine segment (c = a0) is a1's rows only. The FoX
+// query lane's gradient is the row sum of dS (written here, the block kernel adds its part).
+#include "kernels/attention/cuda/path/device/forward.cuh"
+
+namespace lcr::cuda::LCR_PATHK {
+
+struct DqSeg {
+  bf16* gstore;       // g^(prev) destination (row 0 of the tile), or null
+  const bf16* trans;  // P applied to g, or null
+  const bf16* x;      // carried queries of the segment (row 0 of the tile)
+  const bf16* keys;   // first key tile, head-major rows
+  int key0, ntiles;
+  bool a1_only;
+};
+
+LCR_DEV DqSeg dq_seg(const Params& p, int k, int t, int h, int b) {
+  const int a0 = 2 * t, sg = a0 / p.R, first = sg * p.R, D = p.D, row0 = t * kTileRows;
+  const int64_t bh = int64_t(b) * p.H + h, bh_kv = int64_t(b) * p.Hkv + h / p.G();
+  DqSeg sgm;
+  if (k < sg) {
+    const int u = k;
+    const int64_t zr = (bh * p.zrows + p.zrow(u, row0)) * D;
+    sgm.gstore = u >= 1 ? p.gc + zr : nullptr;
+    sgm.trans = u >= 1 ? p.ps + (bh_kv * p.nS + u) * D * D : nullptr;
+    sgm.x = p.zc + zr;
+    sgm.keys = p.ks + (bh_kv * p.Lp + int64_t(u) * p.S()) * D;
+    sgm.key0 = u * p.S();
+    sgm.ntiles = p.R;
+    sgm.a1_only = false;
+  } else {
+    const int c = first + (k - sg);
+    const int64_t xr = ((bh * p.R + (c - first)) * p.Lp + row0) * D;
+    sgm.gstore = p.gf + xr;
+    sgm.trans = (c > first || sg > 0) ? p.pf + (bh_kv * p.nb + c) * D * D : nullptr;
+    sgm.x = p.xf + xr;
+    sgm.keys = p.kf + (bh_kv * p.Lp + int64_t(c) * kBlk) * D;
+    sgm.key0 = c * kBlk;
+    sgm.ntiles = 1;
+    sgm.a1_only = c == a0;
+  }
+  return sgm;
+}
+
+template <int D>
+struct DqSmem {
+  bf16 *XG, *K, *V, *P, *dO;  // XG, dO: 128 x pad(D); K, V: [2][64 x pad(D)]; P: D x pad(D)
+  static LCR_HD std::size_t carve(SmemCarver& c, DqSmem* s) {
+    DqSmem t;
+    t.XG = c.take<bf16>(kTileRows * pad(D));
+    t.K = c.take<bf16>(2 * kBlk * pad(D));
+    t.V = c.take<bf16>(2 * kBlk * pad(D));
+    t.P = c.take<bf16>(D * pad(D));
+    t.dO = c.take<bf16>(kTileRows * pad(D));
+    if (s) *s = t;
+    return c.off;
+  }
+};
+
+template <int D>
+LCR_KERNEL_BOUNDS(256, 1)
+void dq_kernel(Params p) {
+  DqSmem<D> s;
+  SmemCarver carver{smem_base()};
+  DqSmem<D>::carve(carver, &s);
+  const int t = bid_x(), h = bid_y(), b = bid_z(), hk = h / p.G();
+  const int w = warp(), g = lane() >> 2, tq = lane() & 3, row0 = t * kTileRows;
+  const int a0 = 2 * t, sg = a0 / p.R, nseg = sg + (a0 - sg * p.R) + 1;
+  const int64_t bh = int64_t(b) * p.H + h;
+  const Logit logit{p.scale, p.softcap};
+
+  const int nvalid = p.L - row0 < kTileRows ? p.L - row0 : kTileRows;
+  async_tile(s.dO, pad(D), p.dout + ((int64_t(b) * p.L + row0) * p.H + h) * D, int64_t(p.H) * D,
+             kTileRows, D, nvalid);
+  cp_async_commit();
+  float lse2[2], dl[2], fq[2], rsum[2] = {0.f, 0.f};
+  for (int hh = 0; hh < 2; ++hh) {
+    const int row = row0 + w * 16 + g + 8 * hh;
+    lse2[hh] = row < p.L ? p.lse_in[bh * p.L + row] * kLog2e : INFINITY;
+    dl[hh] = p.delta[bh * p.Lp + row];
+    fq[hh] = p.fox() && row < p.L ? p.fox_q[(int64_t(b) * p.L + row) * p.H + h] : 0.f;
+  }
+  float acc[D / 8][4] = {};
+
+  for (int k = 0; k < nseg; ++k) {
+    const DqSeg sgm = dq_seg(p, k, t, h, b);
+    const bool active = !sgm.a1_only || w >= 4;
+    cp_async_wait<0>();
+    sync_cta();                  // the previous segment's readers of XG, K, V are done
+    if (sgm.gstore && active) {  // g^(prev) -> XG (as the A operand of g P) and to memory
+      for (int nt = 0; nt < D / 8; ++nt)
+        for (int hh = 0; hh < 2; ++hh) {
+          const int r = w * 16 + g + 8 * hh, c = nt * 8 + 2 * tq;
+          const uint32_t v = pack_bf16(acc[nt][2 * hh], acc[nt][2 * hh + 1]);
+          *reinterpret_cast<uint32_t*>(s.XG + r * pad(D) + c) = v;
+          *reinterpret_cast<uint32_t*>(sgm.gstore + int64_t(r) * D + c) = v;
+        }
+    }
+    if (sgm.trans) {
+      async_tile(s.P, pad(D), sgm.trans, D, D, D, D);
+      cp_async_commit();
+      cp_async_wait<0>();
+      sync_cta();
+      if (active) {
+        for (int nt = 0; nt < D / 8; ++nt)
+          for (int i = 0; i < 4; ++i) acc[nt][i] = 0.f;
+        for (int k0 = 0; k0 < D; k0 += 16) {
+          uint32_t a[4];
+          load_a(a, op(s.XG, pad(D)), w * 16, k0);
+          for (int np = 0; np < D / 16; ++np) {
+            uint32_t bb[4];
+            load_b(bb, op(s.P, pad(D)), k0, np * 16);
+            mma_bf16(acc[2 * np], a, bb);
+            mma_bf16(acc[2 * np + 1], a, bb + 2);
+          }
+        }
+      }
+    }
+    sync_cta();  // XG is reloaded below
+    async_tile(s.XG, pad(D), sgm.x, D, kTileRows, D, kTileRows);
+    async_tile(s.K, pad(D), sgm.keys, D, kBlk, D, kBlk);
+    // Values straight from v [B, L, Hkv, D]; only the a1-only segment can reach past L.
+    auto load_v = [&](bf16* dst, int key0) {
+      const int valid = p.L - key0 < kBlk ? p.L - key0 : kBlk;
+      const int64_t vrow = (int64_t(b) * p.L + key0) * p.Hkv + hk;
+      async_tile(dst, pad(D), valid > 0 ? p.v + vrow * D : p.v, int64_t(p.Hkv) * D, kBlk, D, valid);
+    };
+    load_v(s.V, sgm.key0);
+    cp_async_commit();
+    for (int j = 0; j < sgm.ntiles; ++j) {
+      cp_async_wait<0>();
+      sync_cta();
+      if (j + 1 < sgm.ntiles) {
+        const int nb = (j + 1) & 1;
+        async_tile(s.K + nb * kBlk * pad(D), pad(D), sgm.keys + int64_t(j + 1) * kBlk * D, D, kBlk,
+                   D, kBlk);
+        load_v(s.V + nb * kBlk * pad(D), sgm.key0 + (j + 1) * kBlk);
+      }
+      cp_async_commit();
+      if (!active) continue;
+      const bf16* K = s.K + (j & 1) * kBlk * pad(D);
+      const bf16* V = s.V + (j & 1) * kBlk * pad(D);
+      float sr[8][4] = {}, dp[8][4] = {};
+      for (int k0 = 0; k0 < D; k0 += 16) {
+        uint32_t a[4], ad[4];
+        load_a(a, op(s.XG, pad(D)), w * 16, k0);
+        load_a(ad, op(s.dO, pad(D)), w * 16, k0);
+        for (int np = 0; np < 4; ++np) {
+          uint32_t bb[4], bv[4];
+          load_b(bb, op(K, pad(D), true), k0, np * 16);
+          load_b(bv, op(V, pad(D), true), k0, np * 16);
+          mma_bf16(sr[2 * np], a, bb);
+          mma_bf16(sr[2 * np + 1], a, bb + 2);
+          mma_bf16(dp[2 * np], ad, bv);
+          mma_bf16(dp[2 * np + 1], ad, bv + 2);
+        }
+      }
+      const int key0 = sgm.key0 + j * kBlk;
+      for (int nt = 0; nt < 8; ++nt)
+        for (int i = 0; i < 4; ++i) {
+          const int hh = i >> 1, key = key0 + nt * 8 + 2 * tq + (i & 1);
+          const float fk = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
+          const float s2 = logit(sr[nt][i], fq[hh], fk);
+          const float ds = fast_exp2(s2 - lse2[hh]) * (dp[nt][i] - dl[hh]) * logit.dcap(s2);
+          rsum[hh] += ds;
+          sr[nt][i] = ds * p.scale;
+        }
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t a[4];
+        c_to_a(a, sr[2 * kk], sr[2 * kk + 1]);
+        for (int np = 0; np < D / 16; ++np) {
+          uint32_t bb[4];
+          load_b(bb, op(K, pad(D)), kk * 16, np * 16);
+          mma_bf16(acc[2 * np], a, bb);
+          mma_bf16(acc[2 * np + 1], a, bb + 2);
+        }
+      }
+    }
+  }
+
+  for (int hh = 0; hh < 2; ++hh) {
+    const int row = row0 + w * 16 + g + 8 * hh;
+    float* dst = p.dqf + (bh * p.Lp + row) * D;
+    for (int nt = 0; nt < D / 8; ++nt) {
+      dst[nt * 8 + 2 * tq] = acc[nt][2 * hh];
+      dst[nt * 8 + 2 * tq + 1] = acc[nt][2 * hh + 1];
+    }
+    const float r = quad_sum(rsum[hh]);
+    if (p.fox() && tq == 0 && row < p.L) p.dfox_q[(int64_t(b) * p.L + row) * p.H + h] = r;
+  }
+}
+
+}  // namespace lcr::cuda::LCR_PATHK
