@@ -1,9 +1,11 @@
-// Test main of the NCCL tests, run under mpirun: MPI outlives the communicators, which
-// outlive the tests. Every rank runs every test (collectives need all ranks); only rank 0
+// Test main of the NCCL tests, run under mpirun: MPI outlives Kokkos and the
+// communicators, which outlive the tests. Every rank runs every test (collectives need all ranks); only rank 0
 // prints gtest's output, other ranks print their failed assertions with a "[rank r]"
 // prefix, and the exit code fails if any rank failed.
 #include <gtest/gtest.h>
 #include <mpi.h>
+
+#include <Kokkos_Core.hpp>
 
 #include <cstdio>
 #include <memory>
@@ -50,6 +52,9 @@ Communicator& mpi() { return *g_mpi; }
 int main(int argc, char** argv) {
   using namespace lcr::test;
   lcr::MpiSession session(&argc, &argv);
+  // The CUDA attention API reuses the CPU scheme units (host-side tables), which are
+  // Kokkos code: Kokkos is up for the whole run, inside MPI.
+  Kokkos::ScopeGuard kokkos(argc, argv);
   int rank = 0, failed = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   ::testing::InitGoogleTest(&argc, argv);

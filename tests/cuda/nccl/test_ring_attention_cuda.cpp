@@ -1,0 +1,225 @@
+// The spec-level GPU ring (parallel/ring/cuda/ring_attention_cuda.hpp: scheme lanes per
+// local chunk + RingSdpa) against the single-GPU CUDA attention API on the whole sequence
+// (kernels/attention/cuda/lanes), for RoPE, GOAT, GOAT-2D, PoPE, FoX and ALiBi with
+// QK-norm, sink and softcap, both layouts, odd lengths, GQA, a global position offset.
+// Every rank computes the reference on its own GPU from the same fresh random inputs and
+// parameters (seed from rank 0, printed on failure), then compares its local rows of o,
+// lse, dq, dk, dv, dfox_cq, dfox_ck and the whole dparams (summed over the ring).
+//
+// Tolerance: as in test_ring_cuda.cpp (1e-2 of the largest reference magnitude; lse 1e-3
+// of max(1, |lse|)): the lanes are computed from the same global positions on both paths,
+// so q', k' are the same bf16 values; only fp32 summation order and the bf16 rounding of
+// the softmax weights per key block differ. Parameter gradients are sums over every row
+// of products with those lane gradients, compared per slice at 3e-2 of the slice's
+// largest magnitude (a slice can be a sum of terms of both signs).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.hpp"
+#include "kernels/attention/cuda/lanes/attention_cuda.hpp"
+#include "kernels/attention/params.hpp"
+#include "nccl_test_env.hpp"
+#include "parallel/ring/cuda/ring_attention_cuda.hpp"
+
+namespace lcr::test {
+namespace {
+
+using cuda::DeviceBuffer;
+using namespace lcr::cuda::test;
+inline size_t sz(int64_t n) { return static_cast<size_t>(n); }
+
+struct SpecCase {
+  std::string name;
+  AttentionSpec spec;
+  const char* layout;
+  int64_t L;
+  int B;
+  int64_t pos0;
+};
+
+std::vector<SpecCase> spec_cases() {
+  auto spec = [](Scheme sc, int H, int Hkv) {
+    AttentionSpec s;
+    s.scheme = sc;
+    s.heads = H;
+    s.kv_heads = Hkv;
+    s.head_dim = 64;
+    return s;
+  };
+  std::vector<SpecCase> v;
+  v.push_back({"rope_zigzag_L129_B2", spec(Scheme::RoPE, 4, 2), "zigzag", 129, 2, 0});
+  auto s = spec(Scheme::RoPE, 4, 4);
+  s.numerics.qk_norm = true;
+  v.push_back({"rope_qknorm_contiguous_L1000", s, "contiguous", 1000, 1, 5});
+  s = spec(Scheme::GOAT, 4, 2);
+  s.numerics.sink = true;
+  s.numerics.softcap = 30;
+  v.push_back({"goat_sink_softcap_zigzag_L1000", s, "zigzag", 1000, 1, 0});
+  s = spec(Scheme::GOAT2D, 2, 1);
+  s.goat.grid_width = 5;
+  v.push_back({"goat2d_zigzag_L129_B2", s, "zigzag", 129, 2, 0});
+  s = spec(Scheme::PoPE, 4, 2);
+  s.numerics.sink = true;
+  v.push_back({"pope_sink_zigzag_L1000", s, "zigzag", 1000, 1, 3});
+  s = spec(Scheme::FoX, 4, 2);
+  s.numerics.qk_norm = s.numerics.sink = true;
+  v.push_back({"fox_qknorm_sink_zigzag_L129_B2", s, "zigzag", 129, 2, 0});
+  s = spec(Scheme::ALiBi, 4, 2);
+  s.numerics.qk_norm = s.numerics.sink = true;
+  s.numerics.softcap = 20;
+  v.push_back({"alibi_all_numerics_contiguous_L7", s, "contiguous", 7, 1, 0});
+  return v;
+}
+
+std::vector<float> take(const std::vector<float>& x, int64_t outer, int64_t L, int64_t W,
+                        const std::vector<int64_t>& pos) {
+  std::vector<float> y;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p : pos)
+      for (int64_t w = 0; w < W; ++w) y.push_back(x[sz((o * L + p) * W + w)]);
+  return y;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                  double floor, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = floor, err = 0;
+  for (float w : want) scale = std::max(scale, double(std::fabs(w)));
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(got[i])) << what << "[" << i << "] is NaN (never written?)";
+    err = std::max(err, double(std::fabs(got[i] - want[i])));
+  }
+  EXPECT_LE(err, rel * scale) << what << ": max |ring - single GPU| = " << err
+                              << ", largest reference magnitude " << scale;
+  if (nccl()->rank() == 0)
+    std::printf("    %-18s max err %.3e  (%.2e of max |ref| %.3g)\n", what.c_str(), err,
+                err / scale, scale);
+}
+
+// Parameters: small random values in the ranges the schemes expect.
+std::vector<float> random_params(const ParamLayout& l, std::mt19937_64& rng) {
+  std::vector<float> p(sz(l.total()));
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::uniform_real_distribution<float> phase(-6.2831853f, 0.f);
+  for (const auto& e : l.entries())
+    for (int64_t i = 0; i < e.size(); ++i) {
+      float& x = p[sz(e.offset + i)];
+      if (e.name.find("gain") != std::string::npos)
+        x = 1.f + 0.1f * n(rng);
+      else if (e.name == "pope.delta")
+        x = phase(rng);
+      else if (e.name == "goat.lambda")
+        x = 0.01f * n(rng);
+      else
+        x = 0.1f * n(rng);
+    }
+  return p;
+}
+
+class RingAttentionCuda : public ::testing::TestWithParam<SpecCase> {};
+
+TEST_P(RingAttentionCuda, MatchesSingleGpuApi) {
+  LCR_REQUIRE_NCCL();
+  const SpecCase c = GetParam();
+  const AttentionSpec& spec = c.spec;
+  NcclCommunicator& comm = *nccl();
+  const int N = comm.size(), me = comm.rank();
+  const SeqLayout layout(parse_layout(c.layout), c.L, N);
+  uint64_t seed = std::random_device{}();
+  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  SCOPED_TRACE("seed " + std::to_string(seed) + ", " + layout.describe());
+  std::mt19937_64 rng(seed);
+  const int B = c.B, H = spec.heads, Hkv = spec.kv_heads, qd = input_qk_dim(spec),
+            dv = spec.v_dim();
+  const int64_t L = c.L;
+  const bool fox = spec.scheme == Scheme::FoX;
+  const ParamLayout pl = attention_param_layout(spec);
+
+  auto q = random_normal(sz(B * L * H * qd), rng), k = random_normal(sz(B * L * Hkv * qd), rng);
+  auto v = random_normal(sz(B * L * Hkv * dv), rng), dout = random_normal(sz(B * L * H * dv), rng);
+  for (auto* x : {&q, &k, &v, &dout}) round_to_bf16(*x);
+  std::vector<float> cum(sz(B * L * H), 0.f);
+  std::normal_distribution<float> gate(2.f, 1.f);
+  for (int b = 0; b < B && fox; ++b)
+    for (int h = 0; h < H; ++h) {
+      float acc = 0.f;
+      for (int64_t i = 0; i < L; ++i)
+        cum[sz((b * L + i) * H + h)] = acc -= std::log1p(std::exp(-gate(rng)));
+    }
+  const auto params = random_params(pl, rng);
+  DeviceBuffer<float> dparams_in(params.size() ? params : std::vector<float>{0.f});
+  const cuda::DeviceParams prm{pl.total() ? dparams_in.data() : nullptr, pl.total()};
+
+  // Reference: the single-GPU API on the whole sequence.
+  auto fq = upload_bf16(q), fk = upload_bf16(k), fv = upload_bf16(v), fdo = upload_bf16(dout);
+  DeviceBuffer<float> fcum(cum);
+  cuda::AttentionInputs fin;
+  fin.B = B, fin.Lq = fin.Lk = int(L), fin.q = fq.data(), fin.k = fk.data(), fin.v = fv.data();
+  fin.q_pos0 = fin.k_pos0 = c.pos0;
+  if (fox) fin.fox_cq = fin.fox_ck = fcum.data();
+  DeviceBuffer<__nv_bfloat16> fo(sz(B * L * H * dv));
+  DeviceBuffer<float> flse(sz(B * H * L)), rq(q.size()), rk(k.size()), rv(v.size()),
+      rcq(cum.size()), rck(cum.size()), rpar(std::max<size_t>(params.size(), 1));
+  cuda::Workspace ws;
+  cuda::attention_forward(spec, prm, fin, {fo.data(), flse.data()}, ws, nullptr);
+  cuda::attention_backward(spec, prm, fin, {fo.data(), flse.data()}, fdo.data(),
+                           {rq.data(), rk.data(), rv.data(), rpar.data(),
+                            fox ? rcq.data() : nullptr, fox ? rck.data() : nullptr},
+                           ws, nullptr);
+
+  // The ring on this rank's rows.
+  const auto pos = layout.positions(me);
+  const int64_t Lr = int64_t(pos.size());
+  auto lq = upload_bf16(take(q, B, L, int64_t(H) * qd, pos));
+  auto lk = upload_bf16(take(k, B, L, int64_t(Hkv) * qd, pos));
+  auto lv = upload_bf16(take(v, B, L, int64_t(Hkv) * dv, pos));
+  auto ldo = upload_bf16(take(dout, B, L, int64_t(H) * dv, pos));
+  DeviceBuffer<float> lcum(take(cum, B, L, H, pos));
+  cuda::AttentionInputs in;
+  in.B = B, in.Lq = in.Lk = int(Lr), in.q = lq.data(), in.k = lk.data(), in.v = lv.data();
+  in.q_pos0 = in.k_pos0 = c.pos0;
+  if (fox) in.fox_cq = in.fox_ck = lcum.data();
+  DeviceBuffer<__nv_bfloat16> o(sz(B * Lr * H * dv));
+  DeviceBuffer<float> lse(sz(B * H * Lr)), gq(sz(B * Lr * H * qd)), gk(sz(B * Lr * Hkv * qd)),
+      gv(sz(B * Lr * Hkv * dv)), gcq(sz(B * Lr * H)), gck(sz(B * Lr * H)),
+      gpar(std::max<size_t>(params.size(), 1));
+  for (auto* p : {&lse, &gq, &gk, &gv, &gcq, &gck, &gpar}) p->fill_bytes(0xFF);
+  o.fill_bytes(0xFF);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cuda::RingAttention ring(comm, layout, spec, B);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  ring.forward(prm, in, {o.data(), lse.data()}, s);
+  ring.backward(prm, in, {o.data(), lse.data()}, ldo.data(),
+                {gq.data(), gk.data(), gv.data(), pl.total() ? gpar.data() : nullptr,
+                 fox ? gcq.data() : nullptr, fox ? gck.data() : nullptr},
+                s);
+  cudaStreamDestroy(s);
+
+  expect_close(download_bf16(o), take(download_bf16(fo), B, L, int64_t(H) * dv, pos), 1e-2, 1e-6,
+               "o");
+  expect_close(lse.download(), take(flse.download(), int64_t(B) * H, L, 1, pos), 1e-3, 1.0, "lse");
+  expect_close(gq.download(), take(rq.download(), B, L, int64_t(H) * qd, pos), 1e-2, 1e-6, "dq");
+  expect_close(gk.download(), take(rk.download(), B, L, int64_t(Hkv) * qd, pos), 1e-2, 1e-6, "dk");
+  expect_close(gv.download(), take(rv.download(), B, L, int64_t(Hkv) * dv, pos), 1e-2, 1e-6, "dv");
+  if (fox) {
+    expect_close(gcq.download(), take(rcq.download(), B, L, H, pos), 1e-2, 1e-6, "dfox_cq");
+    expect_close(gck.download(), take(rck.download(), B, L, H, pos), 1e-2, 1e-6, "dfox_ck");
+  }
+  const auto gp = gpar.download(), rp = rpar.download();
+  for (const auto& e : pl.entries())
+    expect_close(std::vector<float>(gp.begin() + e.offset, gp.begin() + e.offset + e.size()),
+                 std::vector<float>(rp.begin() + e.offset, rp.begin() + e.offset + e.size()), 3e-2,
+                 1e-6, "d" + e.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, RingAttentionCuda, ::testing::ValuesIn(spec_cases()),
+                         [](const ::testing::TestParamInfo<SpecCase>& i) { return i.param.name; });
+
+}  // namespace
+}  // namespace lcr::test
