@@ -25,18 +25,21 @@ run() {  # name timeout command...
   local rc=$?
   echo "$name: rc=$rc ($((SECONDS - t0)) s)" | tee -a "$OUT/summary.txt"
 }
-run tests_np2 120 "${mpi[@]}" -np 2 "$bin/lcr_nccl_tests"
-run tests_np1 60 "${mpi[@]}" -np 1 "$bin/lcr_nccl_tests"
+run tests_np2 120 "${mpi[@]}" -np 2 "$bin/lcr_nccl_tests" --gtest_color=no
+run tests_np1 60 "${mpi[@]}" -np 1 "$bin/lcr_nccl_tests" --gtest_color=no
 run bench_short 60 "${mpi[@]}" -x NCCL_DEBUG=VERSION -np 2 "$bin/bench_cuda_ring" --L 32768 --iters 2
 run bench 200 "${mpi[@]}" -np 2 "$bin/bench_cuda_ring"
+run bench_contiguous 60 "${mpi[@]}" -np 2 "$bin/bench_cuda_ring" --layout contiguous --D 128 --iters 2
 
 echo "=== tests (2 ranks): failures and max errors"
-grep -E "FAILED|Failure|failure|fatal|max err|PASSED|SKIPPED \]" "$OUT/tests_np2.log" | head -60
+grep -E "FAILED|Failure|failure|fatal|max err|PASSED|SKIPPED \]|RUN      \]" "$OUT/tests_np2.log" | head -150
 echo "=== tests (1 rank)"
 grep -E "FAILED|fatal|PASSED" "$OUT/tests_np1.log" | head -20
 echo "=== bench (32K)"
 grep -vE "^RESULT" "$OUT/bench_short.log" | tail -12
 echo "=== bench (128K)"
 grep -vE "^RESULT" "$OUT/bench.log" | tail -12
+echo "=== bench (128K, contiguous)"
+grep -vE "^RESULT" "$OUT/bench_contiguous.log" | tail -4
 echo "=== summary"
 cat "$OUT/summary.txt"
