@@ -30,9 +30,9 @@ struct BwdVariant {
   BwdVariant { "q" #BM "_w" #NW, nullptr, &launch_bwd<DP, DVP, BM, NW, true> }
 
 const BwdVariant k64_64[] = {LCR_BWD(64, 64, 64, 8), LCR_BWD_PLAIN(64, 64, 128, 8),
-                             LCR_BWD_PLAIN(64, 64, 64, 4)};
+                             LCR_BWD_PLAIN(64, 64, 64, 4), LCR_BWD_PLAIN(64, 64, 32, 8)};
 const BwdVariant k128_128[] = {LCR_BWD(128, 128, 64, 8), LCR_BWD_PLAIN(128, 128, 64, 4),
-                               LCR_BWD_PLAIN(128, 128, 32, 8)};
+                               LCR_BWD_PLAIN(128, 128, 32, 8), LCR_BWD_PLAIN(128, 128, 32, 4)};
 const BwdVariant k128_64[] = {LCR_BWD(128, 64, 64, 8)};
 const BwdVariant k256_128[] = {LCR_BWD(256, 128, 32, 4)};
 const BwdVariant k64_128[] = {LCR_BWD_OPTS(64, 128, 64, 8)};

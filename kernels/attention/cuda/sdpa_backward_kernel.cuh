@@ -131,10 +131,13 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   for (int it = 0; it < n_steps; ++it) {
     const int st = it & 1;
     const int h = hk * G + it / per_head, i0 = (qt0 + it % per_head) * BM;
+    // Wait for this step's tiles; after the barrier every warp is done with step it-1
+    // (its stage and its dS^T reads), so the next step's copy can start: two barriers per
+    // step (this one and "dS^T complete").
+    cp_async_wait<0>();
+    __syncthreads();
     if (it + 1 < n_steps) stage(it + 1, st ^ 1);
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
     const uint32_t cQ = sQ_addr + st * BM * DP * 2, cdO = sdO_addr + st * BM * DVP * 2;
     const float* cL = sL + st * BM;
     const float* cDel = sDel + st * BM;
@@ -172,46 +175,56 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
 
     // P^T = 2^(x log2e - lse log2e) and dS^T = P^T (dP^T - delta) [* dsoftcap]; element
     // (key row, query col) = (krow0 + g + 8*(e/2), n*8 + 2t + e%2).
+    // Visibility of (key row r, query column qc): qc >= thr[r], one int32 per key row
+    // folding causality (dpos + i - j >= 0) and j < Lk (thr = BM + 1: never); only tiles
+    // that straddle the diagonal or the sequence end test it.
     const bool full = (j0 + BN <= a.Lk) && (dpos + i0 - (j0 + BN - 1) >= 0);
-    float slope = 0.f;
-    if constexpr (kOpts)
-      if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
-    float bk[2] = {0.f, 0.f};
-    if constexpr (kOpts) {
-      if (a.bias_k)
+    int thr[2] = {0, 0};
+    if (!full)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int j = j0 + krow0 + g + 8 * r;
-          if (j < a.Lk) bk[r] = __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
-        }
+      for (int r = 0; r < 2; ++r) {
+        const int j = j0 + krow0 + g + 8 * r;
+        const int64_t first = j - dpos - i0;  // first visible query column
+        thr[r] = (j >= a.Lk ? BM + 1 : int(first < 0 ? 0 : (first > BM ? BM : first))) - 2 * t;
+      }
+    float slope = 0.f, bk[2] = {0.f, 0.f}, rel[2] = {0.f, 0.f};
+    if constexpr (kOpts) {
+      if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int j = j0 + krow0 + g + 8 * r;
+        rel[r] = float(dpos + i0 - j);  // p_i - p_j at query column 0
+        if (a.bias_k && j < a.Lk) bk[r] = __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
+      }
     }
     float dbq[BM / 8][2];
 #pragma unroll
     for (int n = 0; n < BM / 8; ++n) dbq[n][0] = dbq[n][1] = 0.f;
 #pragma unroll
-    for (int n = 0; n < BM / 8; ++n)
+    for (int n = 0; n < BM / 8; ++n) {
+      const float2 l2 = *reinterpret_cast<const float2*>(cL + n * 8 + 2 * t);
+      const float2 dl = *reinterpret_cast<const float2*>(cDel + n * 8 + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int qc = n * 8 + 2 * t + (e & 1), i = i0 + qc;
-        const int j = j0 + krow0 + g + 8 * (e >> 1);
-        float x2, dcap = 1.f;
+        const int c = e & 1, r = e >> 1, qc = n * 8 + 2 * t + c, i = i0 + qc;
+        float pr, dcap = 1.f;
         if constexpr (kOpts) {
           float x = s[n][e] * a.scale;
-          if (a.alibi_slopes) x -= slope * float(dpos + i - j);
+          if (a.alibi_slopes) x -= slope * (rel[r] + float(qc));
           if (a.bias_q && i < a.Lq) x += __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h);
-          x -= bk[e >> 1];
+          x -= bk[r];
           if (a.softcap > 0.f) {
             const float th = tanhf(x * inv_cap);
             x = a.softcap * th;
             dcap = 1.f - th * th;
           }
-          x2 = x * kLog2e;
+          pr = fast_exp2(fmaf(x, kLog2e, -(c ? l2.y : l2.x)));
         } else {
-          x2 = s[n][e] * sl2;
+          pr = fast_exp2(fmaf(s[n][e], sl2, -(c ? l2.y : l2.x)));
         }
-        float pr = fast_exp2(x2 - cL[qc]);
-        if (!full && (j >= a.Lk || dpos + i - j < 0)) pr = 0.f;
-        const float ds = pr * (dp[n][e] - cDel[qc]) * dcap;
+        if (!full && n * 8 + c < thr[r]) pr = 0.f;
+        const float del = c ? dl.y : dl.x;
+        const float ds = pr * (dp[n][e] - del) * dcap;
         s[n][e] = pr;
         dp[n][e] = ds;
         if constexpr (kOpts) {
@@ -219,8 +232,9 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
           dbq[n][e & 1] += ds;
         }
       }
+    }
 
-      // dV += P^T dO and dK += dS^T Q (the k index of both products is the query).
+    // dV += P^T dO and dK += dS^T Q (the k index of both products is the query).
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) {
       uint32_t pf[4], sf[4];
@@ -324,7 +338,6 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         }
       }
     }
-    __syncthreads();  // stage st and sdS are rewritten next
   }
   cp_async_wait<0>();
 

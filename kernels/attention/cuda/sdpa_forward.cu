@@ -30,11 +30,13 @@ struct FwdVariant {
 #define LCR_FWD_OPTS(DP, DVP, BM, BN, NW) \
   FwdVariant { #BM "x" #BN "_w" #NW, nullptr, &launch_fwd < DP, DVP, BM, BN, NW, true> }
 
-const FwdVariant k64_64[] = {LCR_FWD(64, 64, 128, 64, 4), LCR_FWD_PLAIN(64, 64, 128, 64, 8),
-                             LCR_FWD_PLAIN(64, 64, 128, 128, 8), LCR_FWD_PLAIN(64, 64, 64, 64, 4)};
+const FwdVariant k64_64[] = {LCR_FWD(64, 64, 128, 64, 4), LCR_FWD_PLAIN(64, 64, 64, 64, 4),
+                             LCR_FWD_PLAIN(64, 64, 128, 128, 8), LCR_FWD_PLAIN(64, 64, 128, 32, 4),
+                             LCR_FWD_PLAIN(64, 64, 64, 128, 4)};
 const FwdVariant k128_128[] = {LCR_FWD(128, 128, 128, 64, 8), LCR_FWD_PLAIN(128, 128, 128, 64, 4),
-                               LCR_FWD_PLAIN(128, 128, 128, 128, 8),
-                               LCR_FWD_PLAIN(128, 128, 64, 64, 4)};
+                               LCR_FWD_PLAIN(128, 128, 128, 32, 4),
+                               LCR_FWD_PLAIN(128, 128, 64, 64, 4),
+                               LCR_FWD_PLAIN(128, 128, 128, 128, 8)};
 const FwdVariant k128_64[] = {LCR_FWD(128, 64, 128, 64, 8)};
 const FwdVariant k256_128[] = {LCR_FWD(256, 128, 64, 64, 4)};
 // Generic widths: the option path serves plain calls too (a few % slower, rarely used).
@@ -90,7 +92,8 @@ __global__ void row_delta_kernel(int B, int Lq, int H, int Dv, const __nv_bfloat
 bool launch_forward(const KernelParams& p, int variant, cudaStream_t s) {
   const auto [v, n] = variants(p.a.D, p.a.Dv);
   if (variant < 0 || variant >= n) return false;
-  const bool opts = has_options(p.a);
+  // The plain path finds the row max on unscaled S, which needs scale > 0.
+  const bool opts = has_options(p.a) || !(p.a.scale > 0.f);
   auto fn = opts || !v[variant].plain ? v[variant].opts : v[variant].plain;
   if (!fn) return false;  // a plain-only tuning variant asked to run options
   fn(p, s);

@@ -24,7 +24,9 @@ struct FwdTraits {
   static constexpr int MT = BM / (16 * NW);  // 16-row m-tiles per warp
   static_assert(MT >= 1 && BM == 16 * NW * MT, "BM must be 16 * warps * m-tiles");
   static_assert(BN % 16 == 0 && DP % 64 == 0 && DVP % 64 == 0, "tile shape");
-  static constexpr bool kQInRegs = MT * DP <= 128;  // keep Q fragments in registers
+  // Q fragments stay in registers for one m-tile per warp; with two, the registers go to
+  // the doubled S and O accumulators and Q is re-read (one ldmatrix per 4 mma).
+  static constexpr bool kQInRegs = MT == 1 && DP <= 128;
   static constexpr size_t kSmem = sizeof(__nv_bfloat16) * (BM * DP + 2 * BN * (DP + DVP));
 };
 
@@ -109,8 +111,11 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
 
   for (int kt = 0; kt < n_kt; ++kt) {
     const int st = kt & 1, j0 = kt * BN;
-    // Prefetch the next key tile into the other stage (its last readers finished at the
-    // barrier that closed the previous iteration), then wait for this one.
+    // Wait for this tile (the only copy in flight). The barrier also means every warp is
+    // done with the other stage (read in the previous iteration), so the next tile's copy
+    // goes there now and overlaps this tile's math: one barrier per tile.
+    cp_async_wait<0>();
+    __syncthreads();
     if (kt + 1 < n_kt) {
       const int jn = j0 + BN;
       load_tile<BN, DP, NTH>(sK + (st ^ 1) * BN * DP, kbase + jn * k_ld, k_ld, jend - jn, a.D, tid);
@@ -118,8 +123,6 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
                               tid);
     }
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
     const uint32_t cK = sK_addr + st * BN * DP * 2, cV = sV_addr + st * BN * DVP * 2;
 
     if constexpr (T::kQInRegs) {
@@ -164,41 +167,63 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
       }
     }
 
-    // Logits in the log2 domain, masked to -inf where the key is invisible.
-    const bool full = (j0 + BN <= a.Lk) && (dpos + i0 - (j0 + BN - 1) >= 0);
+    // Options (ALiBi, bias lanes, softcap) turn S into log2-domain logits here; the plain
+    // path keeps raw S and folds the scale into the exponent (one FFMA per element).
+    if constexpr (kOpts) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int n = 0; n < BN / 8; ++n)
+        for (int r = 0; r < 2; ++r) {
+          const float rel = float(dpos + i0 + qrow(mt, r) - j0);  // p_i - p_j at column 0
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1, i = i0 + qrow(mt, r), j = j0 + n * 8 + 2 * t + (e & 1);
-          float x;
-          if constexpr (kOpts) {
-            x = s[mt][n][e] * a.scale;
-            if (a.alibi_slopes) x -= slope * float(dpos + i - j);
-            if (a.bias_q) x += bq[mt][r];
-            if (a.bias_k && j < a.Lk) x -= __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
-            if (a.softcap > 0.f) x = a.softcap * tanhf(x * inv_cap);
-            x *= kLog2e;
-          } else {
-            x = s[mt][n][e] * sl2;
-          }
-          if (!full && (j >= a.Lk || dpos + i - j < 0)) x = -INFINITY;
-          s[mt][n][e] = x;
+          for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int col = n * 8 + 2 * t + c, j = j0 + col;
+              float x = s[mt][n][2 * r + c] * a.scale;
+              if (a.alibi_slopes) x -= slope * (rel - float(col));
+              if (a.bias_q) x += bq[mt][r];
+              if (a.bias_k && j < a.Lk) x -= __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
+              if (a.softcap > 0.f) x = a.softcap * tanhf(x * inv_cap);
+              s[mt][n][2 * r + c] = x * kLog2e;
+            }
         }
+    }
+    // Masking only where the tile straddles the diagonal or the sequence end: column
+    // n*8 + 2t + c is visible to a row iff it is <= the row's limit (causal p_j <= p_i and
+    // j < Lk in one int32 per row, computed once per tile).
+    const bool full = (j0 + BN <= a.Lk) && (dpos + i0 - (j0 + BN - 1) >= 0);
+    if (!full) {
+      const int kv_last = min(BN, a.Lk - j0) - 1;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int64_t l64 = dpos + i0 + qrow(mt, r) - j0;
+          const int lim = int(l64 < -1 ? -1 : (l64 > kv_last ? kv_last : l64)) - 2 * t;
+#pragma unroll
+          for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+            for (int c = 0; c < 2; ++c)
+              if (n * 8 + c > lim) s[mt][n][2 * r + c] = -INFINITY;
+        }
+    }
+    // Multiplier from S to log2-domain logits: sl2 on the plain path (scale > 0 there, so
+    // the max of raw S scales to the max logit), 1 where the options already applied it.
+    const float mul = kOpts ? 1.f : sl2;
 
-        // Online softmax: new row max over this tile (the 4 threads of a quad share a row).
+    // Online softmax: new row max over this tile (the 4 threads of a quad share a row).
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float mx = row_m[mt][r];
+        float mx = -INFINITY;
 #pragma unroll
         for (int n = 0; n < BN / 8; ++n)
           mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(row_m[mt][r], mx * mul);
         // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0.
         const float muse = mx == -INFINITY ? 0.f : mx;
         const float corr = fast_exp2(row_m[mt][r] - muse);
@@ -206,8 +231,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
         float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < BN / 8; ++n) {
-          s[mt][n][2 * r] = fast_exp2(s[mt][n][2 * r] - muse);
-          s[mt][n][2 * r + 1] = fast_exp2(s[mt][n][2 * r + 1] - muse);
+          s[mt][n][2 * r] = fast_exp2(fmaf(s[mt][n][2 * r], mul, -muse));
+          s[mt][n][2 * r + 1] = fast_exp2(fmaf(s[mt][n][2 * r + 1], mul, -muse));
           sum += s[mt][n][2 * r] + s[mt][n][2 * r + 1];
         }
         row_l[mt][r] = row_l[mt][r] * corr + sum;
@@ -237,7 +262,6 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
         }
       }
     }
-    __syncthreads();  // this stage is refilled by the next iteration's prefetch
   }
   cp_async_wait<0>();
 
