@@ -57,7 +57,10 @@ class Env:
                  f"did not run (ctest -R adds it; by hand: slurm/local/cluster.sh start "
                  f"{cluster_dir(self.build)})")
         # mpirun inside the jobs runs as root; the environment travels with --export=ALL.
-        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        # The two emulated nodes declare 2 CPUs each on 2 cores: idle MPI ranks must yield
+        # the core instead of busy-polling, or oversubscribed ranks starve each other.
+        os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                          OMPI_MCA_mpi_yield_when_idle="1")
 
     def lcr_submit(self, *args):
         """Runs slurm/lcr-submit (cwd = the scratch dir); returns the job ids it printed."""
