@@ -224,6 +224,35 @@ KernelResult run_kernels(const GpuCase& c, const PathProblem& p, bool backward, 
   return r;
 }
 
+Result run_float64(const PathProblem& p, bool round_o) {
+  const auto& s = p.c.spec;
+  const AttentionInputs<double> in = pathtest::device_inputs<double>(p);
+  ParamSet<double> params(p.params.layout);
+  params.data = pathtest::to_device<double>(p.params.data, "params");
+  auto out = make_outputs<double>(s, in);
+  attention_forward<double>(s, in, params, out);
+  Result r;
+  r.o = pathtest::flat(out.o);
+  r.lse = pathtest::flat(out.lse);
+  if (round_o) {
+    auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), out.o);
+    for (size_t i = 0; i < h.span(); ++i) h.data()[i] = cuda::test::round_bf16(float(h.data()[i]));
+    Kokkos::deep_copy(out.o, h);
+  }
+  auto g = make_grads<double>(s, in);
+  attention_backward<double>(s, in, params, out, pathtest::to_device<double>(p.dout, "dout"), g);
+  r.grad["q"] = pathtest::flat(g.dq);
+  r.grad["k"] = pathtest::flat(g.dk);
+  r.grad["v"] = pathtest::flat(g.dv);
+  r.grad["path_w"] = pathtest::flat(g.dpath_w);
+  r.grad["path_beta"] = pathtest::flat(g.dpath_beta);
+  if (p.fox()) {
+    r.grad["fox_cq"] = pathtest::flat(g.dfox_cq);
+    r.grad["fox_ck"] = pathtest::flat(g.dfox_ck);
+  }
+  return r;
+}
+
 double rel_error(const std::vector<double>& a, const std::vector<double>& b) {
   require(a.size() == b.size(), "rel_error: sizes ", a.size(), " and ", b.size(), " differ");
   double num = 0, den = 0;

@@ -2,12 +2,13 @@
 // Test problems for the CUDA PaTH kernels (kernels/attention/cuda/path), run on the GPU or,
 // on machines without one, on the SIMT emulator (the same kernel source on the CPU).
 //
-// Accuracy yardstick ("naive bf16 error"): how far the float64 answer moves when its
-// inputs are stored in bf16 once, rel(f(bf16(x)), f(x)) with x the float64 problem and
-// bf16() rounding q, k, v, w and dout (beta and the FoX gates to fp32, as the kernel takes
-// them). Any bf16 implementation has at least this error; the kernel computes f on the
-// bf16/fp32 inputs it is given and must land within a small multiple of the yardstick of
-// the float64 answer for those inputs (tolerances in test_cuda_path.cpp, with why).
+// Accuracy yardstick ("naive bf16 error"): how far the float64 answer moves when the tensors
+// a bf16 attention stores are rounded to bf16 once, rel(f_naive(x), f(x)) with x the
+// float64 problem: q, k, v, w and dout in bf16 (beta and the FoX gates in fp32, as the kernel
+// takes them) and the output o in bf16 before the backward forms delta = <dO, o> from it.
+// Any bf16 implementation has at least this error; the kernel computes f on the bf16/fp32
+// inputs it is given and must land within a small multiple of the yardstick of the float64
+// answer for those inputs (tolerances in test_cuda_path.cpp, with why).
 // Errors are relative Frobenius norms over a whole tensor, ||a - b|| / ||b||.
 #include <map>
 #include <string>
@@ -52,6 +53,10 @@ KernelResult run_kernels(const GpuCase& c, const pathtest::PathProblem& p, bool 
                          Device dev);
 
 double rel_error(const std::vector<float>& a, const std::vector<double>& b);
+
+// The Kokkos PaTH in float64 (forward and backward, as pathtest::run_path<double>), with the
+// forward's o rounded to bf16 before the backward when round_o (the naive yardstick).
+Result run_float64(const pathtest::PathProblem& p, bool round_o);
 double rel_error(const std::vector<double>& a, const std::vector<double>& b);
 
 }  // namespace lcr::test::cudapath

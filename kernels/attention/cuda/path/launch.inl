@@ -2,7 +2,7 @@
 // and by the host compiler for the SIMT emulator (emu/path_emu.cpp). The including file
 // defines, in the enclosing namespace:
 //   namespace K = <kernel namespace>;                      (pathk or pathk_emu)
-//   launch(kernel, Grid3 grid, int threads, size_t smem, cudaStream_t, Params...)
+//   launch(name, kernel, Grid3 grid, int threads, size_t smem, cudaStream_t, Params...)
 //   zero(void* ptr, size_t bytes, cudaStream_t)
 // Kernel order and what each produces: docs/cuda.md (PaTH section) and device/*.cuh.
 
@@ -52,16 +52,16 @@ std::size_t smem_bytes() {
 
 template <int D>
 void prep_and_chain(const K::Params& p, const Plan& pl, bool forward, cudaStream_t s) {
-  launch(K::prep_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256, smem_bytes<K::PrepSmem<D>>(), s, p,
+  launch("prep", K::prep_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256, smem_bytes<K::PrepSmem<D>>(), s, p,
          forward);
-  launch(K::chain_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256, smem_bytes<K::ChainSmem<D>>(), s, p,
+  launch("chain", K::chain_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256, smem_bytes<K::ChainSmem<D>>(), s, p,
          !forward);
 }
 
 template <int D, int MT>
 void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   prep_and_chain<D>(p, pl, true, s);
-  launch(K::forward_kernel<D, MT>, Grid3{pl.Lp / 128, p.H, p.B}, 256 / MT,
+  launch("forward_scan", K::forward_kernel<D, MT>, Grid3{pl.Lp / 128, p.H, p.B}, 256 / MT,
          smem_bytes<K::FwdSmem<D, MT>>(), s, p);
 }
 
@@ -73,25 +73,25 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   zero(p.dpf, std::size_t(p.B) * p.Hkv * pl.nb * D * D * sizeof(float), s);
   zero(p.dps, std::size_t(p.B) * p.Hkv * pl.nS * D * D * sizeof(float), s);
   const int64_t rows = int64_t(p.B) * p.H * pl.Lp;
-  launch(K::row_delta_kernel, Grid3{int((rows + 7) / 8), 1, 1}, 256, 0, s, p);
+  launch("row_delta", K::row_delta_kernel, Grid3{int((rows + 7) / 8), 1, 1}, 256, 0, s, p);
   prep_and_chain<D>(p, pl, false, s);
   const int tiles = pl.Lp / 128;
-  launch(K::carry_kernel<D, MT>, Grid3{tiles, p.H, p.B}, 256 / MT,
+  launch("carry", K::carry_kernel<D, MT>, Grid3{tiles, p.H, p.B}, 256 / MT,
          smem_bytes<K::CarrySmem<D, MT>>(), s, p);
-  launch(K::dq_kernel<D>, Grid3{tiles, p.H, p.B}, 256, smem_bytes<K::DqSmem<D>>(), s, p);
+  launch("dq", K::dq_kernel<D>, Grid3{tiles, p.H, p.B}, 256, smem_bytes<K::DqSmem<D>>(), s, p);
   K::SmemCarver dkv;
-  launch(K::dkv_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 128,
+  launch("dkv", K::dkv_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 128,
          K::DkvSmem<D>::carve(dkv, nullptr, p.H / p.Hkv), s, p);
   const int S = 64 * pl.R;
   if (pl.nS >= 3)
-    launch(K::outer_kernel<D>,
+    launch("outer_coarse", K::outer_kernel<D>,
            Grid3{(pl.Lp - 2 * S + K::kOuterChunk - 1) / K::kOuterChunk, pl.nS - 2, p.B * p.H}, 256,
            smem_bytes<K::OuterSmem<D>>(), s, p, true);
-  launch(K::outer_kernel<D>, Grid3{pl.nb, 1, p.B * p.H}, 256, smem_bytes<K::OuterSmem<D>>(), s, p,
+  launch("outer_fine", K::outer_kernel<D>, Grid3{pl.nb, 1, p.B * p.H}, 256, smem_bytes<K::OuterSmem<D>>(), s, p,
          false);
-  launch(K::chain_backward_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256,
+  launch("chain_backward", K::chain_backward_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256,
          smem_bytes<K::ChainBwdSmem<D>>(), s, p);
-  launch(K::block_backward_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256,
+  launch("block_backward", K::block_backward_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256,
          smem_bytes<K::BlockBwdSmem<D>>(), s, p);
 }
 

@@ -3,6 +3,7 @@
 // length, superchunk, and where each workspace array lives.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "kernels/attention/cuda/path/path.hpp"
 
@@ -21,5 +22,10 @@ struct Plan {
 // Superchunk length R fine blocks: about sqrt(number of blocks), which balances the fine
 // transitions (R/2 per query) against the coarse ones (nS/2), even, >= 2.
 Plan make_plan(const Args& a, bool backward);
+
+// Per-kernel timing for the benchmark (GPU build): while on, every launch is bracketed by CUDA
+// events; the report synchronises and lists the summed milliseconds per kernel name.
+void set_profiling(bool on);
+std::string profile_report();
 
 }  // namespace lcr::cuda::path::detail

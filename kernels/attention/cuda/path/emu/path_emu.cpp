@@ -21,7 +21,7 @@ struct Grid3 {
 };
 
 template <class Kernel, class... A>
-void launch(Kernel kernel, Grid3 grid, int threads, std::size_t smem, cudaStream_t,
+void launch(const char*, Kernel kernel, Grid3 grid, int threads, std::size_t smem, cudaStream_t,
             const A&... args) {
   ::lcr::emu::launch({unsigned(grid.x), unsigned(grid.y), unsigned(grid.z)}, {unsigned(threads)},
                      smem, [&] { kernel(args...); });
