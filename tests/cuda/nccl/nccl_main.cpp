@@ -1,12 +1,11 @@
 // Test main of the NCCL tests, run under mpirun: MPI outlives Kokkos and the
-// communicators, which outlive the tests. Every rank runs every test (collectives need all ranks); only rank 0
-// prints gtest's output, other ranks print their failed assertions with a "[rank r]"
+// communicators, which outlive the tests. Every rank runs every test (collectives need all ranks);
+// only rank 0 prints gtest's output, other ranks print their failed assertions with a "[rank r]"
 // prefix, and the exit code fails if any rank failed.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <Kokkos_Core.hpp>
-
 #include <cstdio>
 #include <memory>
 
