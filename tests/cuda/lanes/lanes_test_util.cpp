@@ -72,7 +72,7 @@ Result naive_run(const Problem& p) {
   return r;
 }
 
-Result gpu_run(const Problem& p, bool backward, bool forget_lanes) {
+Result gpu_run(const Problem& p, bool backward, bool recompute_lanes) {
   const AttentionSpec& s = p.c.spec;
   const int B = p.c.B, Lq = p.c.Lq, Lk = p.c.Lk, H = s.heads, dv = s.v_dim();
   auto q = upload_bf16(to_float(p.q)), k = upload_bf16(to_float(p.k));
@@ -108,7 +108,7 @@ Result gpu_run(const Problem& p, bool backward, bool forget_lanes) {
                    dparams.size() ? dparams.data() : nullptr,
                    dcq.size() ? dcq.data() : nullptr,
                    dck.size() ? dck.data() : nullptr};
-  if (forget_lanes) ws.forget();
+  if (recompute_lanes) prepare_attention(s, prm, in, ws, nullptr);
   attention_backward(s, prm, in, {o.data(), lse.data()}, dout.data(), g, ws);
   r.grad["q"] = to_double(dq.download());
   r.grad["k"] = to_double(dk.download());

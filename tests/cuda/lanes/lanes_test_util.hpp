@@ -20,17 +20,21 @@
 
 namespace lcr::cuda::test {
 
-// GPU error <= factor x naive error + floor x max|reference| (floor: a quarter of bf16's
-// relative resolution 2^-8, so tensors whose naive error happens to vanish, e.g. a row
-// with one key, are not held to zero).
+// GPU error <= factor x naive error + kFloor x max|reference| + kAbsFloor. kFloor is a
+// quarter of bf16's relative resolution 2^-8, so tensors whose naive error happens to
+// vanish (a row with one key) are not held to zero; kAbsFloor (~100 fp32 ulps at the O(1)
+// scale of the inputs) covers tensors that are exactly zero, e.g. dq with a single key,
+// where the GPU returns the fp32 rounding of delta - dP (two orders of summation).
 constexpr double kForwardFactor = 3.0;
 constexpr double kGradFactor = 4.0;
 constexpr double kFloor = 1.0 / 1024;
+constexpr double kAbsFloor = 1e-5;
 
 // The API on the problem's inputs rounded to bf16 (fp32 FoX lanes and parameters); every
 // output poisoned (NaN) before the call. backward: also the gradients, by input name.
-// forget_lanes: the backward recomputes the lanes instead of reusing the forward's.
-lcr::test::Result gpu_run(const lcr::test::Problem& p, bool backward, bool forget_lanes = false);
+// recompute_lanes: a prepare_attention between forward and backward overwrites the saved
+// lanes, so the backward recomputes them instead of reusing the forward's.
+lcr::test::Result gpu_run(const lcr::test::Problem& p, bool backward, bool recompute_lanes = false);
 
 // The naive bf16 implementation described above.
 lcr::test::Result naive_run(const lcr::test::Problem& p);

@@ -163,7 +163,8 @@ TEST_P(CudaLaneTest, ForwardLanesMatchCpu) {
   auto download = [&](const __nv_bfloat16* p, size_t n) {
     std::vector<__nv_bfloat16> h(n);
     LCR_CUDA_CHECK(cudaMemcpy(h.data(), p, n * sizeof(h[0]), cudaMemcpyDeviceToHost));
-    return std::vector<double>(from_bf16(h).begin(), from_bf16(h).end());
+    const std::vector<float> f = from_bf16(h);
+    return std::vector<double>(f.begin(), f.end());
   };
   const int rq = lc.c.B * lc.c.Lq * s.heads, rk = lc.c.B * lc.c.Lk * s.kv_heads;
   expect_lanes(download(G.sdpa.q, size_t(rq) * dp), flat(P.sdpa.q), rq, dp, w, u, false,

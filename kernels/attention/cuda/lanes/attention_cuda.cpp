@@ -116,8 +116,9 @@ const float2* position_table(Workspace::Impl& w, const lanes::TrigSpec& ts, bool
   return tab;
 }
 
+// GOAT's key-bias arguments with the feature table phi [Lk, 2F+2] (cached per key span).
 lanes::GoatKeyArgs goat_key_args(const AttentionSpec& s, const ParamLayout& l, const float* p,
-                                 int Lk, int64_t k_pos0) {
+                                 int Lk, int64_t k_pos0, Workspace::Impl& w, cudaStream_t st) {
   lanes::GoatKeyArgs a;
   a.L = Lk;
   a.Hkv = s.kv_heads;
@@ -132,6 +133,17 @@ lanes::GoatKeyArgs goat_key_args(const AttentionSpec& s, const ParamLayout& l, c
   a.w1 = slice(p, l, "goat.mlp_w1");
   a.b1 = slice(p, l, "goat.mlp_b1");
   a.w2 = slice(p, l, "goat.mlp_w2");
+  const int NF = 2 * a.F + 2;
+  double* phi = w.get<double>(Slot::Phi, int64_t(Lk) * NF);
+  std::ostringstream key;
+  key << k_pos0 << ' ' << Lk << ' ' << a.F << ' ' << s.goat.base << ' ' << s.goat.train_len << ' '
+      << w.generation(Slot::Phi);
+  if (w.phi_key != key.str()) {
+    a.phi = phi;
+    lanes::goat_features(a, phi, st);
+    w.phi_key = key.str();
+  }
+  a.phi = phi;
   return a;
 }
 
@@ -173,7 +185,7 @@ lanes::RowLaneArgs side_args(const AttentionSpec& s, const ParamLayout& l, const
         a.beta = slice(prm.data, l, "goat.beta");
       } else if (!backward) {
         double* u = w.get<double>(Slot::U, int64_t(in.Lk) * s.kv_heads);
-        lanes::goat_key_bias(goat_key_args(s, l, prm.data, in.Lk, in.k_pos0), u, st);
+        lanes::goat_key_bias(goat_key_args(s, l, prm.data, in.Lk, in.k_pos0, w, st), u, st);
         a.u = u;
       }
       break;
@@ -327,7 +339,7 @@ PreparedAttention prepare_attention(const AttentionSpec& s, const DeviceParams& 
                                     const AttentionInputs& in, Workspace& ws, cudaStream_t st) {
   check_inputs(s, in, prm);
   Workspace::Impl& w = ws.impl();
-  w.saved_key.clear();  // Q2/K2 are about to change
+  w.saved_lanes_key.clear();  // Q2/K2 are about to change
   PreparedAttention P = lanes_in_place(s, in, w, st);
   if (P.lanes_are_inputs) return P;
   const ParamLayout l = attention_param_layout(s);
@@ -391,27 +403,30 @@ void prepared_backward(const AttentionSpec& s, const DeviceParams& prm, const At
                            slice(dparams, l, "goat.alpha"), st);
     lanes::reduce_partials(gq.mode_part, cq, H, 2 * R, R, R, false, ls,
                            slice(dparams, l, "goat.beta"), st);
-    const lanes::GoatKeyArgs ga = goat_key_args(s, l, prm.data, in.Lk, in.k_pos0);
-    const int cols = 2 + ga.N * (2 + 2 * ga.F + 2);
-    float* part = w.get<float>(Slot::KeyPart, int64_t(lanes::goat_key_chunks(in.Lk)) * Hkv * cols);
+    const lanes::GoatKeyArgs ga = goat_key_args(s, l, prm.data, in.Lk, in.k_pos0, w, st);
+    const int cols = lanes::goat_key_cols(ga), chunks = lanes::goat_key_chunks(in.Lk);
+    float* part = w.get<float>(Slot::KeyPart, int64_t(chunks) * Hkv * cols);
+    float* sums = w.get<float>(Slot::KeySums, int64_t(Hkv) * cols);
     lanes::goat_key_param_partials(ga, gk.du, part, st);
+    LCR_CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(float) * Hkv * cols, st));
+    lanes::reduce_partials(part, chunks, Hkv, cols, 0, cols, false, 1.0, sums, st);
     lanes::GoatKeyGradSlices g;
     g.lambda = slice(dparams, l, "goat.lambda");
     g.bump = slice(dparams, l, "goat.bump");
     g.w1 = slice(dparams, l, "goat.mlp_w1");
     g.b1 = slice(dparams, l, "goat.mlp_b1");
     g.w2 = slice(dparams, l, "goat.mlp_w2");
-    lanes::goat_key_param_reduce(ga, part, g, st);
+    lanes::goat_key_param_scatter(ga, sums, g, st);
   }
   if (pope)
     lanes::reduce_partials(gk.delta_part, ck, Hkv, qd, 0, qd, false, 1.0,
                            slice(dparams, l, "pope.delta"), st);
 }
 
-void apply_sink(const AttentionSpec& s, const DeviceParams& prm, int B, int Lq, const float* o_f32,
+void apply_sink(const AttentionSpec& s, const DeviceParams& prm, int B, int Lq, float* o_f32,
                 float* lse, bf16* o, cudaStream_t st) {
   const ParamLayout l = attention_param_layout(s);
-  lanes::sink_forward(B, Lq, s.heads, s.v_dim(), slice(prm.data, l, "sink"), o_f32, lse, o, st);
+  lanes::finish_output(B, Lq, s.heads, s.v_dim(), slice(prm.data, l, "sink"), o_f32, lse, o, st);
 }
 
 void sink_backward(const AttentionSpec& s, const DeviceParams& prm, int B, int Lq, const float* lse,
@@ -421,21 +436,45 @@ void sink_backward(const AttentionSpec& s, const DeviceParams& prm, int B, int L
                        slice(dparams, l, "sink"), st);
 }
 
+namespace {
+
+// Parameter and FoX-lane gradients sum dS over up to B L rows, where the bf16 rounding of O
+// inside delta = <dO, O> adds up coherently (measured: GOAT's d lambda at 28x the naive
+// bf16 error). For those schemes the forward keeps O in fp32 (OF32) and the backward takes
+// delta from it; NoPE/RoPE/ALiBi without options keep the plain bf16 path (no extra pass).
+bool keeps_f32_output(const AttentionSpec& s) {
+  return s.scheme == Scheme::FoX || attention_param_layout(s).total() > 0;
+}
+
+std::string output_key(const std::string& call, const AttentionOutputs& out) {
+  std::ostringstream o;
+  o << call << ' ' << out.o << ' ' << out.lse;
+  return o.str();
+}
+
+}  // namespace
+
 void attention_forward(const AttentionSpec& s, const DeviceParams& prm, const AttentionInputs& in,
                        const AttentionOutputs& out, Workspace& ws, cudaStream_t st) {
   check_inputs(s, in, prm);
   require(out.lse && (out.o || in.Lq == 0),
           "cuda attention_forward: o and lse must be device "
           "buffers of [B, Lq, H, dv] bf16 and [B, H, Lq] fp32");
+  Workspace::Impl& w = ws.impl();
+  w.saved_out_key.clear();
   const PreparedAttention P = prepare_attention(s, prm, in, ws, st);
-  if (s.numerics.sink) {
-    float* of32 = ws.impl().get<float>(Slot::OF32, int64_t(in.B) * in.Lq * s.heads * s.v_dim());
+  if (keeps_f32_output(s)) {
+    float* of32 = w.get<float>(Slot::OF32, int64_t(in.B) * in.Lq * s.heads * s.v_dim());
     sdpa_forward(P.sdpa, nullptr, of32, out.lse, st);
-    apply_sink(s, prm, in.B, in.Lq, of32, out.lse, out.o, st);
+    const float* sink =
+        s.numerics.sink ? slice(prm.data, attention_param_layout(s), "sink") : nullptr;
+    lanes::finish_output(in.B, in.Lq, s.heads, s.v_dim(), sink, of32, out.lse, out.o, st);
   } else {
     sdpa_forward(P.sdpa, out.o, nullptr, out.lse, st);
   }
-  ws.impl().saved_key = call_key(s, prm, in, ws.impl());
+  const std::string call = call_key(s, prm, in, w);
+  w.saved_lanes_key = call;
+  if (keeps_f32_output(s)) w.saved_out_key = output_key(call, out);
 }
 
 void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const AttentionInputs& in,
@@ -446,26 +485,40 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
           "cuda attention_backward: needs the forward's o and lse and "
           "dout [B, Lq, H, dv] bf16");
   require(g.dq && g.dk && g.dv, "cuda attention_backward: dq, dk and dv must be device buffers");
-  const int64_t total = attention_param_layout(s).total();
+  const ParamLayout l = attention_param_layout(s);
+  const int64_t total = l.total();
   require(total == 0 || g.dparams, "cuda attention_backward: dparams is null but the scheme has ",
           total, " parameters");
   Workspace::Impl& w = ws.impl();
-  // The forward on this workspace left its lanes in Q2/K2: reuse them (autograd contract).
-  const bool saved = !w.saved_key.empty() && w.saved_key == call_key(s, prm, in, w);
+  const std::string call = call_key(s, prm, in, w);
+  // The forward on this workspace left its lanes in Q2/K2 and (for schemes with
+  // parameters) its fp32 output in OF32: reuse them (autograd contract).
+  const bool saved_lanes = !w.saved_lanes_key.empty() && w.saved_lanes_key == call;
+  const bool saved_out = !w.saved_out_key.empty() && w.saved_out_key == output_key(call, out);
   const PreparedAttention P =
-      saved ? lanes_in_place(s, in, w, st) : prepare_attention(s, prm, in, ws, st);
+      saved_lanes ? lanes_in_place(s, in, w, st) : prepare_attention(s, prm, in, ws, st);
   const SdpaArgs& a = P.sdpa;
   float* delta = w.get<float>(Slot::Delta, int64_t(in.B) * s.heads * in.Lq);
-  sdpa_row_delta(in.B, in.Lq, s.heads, s.v_dim(), out.o, dout, delta, st);
+  if (saved_out)
+    lanes::row_delta_f32(in.B, in.Lq, s.heads, s.v_dim(),
+                         w.get<float>(Slot::OF32, int64_t(in.B) * in.Lq * s.heads * s.v_dim()),
+                         dout, delta, st);
+  else
+    sdpa_row_delta(in.B, in.Lq, s.heads, s.v_dim(), out.o, dout, delta, st);
   float* dq2 =
       P.lanes_are_inputs ? g.dq : w.get<float>(Slot::DQ2, int64_t(in.B) * in.Lq * a.H * a.D);
   float* dk2 =
       P.lanes_are_inputs ? g.dk : w.get<float>(Slot::DK2, int64_t(in.B) * in.Lk * a.Hkv * a.D);
   const bool fox = s.scheme == Scheme::FoX;
-  sdpa_backward(a, out.lse, delta, dout, dq2, dk2, g.dv, fox ? g.dfox_cq : nullptr,
+  // Without softcap the FoX query lane's gradient has a closed form (fox_query_grad).
+  const bool fox_exact_q = fox && s.numerics.softcap == 0;
+  sdpa_backward(a, out.lse, delta, dout, dq2, dk2, g.dv, fox && !fox_exact_q ? g.dfox_cq : nullptr,
                 fox ? g.dfox_ck : nullptr, false, st);
+  const float* sink = s.numerics.sink ? slice(prm.data, l, "sink") : nullptr;
+  if (fox_exact_q && g.dfox_cq)
+    lanes::fox_query_grad(in.B, in.Lq, s.heads, delta, out.lse, sink, g.dfox_cq, st);
   if (total > 0) LCR_CUDA_CHECK(cudaMemsetAsync(g.dparams, 0, sizeof(float) * total, st));
-  if (s.numerics.sink) sink_backward(s, prm, in.B, in.Lq, out.lse, delta, g.dparams, st);
+  if (sink) sink_backward(s, prm, in.B, in.Lq, out.lse, delta, g.dparams, st);
   if (!P.lanes_are_inputs) prepared_backward(s, prm, in, dq2, dk2, g.dq, g.dk, g.dparams, ws, st);
 }
 

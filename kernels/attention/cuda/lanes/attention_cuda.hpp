@@ -62,10 +62,13 @@ struct AttentionGrads {
 
 // Device scratch reused across calls (grown on demand, freed with the object): lanes,
 // position tables, lane gradients, reduction partials. One Workspace per stream; not
-// thread-safe. The forward keeps its lanes here, and a backward on the same workspace
-// with the same spec, pointers, shapes and positions reuses them instead of recomputing
-// (the autograd contract: q, k and the parameters must not change in between; call
-// workspace.forget() after changing them in place).
+// thread-safe. The forward keeps its lanes here and, for schemes with parameters or FoX,
+// its output in fp32; a backward on the same workspace with the same spec, pointers,
+// shapes and positions reuses the lanes instead of recomputing them and takes the
+// softmax row term delta = <dO, O> from the fp32 output (else from the bf16 o, which
+// makes the parameter gradients noisier). The autograd contract: q, k, the parameters
+// and the outputs must not change in between; call workspace.forget() after changing
+// them in place.
 class Workspace {
  public:
   Workspace();
@@ -110,9 +113,10 @@ PreparedAttention prepare_attention(const AttentionSpec& spec, const DeviceParam
 void prepared_backward(const AttentionSpec& spec, const DeviceParams& params,
                        const AttentionInputs& in, const float* dq2, const float* dk2, float* dq,
                        float* dk, float* dparams, Workspace& ws, cudaStream_t stream);
-// Sink forward: lse <- logaddexp(lse, s_h), o (bf16) = o_f32 exp(lse_old - lse_new).
-void apply_sink(const AttentionSpec& spec, const DeviceParams& params, int B, int Lq,
-                const float* o_f32, float* lse, bf16* o, cudaStream_t stream);
+// Sink forward: lse <- logaddexp(lse, s_h), o_f32 *= exp(lse_old - lse_new) in place and
+// o (bf16) = o_f32.
+void apply_sink(const AttentionSpec& spec, const DeviceParams& params, int B, int Lq, float* o_f32,
+                float* lse, bf16* o, cudaStream_t stream);
 // dparams' sink slice (overwritten) from the final lse and delta = <dO, O> [B, H, Lq].
 void sink_backward(const AttentionSpec& spec, const DeviceParams& params, int B, int Lq,
                    const float* lse, const float* delta, float* dparams, cudaStream_t stream);

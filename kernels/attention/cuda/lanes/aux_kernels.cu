@@ -33,15 +33,28 @@ __device__ __forceinline__ double softplus_d(double x) {
 }
 
 // phi(p) = [sin(p f_m), cos(p f_m) for m < F, p / L_train, log(1 + p) / log(1 + L_train)].
-__device__ void goat_features(const GoatKeyArgs& a, int64_t p, double* phi) {
-  for (int m = 0; m < a.F; ++m) {
-    double sn, cs;
-    sincos(double(p) * a.feature_freq[m], &sn, &cs);
-    phi[2 * m] = sn;
-    phi[2 * m + 1] = cs;
+__global__ void goat_features_kernel(GoatKeyArgs a, double* phi) {
+  const int NF = 2 * a.F + 2;
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < a.L; j += gridDim.x * blockDim.x) {
+    const double p = double(a.pos0 + j);
+    double* row = phi + int64_t(j) * NF;
+    for (int m = 0; m < a.F; ++m) {
+      double sn, cs;
+      sincos(p * a.feature_freq[m], &sn, &cs);
+      row[2 * m] = sn;
+      row[2 * m + 1] = cs;
+    }
+    row[2 * a.F] = p * a.inv_train_len;
+    row[2 * a.F + 1] = log1p(p) * a.inv_log_train;
   }
-  phi[2 * a.F] = double(p) * a.inv_train_len;
-  phi[2 * a.F + 1] = log1p(double(p)) * a.inv_log_train;
+}
+
+// Hidden pre-activation of unit hn at key j: b1 + W1 phi(j).
+__device__ __forceinline__ double goat_pre(const GoatKeyArgs& a, int hn, const double* phi_j,
+                                           int NF) {
+  double pre = a.b1[hn];
+  for (int m = 0; m < NF; ++m) pre += double(a.w1[int64_t(hn) * NF + m]) * phi_j[m];
+  return pre;
 }
 
 __global__ void goat_key_bias_kernel(GoatKeyArgs a, double* u) {
@@ -51,14 +64,11 @@ __global__ void goat_key_bias_kernel(GoatKeyArgs a, double* u) {
        e += int64_t(gridDim.x) * blockDim.x) {
     const int j = int(e / a.Hkv), hk = int(e % a.Hkv);
     const int64_t p = a.pos0 + j;
-    double phi[kMaxFeatures];
-    goat_features(a, p, phi);
+    const double* phi_j = a.phi + int64_t(j) * NF;
     double g = 0;
     for (int k = 0; k < a.N; ++k) {
-      const int hn = hk * a.N + k;
-      double pre = a.b1[hn];
-      for (int m = 0; m < NF; ++m) pre += double(a.w1[int64_t(hn) * NF + m]) * phi[m];
-      g += double(a.w2[hn]) * pre * sigmoid_d(pre);
+      const double pre = goat_pre(a, hk * a.N + k, phi_j, NF);
+      g += double(a.w2[hk * a.N + k]) * pre * sigmoid_d(pre);  // w2 silu(pre)
     }
     u[e] = double(a.lambda[hk]) * double(p) + g + (p == 0 ? double(a.bump[hk]) : 0.0);
   }
@@ -87,19 +97,18 @@ __global__ void __launch_bounds__(kKeyThreads)
   __shared__ double red[kKeyThreads / 32][kMaxFeatures + 2];
   const int hk = blockIdx.y, NF = 2 * a.F + 2, cols = 2 + a.N * (2 + NF);
   float* out = part + (int64_t(blockIdx.x) * a.Hkv + hk) * cols;
-  double phi[kKeysPerThread][kMaxFeatures], du[kKeysPerThread];
-  int64_t p[kKeysPerThread];
+  double du[kKeysPerThread];
+  int j[kKeysPerThread];
   for (int k = 0; k < kKeysPerThread; ++k) {
-    const int j = blockIdx.x * kKeyChunk + k * kKeyThreads + threadIdx.x;
-    p[k] = a.pos0 + j;
-    du[k] = j < a.L ? double(du_in[int64_t(j) * a.Hkv + hk]) : 0.0;  // 0: no contribution
-    if (j < a.L) goat_features(a, p[k], phi[k]);
+    j[k] = blockIdx.x * kKeyChunk + k * kKeyThreads + threadIdx.x;
+    du[k] = j[k] < a.L ? double(du_in[int64_t(j[k]) * a.Hkv + hk]) : 0.0;  // 0: no contribution
   }
   double vals[kMaxFeatures + 2];
   vals[0] = vals[1] = 0;
   for (int k = 0; k < kKeysPerThread; ++k) {
-    vals[0] += du[k] * double(p[k]);     // d lambda: u = lambda p + ...
-    vals[1] += p[k] == 0 ? du[k] : 0.0;  // d bump: only at global position 0
+    const int64_t p = a.pos0 + j[k];
+    vals[0] += du[k] * double(p);   // d lambda: u = lambda p + ...
+    vals[1] += p == 0 ? du[k] : 0;  // d bump: only at global position 0
   }
   block_sum_write(vals, 2, red, out);
   for (int n = 0; n < a.N; ++n) {
@@ -107,28 +116,25 @@ __global__ void __launch_bounds__(kKeyThreads)
     for (int i = 0; i < 2 + NF; ++i) vals[i] = 0;
     for (int k = 0; k < kKeysPerThread; ++k) {
       if (du[k] == 0.0) continue;
-      double pre = a.b1[hn];
-      for (int m = 0; m < NF; ++m) pre += double(a.w1[int64_t(hn) * NF + m]) * phi[k][m];
-      const double sg = sigmoid_d(pre);
+      const double* phi_j = a.phi + int64_t(j[k]) * NF;
+      const double pre = goat_pre(a, hn, phi_j, NF), sg = sigmoid_d(pre);
       vals[0] += du[k] * pre * sg;  // d w2_n = du silu(pre)
       // silu'(x) = sigmoid(x) (1 + x (1 - sigmoid(x)))
       const double back = du[k] * double(a.w2[hn]) * sg * (1.0 + pre * (1.0 - sg));
-      vals[1] += back;                                               // d b1_n
-      for (int m = 0; m < NF; ++m) vals[2 + m] += back * phi[k][m];  // d W1_n,m
+      vals[1] += back;                                              // d b1_n
+      for (int m = 0; m < NF; ++m) vals[2 + m] += back * phi_j[m];  // d W1_n,m
     }
     block_sum_write(vals, 2 + NF, red, out + 2 + n * (2 + NF));
   }
 }
 
-__global__ void goat_key_reduce_kernel(GoatKeyArgs a, const float* part, int chunks,
-                                       GoatKeyGradSlices g) {
+// Adds the reduced sums [Hkv, cols] into the parameter slices.
+__global__ void goat_key_scatter_kernel(GoatKeyArgs a, const float* sums, GoatKeyGradSlices g) {
   const int NF = 2 * a.F + 2, cols = 2 + a.N * (2 + NF);
   for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < a.Hkv * cols;
        e += gridDim.x * blockDim.x) {
     const int hk = e / cols, c = e % cols;
-    double acc = 0;
-    for (int k = 0; k < chunks; ++k) acc += part[(int64_t(k) * a.Hkv + hk) * cols + c];
-    const float v = float(acc);
+    const float v = sums[e];
     if (c == 0) {
       g.lambda[hk] += v;
     } else if (c == 1) {
@@ -159,19 +165,24 @@ __global__ void alibi_kernel(int H, float* out) {
   if (h < H) out[h] = float(exp2(-8.0 * (h + 1) / H));
 }
 
-// o = o_f32 * exp(lse_old - lse_new) per element; reads lse before sink_lse_kernel runs.
-__global__ void sink_o_kernel(int B, int Lq, int H, int Dv, const float* sink, const float* o_f32,
-                              const float* lse, __nv_bfloat16* o) {
+// o = o_f32 * f with f = exp(lse_old - lse_new) (1 without a sink); o_f32 scaled in place.
+// Reads lse before sink_lse_kernel updates it (stream order).
+__global__ void finish_o_kernel(int B, int Lq, int H, int Dv, const float* sink, float* o_f32,
+                                const float* lse, __nv_bfloat16* o) {
   const int64_t n = int64_t(B) * Lq * H * Dv;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
        e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = e / Dv;  // (b, i, h)
-    const int h = int(row % H), i = int((row / H) % Lq), b = int(row / (int64_t(H) * Lq));
-    const float old = lse[(int64_t(b) * H + h) * Lq + i], s = sink[h];
-    const float mx = fmaxf(old, s);
-    const float nl = mx + logf(expf(old - mx) + expf(s - mx));
-    const float f = old == -INFINITY ? 0.f : expf(old - nl);
-    o[e] = __float2bfloat16(o_f32[e] * f);
+    float v = o_f32[e];
+    if (sink) {
+      const int64_t row = e / Dv;  // (b, i, h)
+      const int h = int(row % H), i = int((row / H) % Lq), b = int(row / (int64_t(H) * Lq));
+      const float old = lse[(int64_t(b) * H + h) * Lq + i], s = sink[h];
+      const float mx = fmaxf(old, s);
+      const float nl = mx + logf(expf(old - mx) + expf(s - mx));
+      v *= old == -INFINITY ? 0.f : expf(old - nl);
+      o_f32[e] = v;
+    }
+    o[e] = __float2bfloat16(v);
   }
 }
 
@@ -182,6 +193,32 @@ __global__ void sink_lse_kernel(int B, int Lq, int H, const float* sink, float* 
     const int h = int((e / Lq) % H);
     const float old = lse[e], s = sink[h], mx = fmaxf(old, s);
     lse[e] = mx + logf(expf(old - mx) + expf(s - mx));
+  }
+}
+
+// One warp per row (b, i, h): delta[b, h, i] = sum_c o_f32 dout.
+__global__ void row_delta_f32_kernel(int B, int Lq, int H, int Dv, const float* o,
+                                     const __nv_bfloat16* dout, float* delta) {
+  const int64_t rows = int64_t(B) * Lq * H;
+  const int lane = threadIdx.x % 32;
+  for (int64_t r = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x / 32) {
+    float acc = 0.f;
+    for (int c = lane; c < Dv; c += 32) acc += o[r * Dv + c] * __bfloat162float(dout[r * Dv + c]);
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(kFull, acc, off);
+    const int h = int(r % H), i = int((r / H) % Lq), b = int(r / (int64_t(H) * Lq));
+    if (lane == 0) delta[(int64_t(b) * H + h) * Lq + i] = acc;
+  }
+}
+
+__global__ void fox_query_grad_kernel(int B, int Lq, int H, const float* delta, const float* lse,
+                                      const float* sink, float* dcq) {
+  const int64_t n = int64_t(B) * Lq * H;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int h = int(e % H), i = int((e / H) % Lq), b = int(e / (int64_t(H) * Lq));
+    const int64_t r = (int64_t(b) * H + h) * Lq + i;  // [b, h, i]
+    dcq[e] = sink ? delta[r] * expf(sink[h] - lse[r]) : 0.f;
   }
 }
 
@@ -269,6 +306,15 @@ __global__ void fox_segment_walk(int B, int L, int H, const float* x, const floa
 
 }  // namespace
 
+void goat_features(const GoatKeyArgs& a, double* phi, cudaStream_t s) {
+  if (a.L == 0) return;
+  require(a.F <= (kMaxFeatures - 2) / 2,
+          "CUDA GOAT supports goat.feature_freqs <= ", (kMaxFeatures - 2) / 2, ", got ", a.F,
+          "; lower goat.feature_freqs");
+  goat_features_kernel<<<blocks_for(a.L, 128), 128, 0, s>>>(a, phi);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
 void goat_key_bias(const GoatKeyArgs& a, double* u, cudaStream_t s) {
   const int64_t n = int64_t(a.L) * a.Hkv;
   if (n == 0) return;
@@ -277,21 +323,19 @@ void goat_key_bias(const GoatKeyArgs& a, double* u, cudaStream_t s) {
 }
 
 int goat_key_chunks(int L) { return (L + kKeyChunk - 1) / kKeyChunk; }
+int goat_key_cols(const GoatKeyArgs& a) { return 2 + a.N * (2 + 2 * a.F + 2); }
 
 void goat_key_param_partials(const GoatKeyArgs& a, const float* du, float* part, cudaStream_t s) {
   if (a.L == 0 || a.Hkv == 0) return;
-  require(2 * a.F + 2 <= kMaxFeatures,
-          "CUDA GOAT supports goat.feature_freqs <= ", (kMaxFeatures - 2) / 2, ", got ", a.F,
-          "; lower goat.feature_freqs");
   goat_key_partials_kernel<<<dim3(goat_key_chunks(a.L), a.Hkv), kKeyThreads, 0, s>>>(a, du, part);
   LCR_CUDA_CHECK_LAUNCH();
 }
 
-void goat_key_param_reduce(const GoatKeyArgs& a, const float* part, const GoatKeyGradSlices& g,
-                           cudaStream_t s) {
-  if (a.L == 0 || a.Hkv == 0) return;
-  const int n = a.Hkv * (2 + a.N * (2 + 2 * a.F + 2));
-  goat_key_reduce_kernel<<<blocks_for(n, 128), 128, 0, s>>>(a, part, goat_key_chunks(a.L), g);
+void goat_key_param_scatter(const GoatKeyArgs& a, const float* sums, const GoatKeyGradSlices& g,
+                            cudaStream_t s) {
+  const int n = a.Hkv * goat_key_cols(a);
+  if (n == 0) return;
+  goat_key_scatter_kernel<<<blocks_for(n, 128), 128, 0, s>>>(a, sums, g);
   LCR_CUDA_CHECK_LAUNCH();
 }
 
@@ -307,13 +351,30 @@ void alibi_slopes(int H, float* out, cudaStream_t s) {
   LCR_CUDA_CHECK_LAUNCH();
 }
 
-void sink_forward(int B, int Lq, int H, int Dv, const float* sink, const float* o_f32, float* lse,
-                  __nv_bfloat16* o, cudaStream_t s) {
+void finish_output(int B, int Lq, int H, int Dv, const float* sink, float* o_f32, float* lse,
+                   __nv_bfloat16* o, cudaStream_t s) {
   const int64_t n = int64_t(B) * Lq * H * Dv;
   if (n == 0) return;
-  sink_o_kernel<<<blocks_for(n, 256), 256, 0, s>>>(B, Lq, H, Dv, sink, o_f32, lse, o);
+  finish_o_kernel<<<blocks_for(n, 256), 256, 0, s>>>(B, Lq, H, Dv, sink, o_f32, lse, o);
   LCR_CUDA_CHECK_LAUNCH();
+  if (!sink) return;
   sink_lse_kernel<<<blocks_for(int64_t(B) * H * Lq, 256), 256, 0, s>>>(B, Lq, H, sink, lse);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void row_delta_f32(int B, int Lq, int H, int Dv, const float* o_f32, const __nv_bfloat16* dout,
+                   float* delta, cudaStream_t s) {
+  const int64_t rows = int64_t(B) * Lq * H;
+  if (rows == 0) return;
+  row_delta_f32_kernel<<<blocks_for(rows * 32, 256), 256, 0, s>>>(B, Lq, H, Dv, o_f32, dout, delta);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void fox_query_grad(int B, int Lq, int H, const float* delta, const float* lse, const float* sink,
+                    float* dcq, cudaStream_t s) {
+  const int64_t n = int64_t(B) * Lq * H;
+  if (n == 0) return;
+  fox_query_grad_kernel<<<blocks_for(n, 256), 256, 0, s>>>(B, Lq, H, delta, lse, sink, dcq);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -5,12 +5,15 @@
 //                        [--iters 5] [--warmup 2] [--no-check]
 // Output (docs/cuda.md): '#' comment lines, then a whitespace-separated table, one row per
 // (scheme, shape): scheme B H L D fwd_ms bwd_ms fwd_tflops bwd_tflops vs_nope check_o check_lse
+//   lanes_fwd lanes_bwd
 //   FLOPs: forward 4 B H L^2 D / 2 (causal), backward 2.5x that, D = head_dim for every
 //   scheme (so TFLOP/s compare times directly; PoPE's QK width 2D is not counted twice);
 //   vs_nope: (fwd + bwd time) / NoPE's at the same shape (- when NoPE was not run);
 //   check_o: max |o - o_ref| / max |o_ref| over the sampled rows, check_lse: max |lse -
 //   lse_ref|, o_ref/lse_ref the float64 reference (kernels/attention/reference) on the
-//   same bf16 inputs; outputs are poisoned (NaN) first and every element checked written.
+//   same bf16 inputs; outputs are poisoned (NaN) first and every element checked written;
+//   lanes_fwd / lanes_bwd: ms of prepare_attention / prepared_backward alone (the scheme's
+//   share of fwd_ms / bwd_ms; 0 where the lanes are the inputs).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -86,6 +89,7 @@ std::vector<float> draw_params(const ParamLayout& l, uint64_t seed) {
 
 struct Timing {
   double fwd_ms = 0, bwd_ms = 0, check_o = NAN, check_lse = NAN;
+  double lanes_fwd_ms = 0, lanes_bwd_ms = 0;  // the lane stages alone (inside fwd/bwd)
 };
 
 double median(std::vector<double> v) {
@@ -193,7 +197,6 @@ Timing run(const std::string& name, const Shape& sh, int iters, int warmup, bool
   }
   t.fwd_ms = median(fwd);
   t.bwd_ms = median(bwd);
-  for (auto e : {e0, e1, e2}) LCR_CUDA_CHECK(cudaEventDestroy(e));
   if (check) {
     const auto ho = o.download();
     const auto hl = lse.download();
@@ -206,12 +209,44 @@ Timing run(const std::string& name, const Shape& sh, int iters, int warmup, bool
     const std::vector<float> hcq = cq.size() ? cq.download() : std::vector<float>{};
     spot_check(spec, sh, hq, hk, hv, hcq, hcq, hp, ho, hl, t);
   }
+  // Where the scheme's own time goes: prepare_attention (QK-norm + lanes) and
+  // prepared_backward (lane gradients + parameter reductions) alone, on random lane grads.
+  const cuda::PreparedAttention P = cuda::prepare_attention(spec, prm, in, ws, nullptr);
+  if (!P.lanes_are_inputs) {
+    DeviceBuffer<float> dq2(random_vec(size_t(B) * L * H * P.sdpa.D, 7));
+    DeviceBuffer<float> dk2(random_vec(size_t(B) * L * H * P.sdpa.D, 8));
+    std::vector<double> lf, lb;
+    for (int it = 0; it < warmup + iters; ++it) {
+      LCR_CUDA_CHECK(cudaEventRecord(e0));
+      cuda::prepare_attention(spec, prm, in, ws, nullptr);
+      LCR_CUDA_CHECK(cudaEventRecord(e1));
+      cuda::prepared_backward(spec, prm, in, dq2.data(), dk2.data(), dq.data(), dk.data(),
+                              dparams.data(), ws, nullptr);
+      LCR_CUDA_CHECK(cudaEventRecord(e2));
+      LCR_CUDA_CHECK(cudaEventSynchronize(e2));
+      float f = 0, b = 0;
+      LCR_CUDA_CHECK(cudaEventElapsedTime(&f, e0, e1));
+      LCR_CUDA_CHECK(cudaEventElapsedTime(&b, e1, e2));
+      if (it >= warmup) lf.push_back(f), lb.push_back(b);
+    }
+    t.lanes_fwd_ms = median(lf);
+    t.lanes_bwd_ms = median(lb);
+  }
+  for (auto e : {e0, e1, e2}) LCR_CUDA_CHECK(cudaEventDestroy(e));
   return t;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)  // before Kokkos, which answers --help with its own text
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::printf(
+          "usage: %s [--schemes nope,goat,pope,fox] [--shapes BxHxLxD,...] [--iters N] "
+          "[--warmup N] [--no-check]\n",
+          argv[0]);
+      return 0;
+    }
   Kokkos::ScopeGuard kokkos(argc, argv);  // host views of the reference check
   std::vector<std::string> schemes{"nope", "goat", "pope", "fox"};
   std::vector<std::string> shapes{"1x16x16384x64", "1x16x16384x128", "1x8x65536x64"};
@@ -245,9 +280,9 @@ int main(int argc, char** argv) {
   LCR_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
   std::printf("# bench_cuda_attention on %s: median of %d (after %d warm-up), causal, bf16\n",
               p.name, iters, warmup);
-  std::printf("# %-6s %2s %3s %6s %4s %9s %9s %10s %10s %7s %9s %9s\n", "scheme", "B", "H", "L",
-              "D", "fwd_ms", "bwd_ms", "fwd_tflops", "bwd_tflops", "vs_nope", "check_o",
-              "check_lse");
+  std::printf("# %-6s %2s %3s %6s %4s %9s %9s %10s %10s %7s %9s %9s %9s %9s\n", "scheme", "B", "H",
+              "L", "D", "fwd_ms", "bwd_ms", "fwd_tflops", "bwd_tflops", "vs_nope", "check_o",
+              "check_lse", "lanes_fwd", "lanes_bwd");
   for (const auto& shs : shapes) {
     const Shape sh = parse_shape(shs);
     const double flop = 4.0 * sh.B * sh.H * double(sh.L) * sh.L * sh.D / 2;

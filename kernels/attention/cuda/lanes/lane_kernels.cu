@@ -102,15 +102,47 @@ __device__ __forceinline__ __nv_bfloat16 lane_out(const RowLaneArgs& a, const fl
   return __float2bfloat16(mu * (o < a.d ? ph.x : ph.y));
 }
 
-// Loads row x[row] (width d) into xs and returns 1/rms (1 without the norm).
+// The rows of one warp: block (chunk, h) owns positions t0 .. t0 + kPositions - 1 of head h
+// for every batch row; warp w takes positions t0 + w, t0 + w + kWarps, ..., and for each
+// the B batch rows in order (k-th row: position index w + kWarps (k / B), batch k % B).
+struct WarpRows {
+  int count = 0, t0 = 0, warp = 0;
+  __device__ explicit WarpRows(const RowLaneArgs& a)
+      : t0(blockIdx.x * kPositions), warp(threadIdx.x / 32) {
+    const int npos = min(kPositions, a.L - t0);
+    count = warp < npos ? (npos - warp + kWarps - 1) / kWarps * a.B : 0;
+  }
+  __device__ int position(const RowLaneArgs& a, int k) const {
+    return t0 + warp + kWarps * (k / a.B);
+  }
+  __device__ int64_t row(const RowLaneArgs& a, int k) const {
+    return (int64_t(k % a.B) * a.L + position(a, k)) * a.Hx + blockIdx.y;
+  }
+};
+
+// Loads a row of width n (bf16 or fp32) into registers: lane owns elements lane + 32 s.
+// Issued one row ahead of its use, so each warp keeps two rows of loads in flight.
+template <class T>
+__device__ __forceinline__ void load_regs(const T* src, int n, int lane, float* v) {
+#pragma unroll
+  for (int s = 0; s < kMaxPerLane; ++s) {
+    const int c = lane + 32 * s;
+    if constexpr (sizeof(T) == 2)
+      v[s] = c < n ? __bfloat162float(src[c]) : 0.f;
+    else
+      v[s] = c < n ? src[c] : 0.f;
+  }
+}
+
+// Stores the row held in registers into xs and returns 1/rms (1 without the norm).
 template <bool kNorm>
-__device__ __forceinline__ float load_row(const RowLaneArgs& a, int64_t row, float* xs, int lane) {
-  const __nv_bfloat16* xr = a.x + row * a.d;
+__device__ __forceinline__ float stage_row(const RowLaneArgs& a, const float* v, float* xs,
+                                           int lane) {
   float ss = 0.f;
-  for (int c = lane; c < a.d; c += 32) {
-    const float v = __bfloat162float(xr[c]);
-    xs[c] = v;
-    ss += v * v;
+#pragma unroll
+  for (int s = 0; s < kMaxPerLane; ++s) {
+    const int c = lane + 32 * s;
+    if (c < a.d) xs[c] = v[s], ss += v[s] * v[s];
   }
   if (!kNorm) return 1.f;
   ss = warp_sum(ss);
@@ -120,21 +152,25 @@ __device__ __forceinline__ float load_row(const RowLaneArgs& a, int64_t row, flo
 template <LaneKind K, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32) lanes_fwd_kernel(RowLaneArgs a, __nv_bfloat16* y) {
   __shared__ float xs_all[kWarps][kMaxRowWidth];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y;
-  float* xs = xs_all[warp];
-  for (int tt = warp; tt < kPositions; tt += kWarps) {
-    const int t = blockIdx.x * kPositions + tt;
-    if (t >= a.L) break;
-    for (int b = 0; b < a.B; ++b) {
-      const int64_t row = (int64_t(b) * a.L + t) * a.Hx + h;
-      const float inv = load_row<kNorm>(a, row, xs, lane);
-      if (kNorm)
-        for (int c = lane; c < a.d; c += 32) xs[c] = xs[c] * inv * a.gain[c];
-      __syncwarp();
-      __nv_bfloat16* yr = y + row * a.dp;
-      for (int o = lane; o < a.dp; o += 32) yr[o] = lane_out<K>(a, xs, o, t, h);
-      __syncwarp();  // xs is rewritten by the next row
-    }
+  const int lane = threadIdx.x % 32, h = blockIdx.y;
+  const WarpRows rows(a);
+  float* xs = xs_all[rows.warp];
+  float next[kMaxPerLane];
+  if (rows.count > 0) load_regs(a.x + rows.row(a, 0) * a.d, a.d, lane, next);
+  for (int k = 0; k < rows.count; ++k) {
+    float cur[kMaxPerLane];
+#pragma unroll
+    for (int s = 0; s < kMaxPerLane; ++s) cur[s] = next[s];
+    if (k + 1 < rows.count) load_regs(a.x + rows.row(a, k + 1) * a.d, a.d, lane, next);
+    const int64_t row = rows.row(a, k);
+    const int t = rows.position(a, k);
+    const float inv = stage_row<kNorm>(a, cur, xs, lane);
+    if (kNorm)
+      for (int c = lane; c < a.d; c += 32) xs[c] = xs[c] * inv * a.gain[c];
+    __syncwarp();
+    __nv_bfloat16* yr = y + row * a.dp;
+    for (int o = lane; o < a.dp; o += 32) yr[o] = lane_out<K>(a, xs, o, t, h);
+    __syncwarp();  // xs is rewritten by the next row
   }
 }
 
@@ -179,84 +215,99 @@ template <LaneKind K, bool kNorm>
 __global__ void __launch_bounds__(kWarps * 32) lanes_bwd_kernel(RowLaneArgs a, RowLaneGrads g) {
   __shared__ float xs_all[kWarps][kMaxRowWidth];
   __shared__ float dys_all[kWarps][kMaxRowWidth];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, h = blockIdx.y;
-  float* xs = xs_all[warp];
-  float* dys = dys_all[warp];
+  const int lane = threadIdx.x % 32, h = blockIdx.y;
+  const WarpRows rows(a);
+  float* xs = xs_all[rows.warp];
+  float* dys = dys_all[rows.warp];
   constexpr bool kNeedX = kNorm || K == LaneKind::Pope;
   const bool goat_q = K == LaneKind::Goat && a.is_query && g.mode_part;
+  const bool goat_k = K == LaneKind::Goat && !a.is_query && g.du;
   const bool pope_k = K == LaneKind::Pope && !a.is_query && g.delta_part;
   float gacc[kMaxPerLane], pacc[kMaxPerLane], pacc2[kMaxPerLane];
 #pragma unroll
   for (int s = 0; s < kMaxPerLane; ++s) gacc[s] = pacc[s] = pacc2[s] = 0.f;
 
-  for (int tt = warp; tt < kPositions; tt += kWarps) {
-    const int t = blockIdx.x * kPositions + tt;
-    if (t >= a.L) break;
-    float du_acc = 0.f;
-    for (int b = 0; b < a.B; ++b) {
-      const int64_t row = (int64_t(b) * a.L + t) * a.Hx + h;
-      const float inv = kNeedX ? load_row<kNorm>(a, row, xs, lane) : 1.f;
-      const float* dyr = g.dy + row * a.dp;
-      for (int o = lane; o < a.dp; o += 32) dys[o] = dyr[o];
-      __syncwarp();
-      float dxn[kMaxPerLane];
-      float gdx = 0.f;
+  // x (when needed) and dy of the next row are loaded while this one is processed.
+  float next_x[kMaxPerLane], next_dy[kMaxPerLane];
+  auto prefetch = [&](int k) {
+    const int64_t row = rows.row(a, k);
+    if (kNeedX) load_regs(a.x + row * a.d, a.d, lane, next_x);
+    load_regs(g.dy + row * a.dp, a.dp, lane, next_dy);
+  };
+  if (rows.count > 0) prefetch(0);
+  float du_acc = 0.f;
+  for (int k = 0; k < rows.count; ++k) {
+    float cur_x[kMaxPerLane];
+#pragma unroll
+    for (int s = 0; s < kMaxPerLane; ++s) {
+      cur_x[s] = next_x[s];
+      if (lane + 32 * s < a.dp) dys[lane + 32 * s] = next_dy[s];
+    }
+    if (k + 1 < rows.count) prefetch(k + 1);
+    const int64_t row = rows.row(a, k);
+    const int t = rows.position(a, k);
+    const float inv = kNeedX ? stage_row<kNorm>(a, cur_x, xs, lane) : 1.f;
+    __syncwarp();
+    float dxn[kMaxPerLane];
+    float gdx = 0.f;
+#pragma unroll
+    for (int s = 0; s < kMaxPerLane; ++s) {
+      const int c = lane + 32 * s;
+      dxn[s] = c < a.d ? lane_grad<K>(a, dys, xs, inv, c, t, h) : 0.f;
+      if (kNorm && c < a.d) gdx += a.gain[c] * dxn[s] * xs[c];
+      if (pope_k && c < a.d) {
+        // dpsi = mu (dim cos psi - dre sin psi); the clamp passes it only inside range.
+        const double dl = double(a.delta[h * a.d + c]);
+        if (dl >= -kTwoPi && dl <= 0.0) {
+          const float2 ph = pope_phase(a, t, h, c);
+          const float xn = kNorm ? xs[c] * inv * a.gain[c] : xs[c];
+          pacc[s] += softplus_f(xn) * (dys[a.d + c] * ph.x - dys[c] * ph.y);
+        }
+      }
+      if (goat_q && c < a.R) {
+        const float2 cs = a.trig[int64_t(t) * a.M + c];
+        const float g0 = dys[a.d + 2 * c], g1 = dys[a.d + 2 * c + 1];
+        pacc[s] += g0 * cs.x + g1 * cs.y;
+        pacc2[s] += g0 * cs.y - g1 * cs.x;
+      }
+    }
+    if (goat_k) {
+      // Both u lanes carry the same gradient (q' = 1 in both); k'_hi + k'_lo = sqrt(d_h) u.
+      // d u(j) sums the batch rows of position j, which this warp visits consecutively.
+      const int lu = a.d + 2 * a.R;
+      du_acc += 0.5f * (dys[lu] + dys[lu + 1]) * float(a.u_scale);
+      if (k % a.B == a.B - 1) {
+        if (lane == 0) g.du[int64_t(t) * a.Hx + h] = du_acc;
+        du_acc = 0.f;
+      }
+    }
+    float* dxr = g.dx + row * a.d;
+    if (kNorm) {
+      // dx = gain dxn / r - x <gain dxn, x> / (d r^3); d gain += dxn x / r.
+      gdx = warp_sum(gdx);
+      const float k3 = gdx * inv * inv * inv / float(a.d);
 #pragma unroll
       for (int s = 0; s < kMaxPerLane; ++s) {
         const int c = lane + 32 * s;
-        dxn[s] = c < a.d ? lane_grad<K>(a, dys, xs, inv, c, t, h) : 0.f;
-        if (kNorm && c < a.d) gdx += a.gain[c] * dxn[s] * xs[c];
-        if (pope_k && c < a.d) {
-          // dpsi = mu (dim cos psi - dre sin psi); the clamp passes it only inside range.
-          const double dl = double(a.delta[h * a.d + c]);
-          if (dl >= -kTwoPi && dl <= 0.0) {
-            const float2 ph = pope_phase(a, t, h, c);
-            const float xn = kNorm ? xs[c] * inv * a.gain[c] : xs[c];
-            pacc[s] += softplus_f(xn) * (dys[a.d + c] * ph.x - dys[c] * ph.y);
-          }
-        }
-        if (goat_q && c < a.R) {
-          const float2 cs = a.trig[int64_t(t) * a.M + c];
-          const float g0 = dys[a.d + 2 * c], g1 = dys[a.d + 2 * c + 1];
-          pacc[s] += g0 * cs.x + g1 * cs.y;
-          pacc2[s] += g0 * cs.y - g1 * cs.x;
-        }
+        if (c >= a.d) continue;
+        dxr[c] = a.gain[c] * dxn[s] * inv - xs[c] * k3;
+        gacc[s] += dxn[s] * xs[c] * inv;
       }
-      if (K == LaneKind::Goat && !a.is_query) {
-        // Both u lanes carry the same gradient (q' = 1 in both); k'_hi + k'_lo = sqrt(d_h) u.
-        const int lu = a.d + 2 * a.R;
-        du_acc += 0.5f * (dys[lu] + dys[lu + 1]) * float(a.u_scale);
-      }
-      float* dxr = g.dx + row * a.d;
-      if (kNorm) {
-        // dx = gain dxn / r - x <gain dxn, x> / (d r^3); d gain += dxn x / r.
-        gdx = warp_sum(gdx);
-        const float k3 = gdx * inv * inv * inv / float(a.d);
+    } else {
 #pragma unroll
-        for (int s = 0; s < kMaxPerLane; ++s) {
-          const int c = lane + 32 * s;
-          if (c >= a.d) continue;
-          dxr[c] = a.gain[c] * dxn[s] * inv - xs[c] * k3;
-          gacc[s] += dxn[s] * xs[c] * inv;
-        }
-      } else {
-#pragma unroll
-        for (int s = 0; s < kMaxPerLane; ++s)
-          if (lane + 32 * s < a.d) dxr[lane + 32 * s] = dxn[s];
-      }
-      __syncwarp();
+      for (int s = 0; s < kMaxPerLane; ++s)
+        if (lane + 32 * s < a.d) dxr[lane + 32 * s] = dxn[s];
     }
-    if (K == LaneKind::Goat && !a.is_query && g.du && lane == 0)
-      g.du[int64_t(t) * a.Hx + h] = du_acc;
+    __syncwarp();  // xs, dys are rewritten by the next row
   }
 
   const int64_t prow = int64_t(blockIdx.x) * a.Hx + h;
   if (kNorm && g.gain_part) write_partial(xs_all, gacc, a.d, g.gain_part + prow * a.d);
   if (pope_k) write_partial(xs_all, pacc, a.d, g.delta_part + prow * a.d);
   if (goat_q) {
-    float* row = g.mode_part + prow * 2 * a.R;
-    write_partial(xs_all, pacc, a.R, row);
-    write_partial(xs_all, pacc2, a.R, row + a.R);
+    float* part_row = g.mode_part + prow * 2 * a.R;
+    write_partial(xs_all, pacc, a.R, part_row);
+    write_partial(xs_all, pacc2, a.R, part_row + a.R);
   }
 }
 
@@ -300,16 +351,27 @@ void launch_bwd(const RowLaneArgs& a, const RowLaneGrads& g, dim3 grid, cudaStre
   LCR_CUDA_CHECK_LAUNCH();
 }
 
-__global__ void reduce_partials_kernel(const float* part, int chunks, int Hx, int stride, int col0,
-                                       int ncols, bool sum_heads, double out_scale, float* out) {
-  const int n = sum_heads ? ncols : Hx * ncols;
-  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
-    const int c = e % ncols, h0 = sum_heads ? 0 : e / ncols, h1 = sum_heads ? Hx : h0 + 1;
-    double acc = 0;
-    for (int k = 0; k < chunks; ++k)
-      for (int h = h0; h < h1; ++h) acc += part[(int64_t(k) * Hx + h) * stride + col0 + c];
-    out[e] += float(out_scale * acc);
+constexpr int kReduceThreads = 256;
+
+// One block per output element: the threads stride the (chunk, head) items, then a tree.
+__global__ void __launch_bounds__(kReduceThreads)
+    reduce_partials_kernel(const float* part, int chunks, int Hx, int stride, int col0, int ncols,
+                           bool sum_heads, double out_scale, float* out) {
+  __shared__ double red[kReduceThreads];
+  const int e = blockIdx.x, c = e % ncols;
+  const int h0 = sum_heads ? 0 : e / ncols, nh = sum_heads ? Hx : 1;
+  double acc = 0;
+  for (int k = threadIdx.x; k < chunks * nh; k += kReduceThreads) {
+    const int chunk = k / nh, h = h0 + k % nh;
+    acc += part[(int64_t(chunk) * Hx + h) * stride + col0 + c];
   }
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = kReduceThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[e] += float(out_scale * red[0]);
 }
 
 }  // namespace
@@ -344,8 +406,8 @@ void reduce_partials(const float* part, int chunks, int Hx, int stride, int col0
                      bool sum_heads, double out_scale, float* out, cudaStream_t s) {
   const int n = sum_heads ? ncols : Hx * ncols;
   if (n == 0 || chunks == 0) return;
-  reduce_partials_kernel<<<(n + 127) / 128, 128, 0, s>>>(part, chunks, Hx, stride, col0, ncols,
-                                                         sum_heads, out_scale, out);
+  reduce_partials_kernel<<<n, kReduceThreads, 0, s>>>(part, chunks, Hx, stride, col0, ncols,
+                                                      sum_heads, out_scale, out);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -86,7 +86,8 @@ struct RowLaneGrads {
 void lanes_backward(const RowLaneArgs& a, const RowLaneGrads& g, cudaStream_t s);
 
 // out[h * ncols + c] += out_scale * sum_chunk part[(chunk * Hx + h) * stride + col0 + c],
-// or, with sum_heads, out[c] += out_scale * sum_{chunk, h} (...). Sums in double, fixed order.
+// or, with sum_heads, out[c] += out_scale * sum_{chunk, h} (...). One block per output
+// element, sums in double in a fixed order (threads stride the items, then a tree).
 void reduce_partials(const float* part, int chunks, int Hx, int stride, int col0, int ncols,
                      bool sum_heads, double out_scale, float* out, cudaStream_t s);
 
@@ -96,21 +97,26 @@ struct GoatKeyArgs {
   int64_t pos0 = 0;
   double feature_freq[kMaxTable] = {};
   double inv_train_len = 1, inv_log_train = 1;
+  const double* phi = nullptr;                              // [L, 2F+2] goat_features
   const float *lambda = nullptr, *bump = nullptr;           // [Hkv]
   const float *w1 = nullptr, *b1 = nullptr, *w2 = nullptr;  // [Hkv, N, 2F+2], [Hkv, N] x2
 };
+// phi(p) for p = pos0 .. pos0 + L - 1 into [L, 2F + 2] (double; depends on positions only,
+// so the attention API computes it once per key span and caches it).
+void goat_features(const GoatKeyArgs& a, double* phi, cudaStream_t s);
 void goat_key_bias(const GoatKeyArgs& a, double* u, cudaStream_t s);  // u [L, Hkv]
 // Partials [chunks, Hkv, 2 + N (2 + NF)] of the key-bias parameter gradients from du
 // [L, Hkv]; per KV head the columns are lambda, bump, then per hidden unit n: w2_n, b1_n,
-// W1_n,0 .. W1_n,NF-1. chunks = goat_key_chunks(L).
+// W1_n,0 .. W1_n,NF-1. chunks = goat_key_chunks(L). Reduce them with reduce_partials into
+// a zeroed [Hkv, cols] buffer, then goat_key_param_scatter adds that to the slices.
 int goat_key_chunks(int L);
+int goat_key_cols(const GoatKeyArgs& a);
 void goat_key_param_partials(const GoatKeyArgs& a, const float* du, float* part, cudaStream_t s);
-// Adds the reduced partials into the parameter slices (offsets into dparams).
 struct GoatKeyGradSlices {
   float *lambda = nullptr, *bump = nullptr, *w1 = nullptr, *b1 = nullptr, *w2 = nullptr;
 };
-void goat_key_param_reduce(const GoatKeyArgs& a, const float* part, const GoatKeyGradSlices& out,
-                           cudaStream_t s);
+void goat_key_param_scatter(const GoatKeyArgs& a, const float* sums, const GoatKeyGradSlices& out,
+                            cudaStream_t s);
 
 // ---- small helpers ----
 // (cos, sin)(clamp(delta, -2 pi, 0)) for PoPE's key phase, n values.
@@ -118,14 +124,23 @@ void pope_delta_trig(const float* delta, int n, float2* out, cudaStream_t s);
 // ALiBi slopes 2^(-8 (h+1) / H), formed in double and rounded to float like the CPU path.
 void alibi_slopes(int H, float* out, cudaStream_t s);
 
-// ---- learned sink (after all key blocks are merged) ----
-// lse [B, H, Lq] <- logaddexp(lse, sink[h]); o [B, Lq, H, Dv] bf16 = o_f32 * exp(old - new)
-// (0 where the row saw no key). o_f32 and o may not alias.
-void sink_forward(int B, int Lq, int H, int Dv, const float* sink, const float* o_f32, float* lse,
-                  __nv_bfloat16* o, cudaStream_t s);
+// ---- output, sink, softmax-backward row terms ----
+// o [B, Lq, H, Dv] bf16 from the SDPA's fp32 o_f32. With a sink (else null):
+// lse [B, H, Lq] <- logaddexp(lse, sink[h]) and o_f32 *= exp(old - new) in place (0 where
+// the row saw no key), so o_f32 stays the final output for row_delta_f32.
+void finish_output(int B, int Lq, int H, int Dv, const float* sink, float* o_f32, float* lse,
+                   __nv_bfloat16* o, cudaStream_t s);
+// delta [B, H, Lq] = <dO_i, O_i> from the fp32 output (sdpa_row_delta reads the bf16 one).
+void row_delta_f32(int B, int Lq, int H, int Dv, const float* o_f32, const __nv_bfloat16* dout,
+                   float* delta, cudaStream_t s);
 // dsink[h] = -sum_{b,i} exp(sink[h] - lse) delta (overwritten); lse is the final one.
 void sink_backward(int B, int Lq, int H, const float* sink, const float* lse, const float* delta,
                    float* dsink, cudaStream_t s);
+// FoX query lane without softcap, exactly: a per-row shift of the logits leaves the softmax
+// unchanged, so d c_i = sum_j dS_ij = delta_i (1 - sum_j P_ij) = delta_i exp(sink_h - lse_i),
+// 0 without a sink. dcq [B, Lq, H] overwritten.
+void fox_query_grad(int B, int Lq, int H, const float* delta, const float* lse, const float* sink,
+                    float* dcq, cudaStream_t s);
 
 // ---- FoX: c_t = offset + sum_{s <= t} log sigmoid(x_s) over [B, L, H] (double sums) ----
 // scratch: at least fox_scratch_doubles(B, L, H) doubles.

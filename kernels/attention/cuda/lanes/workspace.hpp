@@ -23,6 +23,8 @@ enum class Slot : int {
   TrigK,       // position table of the keys [Lk, M] float2
   DeltaTrig,   // PoPE (cos, sin)(clamp(delta)) [Hkv, d] float2
   U,           // GOAT u(j) [Lk, Hkv] double
+  Phi,         // GOAT key features phi(j) [Lk, 2F+2] double
+  KeySums,     // GOAT key-bias parameter gradients [Hkv, cols] before the scatter
   DU,          // GOAT d u(j) [Lk, Hkv] fp32
   GainQ,       // QK-norm gain partials, queries
   GainK,       // QK-norm gain partials, keys
@@ -75,12 +77,17 @@ struct Workspace::Impl {
   };
   TableKey trig_q, trig_k;
 
-  // Identifies the forward whose lanes sit in Q2/K2 (empty: none saved).
-  std::string saved_key;
+  std::string phi_key;  // the key span and options of the cached GOAT features
+
+  // Identify the forward whose lanes sit in Q2/K2 and whose fp32 output sits in OF32
+  // (empty: none saved). A prepare_attention overwrites the lanes but not the output.
+  std::string saved_lanes_key, saved_out_key;
 
   void forget() {
     trig_q.valid = trig_k.valid = false;
-    saved_key.clear();
+    phi_key.clear();
+    saved_lanes_key.clear();
+    saved_out_key.clear();
   }
   void release() {
     for (auto& b : buffers) {
