@@ -10,6 +10,7 @@ layout and binary: only the placement of the ranks differs).
 """
 import os
 import re
+import subprocess
 import sys
 
 import numpy as np
@@ -53,6 +54,12 @@ def main():
         losses[k] = loss
     sc.check(np.array_equal(losses["one_node"], losses["two_nodes"]),
              "one-node and two-node cp = 2 runs logged identical losses")
+
+    # srun without an MPI bootstrap would start independent one-rank copies: lcr refuses.
+    r = subprocess.run(["srun", "-N1", "-n2", "--mpi=none", env.lcr, "config"],
+                       capture_output=True, text=True, timeout=120)
+    sc.check(r.returncode != 0 and "without an MPI bootstrap" in r.stdout + r.stderr,
+             "lcr under srun --mpi=none refuses to run as independent ranks")
 
 
 if __name__ == "__main__":

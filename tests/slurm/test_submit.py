@@ -1,0 +1,92 @@
+"""slurm/lcr-submit without a cluster (--dry-run prints the sbatch commands): the context
+presets choose cp, nodes and template as docs/slurm.md's table says; the user's overrides
+come after the preset's; GPU requests only without --cpu; a sweep groups its plan rows into
+one job array per allocation shape; bad requests fail with a message. Also `bash -n` on
+every template and script.
+
+    python3 test_submit.py SOURCE_DIR
+"""
+import glob
+import os
+import shlex
+import subprocess
+import sys
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    print(f"ok: {msg}", flush=True)
+
+
+def submit(src, *args, ok=True):
+    r = subprocess.run([sys.executable, os.path.join(src, "slurm", "lcr-submit"), *args],
+                       capture_output=True, text=True, timeout=60)
+    if ok and r.returncode != 0:
+        fail(f"lcr-submit {' '.join(args)}: {r.stderr}")
+    return r
+
+
+def options(cmd):
+    """sbatch --key=value options of one printed command, and the words after the template."""
+    words = shlex.split(cmd)
+    opts = dict(w[2:].split("=", 1) for w in words if w.startswith("--") and "=" in w)
+    t = next(i for i, w in enumerate(words) if w.endswith(".sbatch"))
+    return opts, os.path.basename(words[t]), words[t + 1:]
+
+
+def main():
+    src = sys.argv[1]
+    table = {"64k": (65536, 4, 1, "single-node.sbatch"), "256k": (262144, 16, 2, "multi-node.sbatch"),
+             "1m": (1048576, 64, 8, "multi-node.sbatch")}
+    for preset, (L, cp, nodes, template) in table.items():
+        out = submit(src, "train", "--preset", preset, "--dry-run", "--", "--config", "c.toml",
+                     "train.batch=4").stdout.strip()
+        opts, tmpl, args = options(out)
+        check(tmpl == template and opts["nodes"] == str(nodes) and
+              opts["ntasks-per-node"] == str(min(cp, 8)) and opts["gpus-per-node"] == str(min(cp, 8)),
+              f"{preset}: {template}, {nodes} node(s) x {min(cp, 8)} GPUs")
+        check(f"train.seq_len={L}" in args and f"parallel.cp={cp}" in args and
+              args[:2] == ["--config", "c.toml"], f"{preset}: seq_len {L}, cp {cp}")
+        check(args.index("train.batch=1") < args.index("train.batch=4"),
+              f"{preset}: the user's overrides come after the preset's")
+        check(opts["signal"].startswith("B:USR1@") and "--requeue" in out,
+              f"{preset}: --requeue --signal={opts['signal']}")
+
+    out = submit(src, "train", "--preset", "64k", "--dp", "4", "--dry-run").stdout
+    opts, tmpl, _ = options(out)
+    check(tmpl == "multi-node.sbatch" and opts["nodes"] == "2", "64k x dp 4: 16 GPUs on 2 nodes")
+    out = submit(src, "train", "--cpu", "--cp", "2", "--ranks-per-node", "1", "--dry-run").stdout
+    opts, tmpl, _ = options(out)
+    check(tmpl == "multi-node-cpu.sbatch" and "gpus-per-node" not in opts and
+          "LCR_DEVICE=cpu" in opts["export"], "--cpu: CPU template, no GPU request")
+
+    out = submit(src, "sweep", "--name", "s", "--dir", "/tmp/lcr-submit-test", "--scaling", "both",
+                 "--cp", "1,8,16", "--tokens-per-rank", "4096", "--seq-len", "65536",
+                 "--schemes", "nope,goat", "--dry-run").stdout.strip().splitlines()
+    shapes = [(options(c)[0]["nodes"], options(c)[0]["ntasks-per-node"], options(c)[0]["array"])
+              for c in out]
+    check(shapes == [("1", "1", "0,1,6,7%4"), ("1", "8", "2,3,8,9%4"), ("2", "8", "4,5,10,11%4")],
+          f"sweep: one array per shape, plan rows as indices: {shapes}")
+
+    for args, msg in [(["train", "--preset", "2m", "--dry-run"], "unknown preset"),
+                      (["train", "--cp", "12", "--dry-run"], "do not fill nodes"),
+                      (["sweep", "--name", "x", "--scaling", "weak", "--cp", "2", "--dry-run"],
+                       "needs --tokens-per-rank")]:
+        r = submit(src, *args, ok=False)
+        check(r.returncode != 0 and msg in r.stderr, f"rejected: {msg}")
+
+    scripts = glob.glob(os.path.join(src, "slurm", "templates", "*.sbatch")) + [
+        os.path.join(src, "slurm", p) for p in ("lib/job.sh", "lib/lcr-task", "local/cluster.sh")]
+    for s in scripts:
+        r = subprocess.run(["bash", "-n", s], capture_output=True, text=True)
+        check(r.returncode == 0, f"bash -n {os.path.relpath(s, src)} {r.stderr}")
+
+
+if __name__ == "__main__":
+    main()
