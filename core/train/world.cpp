@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "parallel/comm/backend.hpp"
 #include "parallel/comm/mpi/mpi_communicator.hpp"
 
 namespace lcr::train {
@@ -15,7 +16,8 @@ namespace lcr::train {
 std::unique_ptr<Communicator> world_communicator() {
   int initialised = 0;
   MPI_Initialized(&initialised);
-  if (initialised) return mpi_world();
+  // The backend is a run-time choice (LCR_COMM_BACKEND=mpi|nccl, default mpi).
+  if (initialised) return make_world_communicator(comm_backend_from_env());
   return std::make_unique<SelfCommunicator>();
 }
 

@@ -9,7 +9,8 @@
 
 namespace lcr::train {
 
-// MPI's world (a duplicate of MPI_COMM_WORLD) when MPI is initialised, else a
+// The world communicator of the backend LCR_COMM_BACKEND names (mpi by default; nccl in a
+// CUDA+NCCL build, parallel/comm/backend.hpp) when MPI is initialised, else a
 // SelfCommunicator.
 std::unique_ptr<Communicator> world_communicator();
 

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "parallel/comm/backend.hpp"
 #include "parallel/comm/process_grid.hpp"
 #include "test_world.hpp"
 
@@ -52,6 +53,17 @@ TEST(Communicator, TestDrivesARequestToCompletion) {
   c.wait(rr);
   c.wait(sr);
   EXPECT_EQ(r, (me - 1 + N) % N);
+}
+
+// The backend is a run-time choice by name; "nccl" in a build without it is a clear error.
+TEST(Communicator, BackendChoiceByName) {
+  EXPECT_EQ(make_world_communicator("mpi")->backend_name(), "mpi");
+  const std::string e = error_of([] { make_world_communicator("gloo"); });
+  EXPECT_NE(e.find("unknown communicator backend 'gloo' (valid: mpi, nccl"), std::string::npos)
+      << e;
+  if (nccl_available()) return;  // the NCCL backend itself: tests/cuda/nccl
+  const std::string n = error_of([] { make_world_communicator("nccl"); });
+  EXPECT_NE(n.find("-DLCR_ENABLE_CUDA=ON -DLCR_ENABLE_NCCL=ON"), std::string::npos) << n;
 }
 
 TEST(Communicator, Collectives) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention/cuda/device_buffer.hpp"
@@ -67,7 +68,8 @@ struct RingSdpa::State {
   SdpaArgs pair_args(const RingSdpaArgs& a, const QChunk& q, const __nv_bfloat16* qp,
                      const float* bq, const Packing::Slot& b, const uint8_t* msg) const;
   void pack_own(const RingSdpaArgs& a, cudaStream_t s);
-  // Step timings from the events; `final_wait` counts the backward's last gradient hop.
+  // Step timings from the events (ev_pass[1] -> ev_pass[2], the backward's wait for its
+  // gradients' last hop home, counts as the last step's wait).
   RingStats collect(const char* pass, std::vector<RingStepStats> steps,
                     std::chrono::steady_clock::time_point t0) const;
 };
