@@ -21,6 +21,7 @@
 
 #include <Kokkos_Random.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -456,8 +457,12 @@ class FileLock {
   explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_CREAT | O_RDWR, 0644)) {
     require(fd_ >= 0, "cannot create the lock file ", path, ": ", std::strerror(errno),
             " (is the results directory writable?)");
-    while (::flock(fd_, LOCK_EX) != 0)
-      require(errno == EINTR, "cannot lock ", path, ": ", std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;  // a signal (SIGUSR1 from the batch shell) interrupted
+      const int e = errno;
+      ::close(fd_);
+      throw_error("cannot lock ", path, ": ", std::strerror(e));
+    }
   }
   ~FileLock() { ::close(fd_); }  // closing releases the lock
   FileLock(const FileLock&) = delete;

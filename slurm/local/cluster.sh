@@ -15,8 +15,9 @@
 # Facts this relies on (../../../shared/NOTES-slurm-hdf5.md, checked on Debian 12, slurm-wlm
 # 22.05): munged refuses root, so it runs as the munge user with a private key and socket;
 # proctrack/linuxproc and task/none (the cgroup plugins need systemd); two slurmd on one
-# host need distinct ports and %n in their paths; n1/n2 must resolve (an /etc/hosts line
-# is added once) so that mpirun inside a job can address both nodes.
+# host need distinct ports and %n in their paths. The node names need not resolve (SLURM
+# uses NodeAddr; mpirun inside a job reaches the second node through srun), so /etc/hosts
+# stays untouched.
 set -euo pipefail
 
 cmd=${1:-}
@@ -111,11 +112,6 @@ start_munge() {
     --seed-file="$dir/munge/munged.seed" --force </dev/null >>"$dir/log/daemons.log" 2>&1
 }
 
-add_hosts() {
-  grep -Eq '^[0-9.]+\s.*\bn1\b' /etc/hosts && grep -Eq '^[0-9.]+\s.*\bn2\b' /etc/hosts && return
-  echo "127.0.0.1 n1 n2  # lcr slurm/local/cluster.sh: emulated nodes" >>/etc/hosts
-}
-
 wait_idle() {
   local deadline=$((SECONDS + 60)) state
   while [ $SECONDS -lt $deadline ]; do
@@ -134,7 +130,6 @@ start() {
   fi
   rm -rf "$dir"
   write_conf
-  add_hosts
   export SLURM_CONF=$conf
   start_munge || die "munged did not start: $(tail -3 "$dir/log/daemons.log")"
   # Daemon output goes to a file: a caller reading our stdout (ctest) must not wait for
