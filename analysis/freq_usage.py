@@ -28,6 +28,8 @@ def usage_scheme(run):
 def last_rows(run):
     """(step, [per-layer row dicts]) at the newest step logged in every layer."""
     steps = set.intersection(*[set(run.priors(l)["step"].tolist()) for l in run.layers()])
+    if not steps:
+        raise AnalysisError(f"{run.path}: no step has prior rows in every layer yet")
     step = max(steps)
     rows = []
     for l in run.layers():
@@ -68,7 +70,7 @@ def usage_section(run, out_dir):
             panels.append((r["delta"], "delta (kv heads), rad"))
         for c, (m, title) in enumerate(panels):
             ax = axes[l][c]
-            im = ax.imshow(m.T, aspect="auto", cmap="coolwarm" if "delta" in title else "viridis",
+            im = ax.imshow(m.T, aspect="auto", cmap="cividis" if "delta" in title else "viridis",
                            interpolation="nearest")
             fig.colorbar(im, ax=ax, fraction=0.08)
             ax.set_title(f"layer {l}: {title}", fontsize=9)

@@ -31,6 +31,8 @@ def prior_step(run, step=None):
     """The newest step logged in every layer's prior table (or check that `step` is)."""
     steps = [set(run.priors(l)["step"].tolist()) for l in run.layers()]
     common = set.intersection(*steps)
+    if not common:
+        raise AnalysisError(f"{run.path}: no step has prior rows in every layer yet")
     if step is None:
         return max(common)
     if step not in common:

@@ -180,7 +180,8 @@ class RunFile:
             try:
                 self._config = tomllib.loads(self.config_toml)
             except (tomllib.TOMLDecodeError, KeyError) as e:
-                raise RunFileError(f"{self.path}: /config holds no valid TOML config: {e}") from None
+                raise RunFileError(f"{self.path}: /config holds no valid TOML config: "
+                                   f"{e}") from None
         return self._config
 
     @property

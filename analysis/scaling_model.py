@@ -234,7 +234,8 @@ def predict(shape, layout, nodes, gpus, L, m):
     for bwd in (False, True):
         rate = m.rate * (m.bwd_rate_factor if bwd else 1.0)
         comm = (2 * msg if bwd else msg)  # backward: K/V onward and the gradient behind it
-        prep = shape.prepare_flops(L / P, len(rank_chunks(layout, P, 0)), bwd) / rate if P > 1 else 0.0
+        chunks = len(rank_chunks(layout, P, 0))
+        prep = shape.prepare_flops(L / P, chunks, bwd) / rate if P > 1 else 0.0
         total, compute, exposed = prep, prep, 0.0
         for s in range(P):
             t = step_compute(shape, layout, P, L, s, bwd) / rate

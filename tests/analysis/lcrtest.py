@@ -55,9 +55,11 @@ def train(run_dir, args, extra=(), timeout=300):
 
 
 def start_train(run_dir, args, extra=()):
-    """lcr train in the background (for the live-run tests)."""
+    """lcr train in the background (for the live-run tests); output goes to RUN_DIR.log
+    (a pipe nobody reads would block the trainer once full)."""
     cmd = [LCR, "train", *args, *extra, f'run.dir="{run_dir}"']
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with open(run_dir + ".log", "w") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
 def analyze(*args, timeout=300):

@@ -27,7 +27,8 @@ class LiveRun(unittest.TestCase):
         try:
             t0 = time.monotonic()
             while committed_rows(f"{run}/run.h5") < 3:
-                self.assertIsNone(proc.poll(), f"lcr train ended early: {proc.stderr.read()}")
+                if proc.poll() is not None:
+                    self.fail(f"lcr train ended early: {lcrtest.read_text(run + '.log')}")
                 self.assertLess(time.monotonic() - t0, 120, "no rows after 120 s")
                 time.sleep(0.5)
 
@@ -58,7 +59,7 @@ class LiveRun(unittest.TestCase):
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)  # lcr checkpoints and exits 0
             rc = proc.wait(timeout=120)
-        self.assertEqual(rc, 0, proc.stderr.read())
+        self.assertEqual(rc, 0, lcrtest.read_text(run + ".log"))
         r = lcrtest.analyze("spectra", run)  # the finished (cleanly closed) file
         self.assertEqual(r.returncode, 0, r.stderr)
 

@@ -169,7 +169,8 @@ class Comparisons(unittest.TestCase):
         t = last_rows(f"{D['text']}/run.h5", "eval/perplexity")
         self.assertEqual(list(g["length"]), [64, 128])
         self.assertEqual(list(t["length"]), [128, 256])
-        lines = {int(x.split()[0]): x.split()[1:] for x in r.stdout.splitlines()
+        ppl_table = r.stdout.split("Task accuracy")[0]  # the task table follows
+        lines = {int(x.split()[0]): x.split()[1:] for x in ppl_table.splitlines()
                  if re.match(r"^\s*\d+\s", x)}
         self.assertEqual(lines[64], [f"{g['ppl'][0]:.4g}", "-"])
         self.assertEqual(lines[128], [f"{g['ppl'][1]:.4g}", f"{t['ppl'][0]:.4g}"])
