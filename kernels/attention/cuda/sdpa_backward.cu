@@ -1,6 +1,6 @@
 // Public backward entry point of the CUDA SDPA (sdpa.hpp) and its tile shapes per
 // head-width class (BM query rows per step; the key tile is 16 rows per warp):
-//   D, Dv <= 64  : keys 128 (8 warps) x queries 64
+//   D, Dv <= 64  : keys 128 (8 warps) x queries 128 (option path: x 64)
 //   D, Dv <= 128 : keys 128 (8 warps) x queries 64 (dK, dV, S^T, dP^T in ~200 registers)
 //   wider        : keys 64 (4 warps) x queries 32 (dK/dV of 256 lanes partly spill)
 // dq and dbias_q are accumulated with fp32 atomics (sdpa_backward_kernel.cuh says why);
@@ -29,8 +29,12 @@ struct BwdVariant {
 #define LCR_BWD_OPTS(DP, DVP, BM, NW) \
   BwdVariant { "q" #BM "_w" #NW, nullptr, &launch_bwd<DP, DVP, BM, NW, true> }
 
-const BwdVariant k64_64[] = {LCR_BWD(64, 64, 64, 8), LCR_BWD_PLAIN(64, 64, 128, 8),
-                             LCR_BWD_PLAIN(64, 64, 64, 4), LCR_BWD_PLAIN(64, 64, 32, 8)};
+// Default: 128-query steps for the plain path (measured 246 vs 236 TFLOP/s at 1x16x16384,
+// 255 vs 242 at 1x8x65536, H200, 2026-11-29); the option path keeps 64-query steps.
+const BwdVariant k64_64[] = {BwdVariant{"q128_w8/opts_q64", &launch_bwd<64, 64, 128, 8, false>,
+                                        &launch_bwd<64, 64, 64, 8, true>},
+                             LCR_BWD_PLAIN(64, 64, 64, 8), LCR_BWD_PLAIN(64, 64, 64, 4),
+                             LCR_BWD_PLAIN(64, 64, 32, 8)};
 const BwdVariant k128_128[] = {LCR_BWD(128, 128, 64, 8), LCR_BWD_PLAIN(128, 128, 64, 4),
                                LCR_BWD_PLAIN(128, 128, 32, 8), LCR_BWD_PLAIN(128, 128, 32, 4)};
 const BwdVariant k128_64[] = {LCR_BWD(128, 64, 64, 8)};

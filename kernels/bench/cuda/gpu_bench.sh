@@ -8,19 +8,25 @@
 #   lcr SDPA (bench_cuda_sdpa) vs torch SDPA cuDNN and FlashAttention-2 backends (peers.py)
 #     at (B,H,L,D) = (1,16,16384,64), (1,16,16384,128), (1,8,65536,64), causal bf16;
 #   GOAT / PoPE vs NoPE through the full API (bench_cuda_attention, when present);
-#   PaTH (bench_cuda_path, when present) vs fla's Triton PaTH (peers.py --fla, when the fla
-#     wheels were installed: see docs/cuda.md);
+#   PaTH (bench_cuda_path, when present) vs fla's Triton PaTH (peers.py --fla, when fla
+#     imports: install the carried wheels first, docs/cuda.md);
 #   ring on 2 GPUs (bench_cuda_ring under mpirun -np 2, when present).
 # A binary that is absent gives a row marked "not measured", never a silent gap.
-# Environment: OUT (output folder, default /tmp/gpu_bench), LCR_BENCH_VARIANTS=all (time
-# every compiled SDPA tiling, for tuning), LCR_BENCH_SDPA_ONLY=1 (skip the other rows),
-# LCR_BENCH_REPS (default 20).
+# With 2 GPUs the Python peers (torch import, Triton compiles: CPU-heavy, minutes) run on
+# GPU 1 while lcr's binaries run on GPU 0 (the same H200 model), then the ring takes both;
+# with one GPU everything runs in turn on it.
+# Environment: OUT (output folder, default /tmp/gpu_bench); LCR_BENCH_VARIANTS=all (time
+# every compiled SDPA tiling, for tuning); LCR_BENCH_SDPA_ONLY=1 (skip the other rows);
+# LCR_BENCH_REPS (default 20); LCR_BENCH_STEP_S (time limit of each step, default 120 s;
+# a step cut short loses its rows, the table is still written); LCR_BENCH_BEFORE (a
+# command run on GPU 0 first, while the peers start on GPU 1, e.g. the CUDA tests).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 OUT=${OUT:-/tmp/gpu_bench}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 reps=${LCR_BENCH_REPS:-20}
+lim=${LCR_BENCH_STEP_S:-120}
 bin_dirs=("$@")
 [[ ${#bin_dirs[@]} -gt 0 ]] || bin_dirs=(.devbundle/*/bin)
 find_bin() {
@@ -31,30 +37,44 @@ find_bin() {
 log="$OUT/gpu_bench.log"
 : >"$log"
 note() { echo "== $*" | tee -a "$log"; }
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+lcr_gpu=0 peer_gpu=$((ngpu > 1 ? 1 : 0))
 
 shapes=(1,16,16384,64 1,16,16384,128 1,8,65536,64)
-note "$(date -u +%Y-%m-%dT%H:%MZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | head -1)"
+note "$(date -u +%Y-%m-%dT%H:%MZ) $ngpu GPU(s): $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | head -1)"
 
-# 1. lcr SDPA.
+# 1. torch peers (and fla PaTH when importable), on their own GPU when there are two.
+fla=()
+if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && python3 -c "import fla" 2>/dev/null; then fla=(--fla); fi
+peers() {
+  CUDA_VISIBLE_DEVICES=$peer_gpu timeout "$((2 * lim))" python3 kernels/bench/cuda/peers.py \
+    measure --shapes "${shapes[@]}" --reps "$reps" --out "$OUT/peers.csv" "${fla[@]}" \
+    >"$OUT/peers.log" 2>&1
+}
+if ((peer_gpu != lcr_gpu)); then
+  note "peers.py ${fla[*]} on GPU $peer_gpu (background)"
+  peers &
+  peers_pid=$!
+fi
+export CUDA_VISIBLE_DEVICES=$lcr_gpu
+if [[ -n ${LCR_BENCH_BEFORE:-} ]]; then
+  note "before: $LCR_BENCH_BEFORE"
+  bash -c "$LCR_BENCH_BEFORE" 2>&1 | tee -a "$log"
+fi
+
+# 2. lcr SDPA.
 lcr_csv="$OUT/lcr_sdpa.csv"
 : >"$lcr_csv"
 if sdpa=$(find_bin bench_cuda_sdpa); then
   for s in "${shapes[@]}"; do
     IFS=, read -r B H L D <<<"$s"
     note "bench_cuda_sdpa $s"
-    "$sdpa" --B "$B" --H "$H" --L "$L" --D "$D" --reps "$reps" \
+    timeout "$lim" "$sdpa" --B "$B" --H "$H" --L "$L" --D "$D" --reps "$reps" \
       --variants "${LCR_BENCH_VARIANTS:-default}" 2>&1 | tee -a "$lcr_csv" "$log"
   done
 else
   note "bench_cuda_sdpa not found in ${bin_dirs[*]}: lcr rows not measured"
 fi
-
-# 2. torch peers (and fla PaTH when importable).
-fla=()
-if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && python3 -c "import fla" 2>/dev/null; then fla=(--fla); fi
-note "peers.py ${fla[*]}"
-python3 kernels/bench/cuda/peers.py measure --shapes "${shapes[@]}" --reps "$reps" \
-  --out "$OUT/peers.csv" "${fla[@]}" 2>&1 | tee -a "$log"
 
 lanes_txt="$OUT/lanes.txt" path_txt="$OUT/path.txt" ring_txt="$OUT/ring.txt"
 : >"$lanes_txt"; : >"$path_txt"; : >"$ring_txt"
@@ -62,22 +82,39 @@ if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]]; then
   # 3. Schemes through the full API (lanes engineer's binary).
   if b=$(find_bin bench_cuda_attention); then
     note "bench_cuda_attention"
-    "$b" --schemes nope,goat,pope --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 \
+    timeout "$lim" "$b" --schemes nope,goat,pope --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 \
       --no-check 2>&1 | tee "$lanes_txt" | tee -a "$log"
   fi
   # 4. PaTH (PaTH engineer's binary).
   if b=$(find_bin bench_cuda_path); then
     note "bench_cuda_path"
-    "$b" 2>&1 | tee "$path_txt" | tee -a "$log"
-  fi
-  # 5. Ring on 2 GPUs (NCCL engineer's binary).
-  if b=$(find_bin bench_cuda_ring); then
-    note "bench_cuda_ring (mpirun -np 2)"
-    mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE "$b" 2>&1 | tee "$ring_txt" | tee -a "$log"
+    timeout "$lim" "$b" 2>&1 | tee "$path_txt" | tee -a "$log"
+    timeout "$lim" "$b" --fox --reps 5 2>&1 | tee -a "$path_txt" | tee -a "$log"
   fi
 fi
 
-# 6. The table.
+# 5. The peers: wait for the background run, or run them now on the one GPU.
+if ((peer_gpu != lcr_gpu)); then
+  wait "$peers_pid"
+else
+  note "peers.py ${fla[*]}"
+  peers
+fi
+cat "$OUT/peers.log" >>"$log"
+unset CUDA_VISIBLE_DEVICES
+
+# 6. Ring on 2 GPUs (NCCL engineer's binary), once both GPUs are free.
+if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin bench_cuda_ring); then
+  if ((ngpu >= 2)); then
+    note "bench_cuda_ring (mpirun -np 2)"
+    timeout "$lim" mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE "$b" 2>&1 |
+      tee "$ring_txt" | tee -a "$log"
+  else
+    note "bench_cuda_ring needs 2 GPUs, this machine has $ngpu: not measured"
+  fi
+fi
+
+# 7. The table.
 python3 kernels/bench/cuda/peers.py table --shapes "${shapes[@]}" --lcr "$lcr_csv" \
   --peers "$OUT/peers.csv" --lanes "$lanes_txt" --path "$path_txt" --ring "$ring_txt" \
   --out "$OUT/gpu_bench.md" >/dev/null

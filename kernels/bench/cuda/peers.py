@@ -48,7 +48,14 @@ def measure(args):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    rows = []
+    out = open(args.out, "w", newline="")  # rows are written as measured: a run cut
+    writer = csv.writer(out)                # short by its time limit keeps what it has
+
+    def emit(row):
+        writer.writerow(row)
+        out.flush()
+        print(",".join(map(str, row)), flush=True)
+
     dev = torch.device("cuda")
     for shape in args.shapes:
         B, H, L, D = (int(x) for x in shape.split(","))
@@ -78,16 +85,17 @@ def measure(args):
             except Exception as e:  # a backend that refuses the shape is reported, not fatal
                 print(f"peers: {name} {shape}: {e}", file=sys.stderr)
                 continue
-            rows.append([name, "fwd", B, H, H, L, D, D, "-", f"{ms_f:.4f}", f"{ff / ms_f / 1e9:.1f}"])
-            rows.append([name, "bwd", B, H, H, L, D, D, "-", f"{ms_b:.4f}",
-                         f"{2.5 * ff / ms_b / 1e9:.1f}"])
-            print(",".join(map(str, rows[-2])), ",".join(map(str, rows[-1])), sep="\n", flush=True)
+            emit([name, "fwd", B, H, H, L, D, D, "-", f"{ms_f:.4f}", f"{ff / ms_f / 1e9:.1f}"])
+            emit([name, "bwd", B, H, H, L, D, D, "-", f"{ms_b:.4f}",
+                  f"{2.5 * ff / ms_b / 1e9:.1f}"])
         del sets
         torch.cuda.empty_cache()
-        if args.fla:
-            rows += measure_fla_path(B, H, L, D, args.reps)
-    with open(args.out, "w", newline="") as f:
-        csv.writer(f).writerows(rows)
+    # fla last: its Triton kernels compile on first use, the slowest part of the run.
+    for shape in args.shapes if args.fla else []:
+        B, H, L, D = (int(x) for x in shape.split(","))
+        for row in measure_fla_path(B, H, L, D, args.reps):
+            emit(row)
+    out.close()
 
 
 def measure_fla_path(B, H, L, D, reps):
@@ -126,8 +134,6 @@ def measure_fla_path(B, H, L, D, reps):
     rows = [["fla_path", "fwd", B, H, H, L, D, D, "-", f"{ms_f:.4f}", f"{ff / ms_f / 1e9:.1f}"],
             ["fla_path", "bwd", B, H, H, L, D, D, "-", f"{ms_b:.4f}",
              f"{2.5 * ff / ms_b / 1e9:.1f}"]]
-    for r in rows:
-        print(",".join(map(str, r)), flush=True)
     return rows
 
 
@@ -189,20 +195,72 @@ def table(args):
             r = f"{(f + b) / sum(base):.2f}x" if base else "-"
             md.append(f"| {s} | {B},{H},{L},{D} | {f:.2f} | {b:.2f} | {r} |")
     md += ["", "## PaTH vs fla (Triton)", ""]
-    fla_rows = [(k, v) for k, v in peers.items() if k[0] == "fla_path"]
-    if fla_rows:
-        md += ["| B,H,L,D | dir | fla PaTH TFLOP/s (ms) |", "|---|---|---|"]
-        for k, v in sorted(fla_rows):
-            md.append(f"| {k[2]},{k[3]},{k[4]},{k[5]} | {k[1]} | {fmt(v)} |")
+    path = read_kv_lines(args.path, "lcr-path")
+    if not path and not any(k[0] == "fla_path" for k in peers):
+        md.append("PaTH: **not measured** (bench_cuda_path and fla both absent).")
     else:
-        md.append("fla PaTH: **not measured** (fla not importable).")
-    md += raw_section("lcr PaTH (bench_cuda_path output)", args.path)
-    md += ["", "## Ring attention on 2 GPUs", ""]
-    md += raw_section("ring (NCCL) benchmark output", args.ring)
+        md += ["| B,H,L,D | dir | lcr PaTH TFLOP/s (ms) | fla PaTH TFLOP/s (ms) | lcr/fla |",
+               "|---|---|---|---|---|"]
+        for (B, H, L, D) in shapes:
+            row = next((r for r in path if r["scheme"] == "PaTH" and
+                        (r["B"], r["H"], r["L"], r["D"]) == (B, H, L, D)), None)
+            for d in ("fwd", "bwd"):
+                a = (float(row[d + "_ms"]), float(row[d + "_tflops"])) if row else None
+                f = peers.get(("fla_path", d, B, H, L, D))
+                md.append(f"| {B},{H},{L},{D} | {d} | {fmt(a)} | {fmt(f)} | {ratio(a, f)} |")
+        fox = [r for r in path if r["scheme"] == "PaTH-FoX"]
+        for r in fox:
+            md.append(f"| {r['B']},{r['H']},{r['L']},{r['D']} (PaTH-FoX) | fwd/bwd | "
+                      f"{float(r['fwd_tflops']):.0f} / {float(r['bwd_tflops']):.0f} | - | - |")
+    md += ["", "## Ring attention on 2 GPUs (efficiency = 1-GPU time / (2 x ring time))", ""]
+    ring = read_ring(args.ring)
+    if ring:
+        md += ["| L | B,H,D | dir | layout | 1 GPU ms | ring ms | efficiency |",
+               "|---|---|---|---|---|---|---|"]
+        md += ring
+    else:
+        md += raw_section("ring (NCCL) benchmark", args.ring)
     text = "\n".join(md) + "\n"
     with open(args.out, "w") as f:
         f.write(text)
     print(text)
+
+
+def read_kv_lines(path, prefix):
+    """Lines 'prefix SCHEME k=v k=v ...' (bench_cuda_path) as dicts, ints where they parse."""
+    rows = []
+    if not path or not os.path.exists(path):
+        return rows
+    for line in open(path):
+        p = line.split()
+        if len(p) < 3 or p[0] != prefix:
+            continue
+        r = {"scheme": p[1]}
+        for kv in p[2:]:
+            k, _, v = kv.partition("=")
+            r[k] = int(v) if v.lstrip("-").isdigit() else v
+        rows.append(r)
+    return rows
+
+
+def read_ring(path):
+    """RESULT,ring,L=..,B=..,H=..,D=..,fwd|bwd,ranks=..,layout=..,t1_ms=..,ring_ms=..,efficiency=.."""
+    out = []
+    if not path or not os.path.exists(path):
+        return out
+    for line in open(path):
+        if not line.startswith("RESULT,ring,"):
+            continue
+        f = line.strip().split(",")[2:]
+        kv = dict(x.partition("=")[::2] for x in f if "=" in x)
+        d = next((x for x in f if x in ("fwd", "bwd")), "?")
+        try:
+            out.append(f"| {kv['L']} | {kv['B']},{kv['H']},{kv['D']} | {d} | {kv.get('layout', '?')} | "
+                       f"{float(kv['t1_ms']):.1f} | {float(kv['ring_ms']):.1f} | "
+                       f"{100 * float(kv['efficiency']):.1f}% |")
+        except (KeyError, ValueError):
+            pass
+    return out
 
 
 def raw_section(title, path):
