@@ -60,9 +60,9 @@ ModelLayout::ModelLayout(const ModelConfig& cfg) : cfg_(cfg) {
     if (model_uses_path(cfg_)) {
       // A full [D, Hkv d] w projection, as flash-linear-attention uses for GQA. Its MHA
       // variant (and the paper's "low-rank linear layer") factors it through rank 32 to save
-      // parameters at D = 2048; at the widths trained here a rank-32 factor costs
-      // 32 (D + Hkv d) >= D Hkv d parameters (D, Hkv d <= 64), a second GEMM, and a product
-      // of two small random inits, for nothing.
+      // parameters at D = 2048. At CPU widths (D, Hkv d <= 64) a rank-32 factor costs
+      // 32 (D + Hkv d) >= D Hkv d parameters, plus a second GEMM and a product of two small
+      // random inits; at large widths the full matrix stays small next to wq (Hkv <= H).
       const int64_t d = cfg_.attention.head_dim;
       s.path_u = add(p + "path_u", {D_, Hkv_ * d});
       s.path_conv = add(p + "path_conv", {Hkv_, d, 3});

@@ -11,9 +11,9 @@
 //                   (ring_conv_prefix.hpp), and their gradient back to their owners
 //   forward         ring_attention_forward (PaTH, PaTH-FoX: path_ring_forward) with the
 //                   global row 0 at pos0
-//   backward        ring_attention_backward (path_ring_backward); the ring returns dparams already
-//   summed over
-//                   the CP group, identical on every rank, so only CP rank 0 keeps them:
+//   backward        ring_attention_backward (path_ring_backward); the ring returns
+//                   dparams already summed over the CP group, identical on every rank,
+//                   so only CP rank 0 keeps them:
 //                   the training loop's one sum of the gradient buffer over the DP x CP
 //                   ranks then counts them once, like every other parameter's gradient.
 // The loss: pass loss_norm = the labelled-row count of the whole batch (all ranks) to

@@ -15,8 +15,9 @@
 // Sums over GLOBAL positions (FoX's cumulative gate c_t = sum_{s <= t} log f_s and its
 // backward, the suffix sum of dc) also belong to the runner, because they need the rows
 // of every rank: global_cumsum. So do the rows just before each segment that PaTH's
-// width-3 convolution reads (rows_before_segments and its backward). A ring runner gathers
-// per-chunk totals across the group (parallel/ring/fox_prefix.hpp); LocalAttention scans its rows.
+// width-3 convolution reads (rows_before_segments and its backward). A ring runner
+// gathers per-chunk totals across the group (parallel/ring/fox_prefix.hpp);
+// LocalAttention scans its rows.
 //
 // Gradients of the attention parameters: backward returns THIS rank's contribution; the
 // training loop sums the whole gradient buffer over the DP x CP ranks once, after
