@@ -289,15 +289,27 @@ std::pair<double, double> time_single(const ScalingCommand& cmd, const Attention
 // receives as many from rank - 1 at once, as a ring step does. Bytes / median time.
 double ring_bandwidth(Communicator& cp, int64_t bytes, int reps, int warmup) {
   if (cp.size() == 1 || bytes <= 0) return kNaN;
-  auto send = std::vector<uint8_t>(size_t(bytes), 1), recv = std::vector<uint8_t>(size_t(bytes));
+  // Buffers where the backend moves them from (host for MPI, device for NCCL).
+  const bool device = cp.buffer_space() == BufferSpace::Device;
+  View1<uint8_t, HostSpace> hs, hr;
+  View1<uint8_t> ds, dr;
+  if (device) {
+    ds = View1<uint8_t>("lcr::p2p_send", size_t(bytes));
+    dr = View1<uint8_t>("lcr::p2p_recv", size_t(bytes));
+  } else {
+    hs = View1<uint8_t, HostSpace>("lcr::p2p_send", size_t(bytes));
+    hr = View1<uint8_t, HostSpace>("lcr::p2p_recv", size_t(bytes));
+  }
+  uint8_t* send = device ? ds.data() : hs.data();
+  uint8_t* recv = device ? dr.data() : hr.data();
   const int next = (cp.rank() + 1) % cp.size(), prev = (cp.rank() + cp.size() - 1) % cp.size();
   std::vector<double> t;
   for (int rep = 0; rep < warmup + reps; ++rep) {
     cp.barrier();
     const auto t0 = Clock::now();
     std::vector<Request> rs;
-    rs.push_back(cp.irecv(recv.data(), send.size(), prev, 7302));
-    rs.push_back(cp.isend(send.data(), send.size(), next, 7302));
+    rs.push_back(cp.irecv(recv, size_t(bytes), prev, 7302));
+    rs.push_back(cp.isend(send, size_t(bytes), next, 7302));
     cp.wait_all(rs);
     if (rep >= warmup) t.push_back(seconds_since(t0));
   }
