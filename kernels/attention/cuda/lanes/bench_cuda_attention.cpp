@@ -293,9 +293,10 @@ int main(int argc, char** argv) {
       if (name == "nope") nope_total = total;
       char ratio[32] = "-";
       if (nope_total > 0) std::snprintf(ratio, sizeof ratio, "%.3f", total / nope_total);
-      std::printf("%-8s %2d %3d %6d %4d %9.3f %9.3f %10.1f %10.1f %7s %9.2e %9.2e\n", name.c_str(),
-                  sh.B, sh.H, sh.L, sh.D, t.fwd_ms, t.bwd_ms, flop / (t.fwd_ms * 1e9),
-                  2.5 * flop / (t.bwd_ms * 1e9), ratio, t.check_o, t.check_lse);
+      std::printf("%-8s %2d %3d %6d %4d %9.3f %9.3f %10.1f %10.1f %7s %9.2e %9.2e %9.3f %9.3f\n",
+                  name.c_str(), sh.B, sh.H, sh.L, sh.D, t.fwd_ms, t.bwd_ms, flop / (t.fwd_ms * 1e9),
+                  2.5 * flop / (t.bwd_ms * 1e9), ratio, t.check_o, t.check_lse, t.lanes_fwd_ms,
+                  t.lanes_bwd_ms);
       std::fflush(stdout);
     }
   }
