@@ -31,7 +31,7 @@ struct KernelParams {
 inline int width_class(int d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
 
 // variant 0 is the tuned default for the width class; the others exist for the benchmark
-// (bench_cuda_sdpa --variant) and are listed by *_variant_name. Returns false when the
+// (bench_cuda_sdpa --variants all) and are listed by *_variant_name. Returns false when the
 // width class has no such variant.
 bool launch_forward(const KernelParams& p, int variant, cudaStream_t s);
 bool launch_backward(const KernelParams& p, int variant, cudaStream_t s);
