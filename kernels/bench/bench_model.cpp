@@ -54,7 +54,8 @@ void BM_TrainStep(benchmark::State& state) {
       benchmark::Counter(double(B * L), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_TrainStep)
-    ->ArgsProduct({{int(Scheme::NoPE), int(Scheme::RoPE), int(Scheme::GOAT), int(Scheme::FoX)},
+    ->ArgsProduct({{int(Scheme::NoPE), int(Scheme::RoPE), int(Scheme::GOAT), int(Scheme::FoX),
+                    int(Scheme::PaTH), int(Scheme::PaTHFoX)},
                    {256}})
     ->Unit(benchmark::kMillisecond);
 
