@@ -20,7 +20,7 @@
 // quadrature, and the measured ratios sit between 0.5 and 1.5 (docs/cuda.md). Errors are
 // ||a - b|| / max(||b||, 1e-3 sqrt(n)); the FoX query lane's exact gradient is zero without
 // softcap (a row-wide logit shift leaves the softmax unchanged), so it is measured against
-// the key lane's norm.
+// the key lane's norm. Errors with an RMS below 1e-5 pass (kAbsFloor, L = 1).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,6 +35,10 @@ namespace lcr::test::cudapath {
 namespace {
 
 constexpr double kTolFactor = 3.0, kTolFloor = 1e-4;
+// Absolute floor on an error's RMS: at L = 1 every gradient but dv is zero in exact arithmetic
+// (one key: dS = P (dP - delta) = 0), the naive yardstick is 0, and the kernel leaves fp32
+// rounding residue of ~1e-6 (measured on the H200, 2026-11-29).
+constexpr double kAbsFloor = 1e-5;
 
 double norm(const std::vector<double>& x) {
   double s = 0;
@@ -67,14 +71,20 @@ void check_case(const GpuCase& c, Device dev) {
   const Result nv = run_float64(ps.naive, true);
 
   std::printf("%-34s", c.name.c_str());
-  auto expect = [&](const std::string& what, double err, double naive) {
+  // rms: the error's root mean square, for the absolute floor.
+  auto expect = [&](const std::string& what, double err, double naive, double rms) {
     std::printf(" %s %.1e/%.1e", what.c_str(), err, naive);
-    EXPECT_LE(err, kTolFactor * naive + kTolFloor)
-        << c.name << ": " << what << " error " << err << " vs naive bf16 error " << naive;
+    EXPECT_TRUE(err <= kTolFactor * naive + kTolFloor || rms <= kAbsFloor)
+        << c.name << ": " << what << " error " << err << " (rms " << rms << ") vs naive bf16 error "
+        << naive;
   };
-  expect("o", err_over(k.o, ref.o, den_of(ref.o)), err_over(nv.o, ex.o, den_of(ex.o)));
-  expect("lse", err_over(k.lse, ref.lse, den_of(ref.lse)),
-         err_over(nv.lse, ex.lse, den_of(ex.lse)));
+  auto rms_of = [](const auto& a, const std::vector<double>& b) {
+    return err_over(a, b, std::sqrt(double(std::max<size_t>(b.size(), 1))));
+  };
+  expect("o", err_over(k.o, ref.o, den_of(ref.o)), err_over(nv.o, ex.o, den_of(ex.o)),
+         rms_of(k.o, ref.o));
+  expect("lse", err_over(k.lse, ref.lse, den_of(ref.lse)), err_over(nv.lse, ex.lse, den_of(ex.lse)),
+         rms_of(k.lse, ref.lse));
   std::map<std::string, double> naive_of;
   for (const auto& [name, g] : k.grad) {
     const auto& r = gref.grad.at(name);
@@ -84,7 +94,7 @@ void check_case(const GpuCase& c, Device dev) {
       nden = std::max(nden, norm(ex.grad.at("fox_ck")));
     }
     naive_of[name] = err_over(nv.grad.at(name), ex.grad.at(name), nden);
-    expect("d" + name, err_over(g, r, den), naive_of[name]);
+    expect("d" + name, err_over(g, r, den), naive_of[name], rms_of(g, r));
   }
   std::printf("\n");
 
@@ -102,7 +112,9 @@ void check_case(const GpuCase& c, Device dev) {
     double scale = norm(gref.grad.at(name));
     if (name == "fox_cq") scale = std::max(scale, norm(gref.grad.at("fox_ck")));
     scale = std::max(scale, 1e-3 * std::sqrt(double(u.size()))) * norm(u);
-    EXPECT_LE(std::abs(gu - dd) / scale, kTolFactor * naive_of[name] + kTolFloor)
+    const double diff = std::abs(gu - dd);
+    EXPECT_TRUE(diff / scale <= kTolFactor * naive_of[name] + kTolFloor ||
+                diff <= kAbsFloor * norm(u))
         << c.name << ": <d" << name << ", u> = " << gu << " vs dual-number " << dd;
   }
 }
@@ -127,10 +139,15 @@ std::vector<GpuCase> gpu_cases() {
         if (L == 129) {
           c.superchunk = 128, c.pos0 = 37, extra = "_S128_pos37";
           if (fox) c.softcap = 8.f, extra += "_cap8";
-          if (D == 64) c.warp_rows = 16, extra += "_wr16";
+          if (D == 64) c.warp_rows = 16, c.bwd_warp_rows = 32, extra += "_wr16_bwr32";
           if (D == 128) c.warp_rows = 32, extra += "_wr32";
         }
-        if (L == 1000) c.superchunk = 256, extra = "_S256";
+        if (L == 1000) {
+          c.superchunk = 256, extra = "_S256";
+          if (D == 64 && fox) c.warp_rows = 16, c.bwd_warp_rows = 32, extra += "_wr16_bwr32";
+          if (D == 64 && !fox) c.warp_rows = 32, c.scan_keys = 128, extra += "_wr32_kn128";
+          if (D == 128 && !fox) c.warp_rows = 16, c.scan_keys = 128, extra += "_wr16_kn128";
+        }
         c.name = case_name(D, fox, L, extra.c_str());
         cs.push_back(c);
       }
@@ -165,6 +182,10 @@ std::vector<GpuCase> emu_cases() {
   GpuCase a;
   a.L = 7, a.seed = 11, a.name = "PaTH_D64_L7";
   cs.push_back(a);
+  GpuCase d;  // 32-row warps with 128-key coarse steps (forward) and 32-row warps (dq)
+  d.L = 300, d.superchunk = 128, d.warp_rows = 32, d.scan_keys = 128, d.bwd_warp_rows = 32;
+  d.seed = 14, d.H = 2, d.Hkv = 1, d.name = "PaTH_D64_L300_S128_wr32_kn128_bwr32";
+  cs.push_back(d);
   GpuCase b;
   b.L = 129, b.fox = true, b.superchunk = 128, b.pos0 = 37, b.softcap = 8.f, b.seed = 12;
   b.name = "PaTHFoX_D64_L129_S128_pos37_cap8";
@@ -214,6 +235,8 @@ TEST(CudaPathArgs, RejectsBadInputWithAClearError) {
   bad([](auto& a) { a.softcap = -1.f; }, "softcap=-1");
   bad([](auto& a) { a.superchunk = 100; }, "superchunk=100");
   bad([](auto& a) { a.warp_rows = 8; }, "warp_rows=8");
+  bad([](auto& a) { a.D = 128, a.bwd_warp_rows = 32; }, "bwd_warp_rows=32");
+  bad([](auto& a) { a.scan_keys = 32; }, "scan_keys=32");
 }
 
 }  // namespace

@@ -1,16 +1,19 @@
 // Benchmark of the CUDA PaTH / PaTH-FoX kernels (path.hpp), forward and backward, at the
 // issue's shapes; docs/cuda.md (PaTH section) has the command and the measured figures.
 //
-//   bench_cuda_path [--shapes "B,H,L,D;..."] [--fox] [--variants] [--profile] [--reps N]
+//   bench_cuda_path [--shapes "B,H,L,D;..."] [--fox] [--no-autotune] [--profile] [--reps N]
 //
-// Prints one line per (shape, scheme, variant), e.g.
-//   lcr-path PaTH B=1 H=16 L=16384 D=64 warp_rows=32 superchunk=1024 fwd_ms=3.10
-//     bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2
+// Autotunes like Triton does: times every built variant of the tuning knobs (path.hpp:
+// warp_rows x scan_keys for the forward, then bwd_warp_rows for the backward), prints each as
+// "  variant ..." and then one headline line per shape and scheme with the fastest, e.g.
+//   lcr-path PaTH B=1 H=16 L=16384 D=64 superchunk=1024 warp_rows=16 scan_keys=128
+//     bwd_warp_rows=32 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2 finite=1
 // FLOPs are counted as 4 B H L^2 D / 2 forward and 2.5 times that backward (the convention
 // of the peer table in DEVICE.md). Times are medians over --reps runs after two warm-ups,
 // CUDA events around each call; inputs are fresh random data (q, k, v ~ N(0, 1) in bf16, w
 // unit rows, beta = 2 sigmoid(N(0, 1)), FoX gates log sigmoid(2 + N(0, 1)) summed).
-// --variants also times warp_rows 16 and 32; --profile prints each kernel's time once.
+// --no-autotune times the automatic choice only; --profile prints each kernel's time once
+// (forward, then backward) for the fastest variant.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -111,7 +114,7 @@ struct Shape {
   int B, H, L, D;
 };
 
-void run(const Shape& s, bool fox, const std::vector<int>& variants, bool profile, int reps) {
+void run(const Shape& s, bool fox, bool autotune, bool profile, int reps) {
   const std::size_t nq = std::size_t(s.B) * s.L * s.H * s.D, nr = std::size_t(s.B) * s.L * s.H;
   Args a;
   a.B = s.B, a.H = s.H, a.Hkv = s.H, a.L = s.L, a.D = s.D;
@@ -145,42 +148,72 @@ void run(const Shape& s, bool fox, const std::vector<int>& variants, bool profil
   g.dbeta = dalloc<float>(nr);
   if (fox) g.dfox_q = dalloc<float>(nr), g.dfox_k = dalloc<float>(nr);
   const double flops = 4.0 * s.B * s.H * double(s.L) * s.L * s.D / 2;
-  for (int wr : variants) {
-    a.warp_rows = wr;
-    const std::size_t fws = lcr::cuda::path::forward_workspace_bytes(a);
-    const std::size_t bws = lcr::cuda::path::backward_workspace_bytes(a);
-    void* ws = dalloc<unsigned char>(std::max(fws, bws));
-    auto fwd = [&] { lcr::cuda::path::forward(a, o, lse, ws, fws, nullptr); };
-    auto bwd = [&] { lcr::cuda::path::backward(a, o, lse, dout, g, ws, bws, nullptr); };
-    const double fms = median_ms(reps, fwd);
-    fwd();
-    const double bms = median_ms(reps, bwd);
-    // Sanity: the output and a gradient are finite.
-    std::vector<__nv_bfloat16> oh(std::min<std::size_t>(nq, 4096));
-    std::vector<float> gh(std::min<std::size_t>(nq, 4096));
-    LCR_CUDA_CHECK(
-        cudaMemcpy(oh.data(), o + nq - oh.size(), oh.size() * 2, cudaMemcpyDeviceToHost));
-    LCR_CUDA_CHECK(cudaMemcpy(gh.data(), g.dw, gh.size() * 4, cudaMemcpyDeviceToHost));
-    bool finite = true;
-    for (auto x : oh) finite = finite && std::isfinite(__bfloat162float(x));
-    for (auto x : gh) finite = finite && std::isfinite(x);
-    const auto plan = lcr::cuda::path::detail::make_plan(a, true);
-    std::printf(
-        "lcr-path %s B=%d H=%d L=%d D=%d warp_rows=%d superchunk=%d fwd_ms=%.3f bwd_ms=%.3f "
-        "fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
-        fox ? "PaTH-FoX" : "PaTH", s.B, s.H, s.L, s.D, plan.mt * 16, plan.R * 64, fms, bms,
-        flops / fms * 1e-9, 2.5 * flops / bms * 1e-9, int(finite));
-    std::fflush(stdout);
-    if (profile) {
-      lcr::cuda::path::detail::set_profiling(true);
-      fwd();
-      bwd();
-      lcr::cuda::path::detail::set_profiling(false);
-      std::printf("%s", lcr::cuda::path::detail::profile_report().c_str());
-      std::fflush(stdout);
-    }
-    LCR_CUDA_CHECK(cudaFree(ws));
+  const std::size_t fws = lcr::cuda::path::forward_workspace_bytes(a);
+  const std::size_t bws = lcr::cuda::path::backward_workspace_bytes(a);
+  void* ws = dalloc<unsigned char>(std::max(fws, bws));
+  auto fwd = [&] { lcr::cuda::path::forward(a, o, lse, ws, fws, nullptr); };
+  auto bwd = [&] { lcr::cuda::path::backward(a, o, lse, dout, g, ws, bws, nullptr); };
+  const char* scheme = fox ? "PaTH-FoX" : "PaTH";
+  const auto plan = lcr::cuda::path::detail::make_plan(a, true);
+  // Forward variants (warp_rows, scan_keys), then backward variants (bwd_warp_rows) with the
+  // fastest forward's settings; every variant is printed, the fastest is the headline.
+  struct Fv {
+    int wr, kn;
+  };
+  std::vector<Fv> fvs{{0, 0}};
+  if (autotune)
+    fvs = s.D == 64 ? std::vector<Fv>{{16, 64}, {16, 128}, {32, 64}, {32, 128}}
+                    : std::vector<Fv>{{16, 64}, {16, 128}, {32, 64}};
+  double best_f = 1e30;
+  Fv bf = fvs[0];
+  for (const Fv& f : fvs) {
+    a.warp_rows = f.wr, a.scan_keys = f.kn;
+    const double ms = median_ms(reps, fwd);
+    if (autotune)
+      std::printf("  variant %s D=%d L=%d forward warp_rows=%d scan_keys=%d fwd_ms=%.3f\n", scheme,
+                  s.D, s.L, f.wr, f.kn, ms);
+    if (ms < best_f) best_f = ms, bf = f;
   }
+  a.warp_rows = bf.wr, a.scan_keys = bf.kn;
+  fwd();
+  std::vector<int> bvs{0};
+  if (autotune) bvs = s.D == 64 ? std::vector<int>{16, 32} : std::vector<int>{16};
+  double best_b = 1e30;
+  int bb = bvs[0];
+  for (int bw : bvs) {
+    a.bwd_warp_rows = bw;
+    const double ms = median_ms(reps, bwd);
+    if (autotune)
+      std::printf("  variant %s D=%d L=%d backward bwd_warp_rows=%d bwd_ms=%.3f\n", scheme, s.D,
+                  s.L, bw, ms);
+    if (ms < best_b) best_b = ms, bb = bw;
+  }
+  a.bwd_warp_rows = bb;
+  bwd();
+  // Sanity: the output and a gradient are finite.
+  std::vector<__nv_bfloat16> oh(std::min<std::size_t>(nq, 4096));
+  std::vector<float> gh(std::min<std::size_t>(nq, 4096));
+  LCR_CUDA_CHECK(cudaMemcpy(oh.data(), o + nq - oh.size(), oh.size() * 2, cudaMemcpyDeviceToHost));
+  LCR_CUDA_CHECK(cudaMemcpy(gh.data(), g.dw, gh.size() * 4, cudaMemcpyDeviceToHost));
+  bool finite = true;
+  for (auto x : oh) finite = finite && std::isfinite(__bfloat162float(x));
+  for (auto x : gh) finite = finite && std::isfinite(x);
+  std::printf(
+      "lcr-path %s B=%d H=%d L=%d D=%d superchunk=%d warp_rows=%d scan_keys=%d bwd_warp_rows=%d "
+      "fwd_ms=%.3f bwd_ms=%.3f fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
+      scheme, s.B, s.H, s.L, s.D, plan.R * 64, bf.wr, bf.kn, bb, best_f, best_b,
+      flops / best_f * 1e-9, 2.5 * flops / best_b * 1e-9, int(finite));
+  std::fflush(stdout);
+  if (profile) {
+    lcr::cuda::path::detail::set_profiling(true);
+    fwd();
+    std::printf("%s", lcr::cuda::path::detail::profile_report().c_str());
+    bwd();
+    std::printf("%s", lcr::cuda::path::detail::profile_report().c_str());
+    lcr::cuda::path::detail::set_profiling(false);
+    std::fflush(stdout);
+  }
+  LCR_CUDA_CHECK(cudaFree(ws));
   for (void* p : std::vector<void*>{q, k, v, dout, o, w, beta, lse, fq, g.dq, g.dk, g.dv, g.dw,
                                     g.dbeta, g.dfox_q, g.dfox_k})
     if (p) LCR_CUDA_CHECK(cudaFree(p));
@@ -190,14 +223,14 @@ void run(const Shape& s, bool fox, const std::vector<int>& variants, bool profil
 
 int main(int argc, char** argv) {
   std::vector<Shape> shapes{{1, 16, 16384, 64}, {1, 16, 16384, 128}, {1, 8, 65536, 64}};
-  bool fox = false, all_variants = false, profile = false;
+  bool fox = false, autotune = true, profile = false;
   int reps = 10;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--fox") {
       fox = true;
-    } else if (arg == "--variants") {
-      all_variants = true;
+    } else if (arg == "--no-autotune") {
+      autotune = false;
     } else if (arg == "--profile") {
       profile = true;
     } else if (arg == "--reps" && i + 1 < argc) {
@@ -215,15 +248,14 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--shapes \"B,H,L,D;...\"] [--fox] [--variants] [--profile] "
+                   "usage: %s [--shapes \"B,H,L,D;...\"] [--fox] [--no-autotune] [--profile] "
                    "[--reps N]\n",
                    argv[0]);
       return 2;
     }
   }
   try {
-    for (const Shape& s : shapes)
-      run(s, fox, all_variants ? std::vector<int>{16, 32} : std::vector<int>{0}, profile, reps);
+    for (const Shape& s : shapes) run(s, fox, autotune, profile, reps);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_path: %s\n", e.what());
     return 1;

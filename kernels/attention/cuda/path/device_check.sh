@@ -2,7 +2,7 @@
 # One device-tool call for the CUDA PaTH kernels, run on the GPU machine from the repository
 # root with the bundle built here (scripts/device/bundle.sh cudapath <test> <bench>):
 #   - fla's Triton PaTH peer (fla_peer.py) on GPU 1, in the background;
-#   - bench_cuda_path on GPU 0 (both warp layouts, per-kernel profile; PaTH-FoX);
+#   - bench_cuda_path on GPU 0 (autotuned variants, per-kernel profile; PaTH-FoX);
 #   - then the CUDA PaTH tests on GPU 0, 8 gtest shards in parallel (the float64 references
 #     are CPU work).
 # Logs go to $OUT (test.log, bench.log, fla.log); a short summary is printed last.
@@ -31,7 +31,7 @@ nvidia-smi -L >"$OUT/test.log" 2>&1
 fla=$!
 
 # The benchmark first (GPU 0 to itself), then the tests on GPU 0.
-CUDA_VISIBLE_DEVICES=0 timeout 90 "$bin/bench_cuda_path" --variants --profile >"$OUT/bench.log" 2>&1
+CUDA_VISIBLE_DEVICES=0 timeout 90 "$bin/bench_cuda_path" --profile >"$OUT/bench.log" 2>&1
 CUDA_VISIBLE_DEVICES=0 timeout 30 "$bin/bench_cuda_path" --fox --reps 5 >>"$OUT/bench.log" 2>&1
 
 shards=8
@@ -50,6 +50,6 @@ echo "=== tests"
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|Failure|error" "$OUT/test.log" | sort | uniq -c | head -40
 grep -E "^(PaTH|PaTHFoX)_" "$OUT/test.log" | cut -c1-230
 echo "=== bench"
-grep -E "lcr-path|kernel |bench_cuda_path|error" "$OUT/bench.log"
+grep -E "lcr-path|variant|kernel |bench_cuda_path|error" "$OUT/bench.log"
 echo "=== fla"
 grep -E "fla-path|Error|error" "$OUT/fla.log" | tail -12

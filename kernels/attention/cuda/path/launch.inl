@@ -58,14 +58,14 @@ void prep_and_chain(const K::Params& p, const Plan& pl, bool forward, cudaStream
          !forward);
 }
 
-template <int D, int MT>
+template <int D, int MT, int KN>
 void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   prep_and_chain<D>(p, pl, true, s);
-  launch("forward_scan", K::forward_kernel<D, MT>, Grid3{pl.Lp / 128, p.H, p.B}, 256 / MT,
-         smem_bytes<K::FwdSmem<D, MT>>(), s, p);
+  launch("forward_scan", K::forward_kernel<D, MT, KN>, Grid3{pl.Lp / 128, p.H, p.B}, 256 / MT,
+         smem_bytes<K::FwdSmem<D, MT, KN>>(), s, p);
 }
 
-template <int D, int MT>
+template <int D, int MT, int BMT>
 void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   const std::size_t nk = std::size_t(p.B) * p.L * p.Hkv * D;
   zero(p.dk, nk * sizeof(float), s);
@@ -78,7 +78,8 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   const int tiles = pl.Lp / 128;
   launch("carry", K::carry_kernel<D, MT>, Grid3{tiles, p.H, p.B}, 256 / MT,
          smem_bytes<K::CarrySmem<D, MT>>(), s, p);
-  launch("dq", K::dq_kernel<D>, Grid3{tiles, p.H, p.B}, 256, smem_bytes<K::DqSmem<D>>(), s, p);
+  launch("dq", K::dq_kernel<D, BMT>, Grid3{tiles, p.H, p.B}, 256 / BMT, smem_bytes<K::DqSmem<D>>(),
+         s, p);
   K::SmemCarver dkv;
   launch("dkv", K::dkv_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 128,
          K::DkvSmem<D>::carve(dkv, nullptr, p.H / p.Hkv), s, p);
@@ -108,10 +109,16 @@ void forward_impl(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::si
   K::Params p = make_params(a, pl, ws);
   p.o = o;
   p.lse = lse;
+  const int v = pl.mt * 1000 + pl.kn;
   if (a.D == 64) {
-    pl.mt == 2 ? run_forward<64, 2>(p, pl, s) : run_forward<64, 1>(p, pl, s);
+    if (v == 1064) run_forward<64, 1, 64>(p, pl, s);
+    if (v == 1128) run_forward<64, 1, 128>(p, pl, s);
+    if (v == 2064) run_forward<64, 2, 64>(p, pl, s);
+    if (v == 2128) run_forward<64, 2, 128>(p, pl, s);
   } else {
-    pl.mt == 2 ? run_forward<128, 2>(p, pl, s) : run_forward<128, 1>(p, pl, s);
+    if (v == 1064) run_forward<128, 1, 64>(p, pl, s);
+    if (v == 1128) run_forward<128, 1, 128>(p, pl, s);
+    if (v == 2064) run_forward<128, 2, 64>(p, pl, s);
   }
 }
 
@@ -134,9 +141,14 @@ void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
   p.dout = dout;
   p.dq = g.dq, p.dk = g.dk, p.dv = g.dv, p.dw = g.dw, p.dbeta = g.dbeta;
   p.dfox_q = g.dfox_q, p.dfox_k = g.dfox_k;
+  const int v = pl.mt * 10 + pl.bwd_mt;
   if (a.D == 64) {
-    pl.mt == 2 ? run_backward<64, 2>(p, pl, s) : run_backward<64, 1>(p, pl, s);
+    if (v == 11) run_backward<64, 1, 1>(p, pl, s);
+    if (v == 12) run_backward<64, 1, 2>(p, pl, s);
+    if (v == 21) run_backward<64, 2, 1>(p, pl, s);
+    if (v == 22) run_backward<64, 2, 2>(p, pl, s);
   } else {
-    pl.mt == 2 ? run_backward<128, 2>(p, pl, s) : run_backward<128, 1>(p, pl, s);
+    if (v == 11) run_backward<128, 1, 1>(p, pl, s);
+    if (v == 21) run_backward<128, 2, 1>(p, pl, s);
   }
 }

@@ -31,10 +31,13 @@ struct Args {
   int64_t q_pos0 = 0, k_pos0 = 0;
   float scale = 0.f;    // 0: 1 / sqrt(D)
   float softcap = 0.f;  // 0: off
-  // Tuning (0 = automatic): superchunk length in positions (a multiple of 128); query rows
-  // per warp in the forward scan (16 or 32).
+  // Tuning (0 = automatic; bench_cuda_path times the choices): superchunk length in positions
+  // (a multiple of 128); query rows per warp in the forward scan and the backward's query
+  // side (16 or 32); keys per coarse step of the forward scan (64 or 128).
   int superchunk = 0;
   int warp_rows = 0;
+  int bwd_warp_rows = 0;
+  int scan_keys = 0;
 };
 
 // Gradients, fp32, each shaped like its input; all overwritten. dfox_q / dfox_k are needed

@@ -78,6 +78,7 @@ void outer_kernel(Params p, bool coarse) {
     cp_async_commit();
     const bf16* A = s.A + (ch & 1) * kBlk * pad(D);
     const bf16* Bm = s.Bm + (ch & 1) * kBlk * pad(D);
+    LCR_UNROLL
     for (int tt = 0; tt < kPerWarp; ++tt) {
       const int tile = warp() * kPerWarp + tt;
       const int m0 = (tile / (D / 16)) * 16, n0 = (tile % (D / 16)) * 16;
@@ -91,13 +92,15 @@ void outer_kernel(Params p, bool coarse) {
     }
   }
   const int g = lane() >> 2, tq = lane() & 3;
+  LCR_UNROLL
   for (int tt = 0; tt < kPerWarp; ++tt) {
     const int tile = warp() * kPerWarp + tt;
     const int m0 = (tile / (D / 16)) * 16, n0 = (tile % (D / 16)) * 16;
-    for (int jn = 0; jn < 2; ++jn)
-      for (int i = 0; i < 4; ++i)
-        atomic_add(out + (m0 + g + (i >> 1) * 8) * D + n0 + jn * 8 + 2 * tq + (i & 1),
-                   acc[tt][jn][i]);
+    LCR_UNROLL
+    for (int jn = 0; jn < 2; ++jn) LCR_UNROLL
+    for (int i = 0; i < 4; ++i)
+      atomic_add(out + (m0 + g + (i >> 1) * 8) * D + n0 + jn * 8 + 2 * tq + (i & 1),
+                 acc[tt][jn][i]);
   }
 }
 

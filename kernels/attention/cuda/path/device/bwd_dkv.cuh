@@ -73,11 +73,13 @@ void dkv_kernel(Params p) {
   };
 
   float dv[D / 8][4] = {}, dk[D / 8][4];
+  LCR_UNROLL
   for (int level = 0; level < 2; ++level) {
     const bool coarse = level == 0;
     const int nq = coarse ? nq_c : nq_f, n = G * nq, qbase = coarse ? (sj + 1) * p.R : j + 1;
-    for (int nt = 0; nt < D / 8; ++nt)
-      for (int i = 0; i < 4; ++i) dk[nt][i] = 0.f;
+    LCR_UNROLL
+    for (int nt = 0; nt < D / 8; ++nt) LCR_UNROLL
+    for (int i = 0; i < 4; ++i) dk[nt][i] = 0.f;
     sync_cta();  // the previous level's readers of K are done
     const bf16* keys = (coarse ? p.ks : p.kf) + (bh_kv * p.Lp + key0) * D;
     async_tile(s.K, pad(D), keys, D, kBlk, D, kBlk);
@@ -95,10 +97,12 @@ void dkv_kernel(Params p) {
       const float* dl = s.dl + buf * kBlk;
       const float* fq = s.fq + buf * kBlk;
       float st[8][4] = {}, dpt[8][4] = {};
+      LCR_UNROLL
       for (int k0 = 0; k0 < D; k0 += 16) {
         uint32_t a[4], av[4];
         load_a(a, op(s.K, pad(D)), w * 16, k0);
         load_a(av, op(s.V, pad(D)), w * 16, k0);
+        LCR_UNROLL
         for (int np = 0; np < 4; ++np) {
           uint32_t bx[4], bd[4];
           load_b(bx, op(X, pad(D), true), k0, np * 16);
@@ -110,24 +114,28 @@ void dkv_kernel(Params p) {
         }
       }
       float fk[2], csum[2] = {0.f, 0.f};
+      LCR_UNROLL
       for (int hh = 0; hh < 2; ++hh) {
         const int key = key0 + w * 16 + g + 8 * hh;
         fk[hh] = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
       }
-      for (int nt = 0; nt < 8; ++nt)
-        for (int i2 = 0; i2 < 4; ++i2) {
-          const int hh = i2 >> 1, n2 = nt * 8 + 2 * tq + (i2 & 1);
-          const float s2 = logit(st[nt][i2], fq[n2], fk[hh]);
-          const float pr = fast_exp2(s2 - lse2[n2]);
-          const float ds = pr * (dpt[nt][i2] - dl[n2]) * logit.dcap(s2);
-          st[nt][i2] = pr;
-          dpt[nt][i2] = ds * p.scale;
-          csum[hh] += ds;
-        }
+      LCR_UNROLL
+      for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
+      for (int i2 = 0; i2 < 4; ++i2) {
+        const int hh = i2 >> 1, n2 = nt * 8 + 2 * tq + (i2 & 1);
+        const float s2 = logit(st[nt][i2], fq[n2], fk[hh]);
+        const float pr = fast_exp2(s2 - lse2[n2]);
+        const float ds = pr * (dpt[nt][i2] - dl[n2]) * logit.dcap(s2);
+        st[nt][i2] = pr;
+        dpt[nt][i2] = ds * p.scale;
+        csum[hh] += ds;
+      }
+      LCR_UNROLL
       for (int kk = 0; kk < 4; ++kk) {
         uint32_t ap[4], as[4];
         c_to_a(ap, st[2 * kk], st[2 * kk + 1]);
         c_to_a(as, dpt[2 * kk], dpt[2 * kk + 1]);
+        LCR_UNROLL
         for (int np = 0; np < D / 16; ++np) {
           uint32_t bd[4], bx[4];
           load_b(bd, op(dO, pad(D)), kk * 16, np * 16);
@@ -138,14 +146,17 @@ void dkv_kernel(Params p) {
           mma_bf16(dk[2 * np + 1], as, bx + 2);
         }
       }
+      LCR_UNROLL
       for (int hh = 0; hh < 2; ++hh) {
         const float c = quad_sum(csum[hh]);
         if (tq == 0) s.dfk[gi * kBlk + w * 16 + g + 8 * hh] -= c;
       }
     }
     float* dst = (coarse ? p.dks : p.dkf) + (bh_kv * p.Lp + key0) * D;
+    LCR_UNROLL
     for (int hh = 0; hh < 2; ++hh) {
       const int r = w * 16 + g + 8 * hh;
+      LCR_UNROLL
       for (int nt = 0; nt < D / 8; ++nt) {
         dst[int64_t(r) * D + nt * 8 + 2 * tq] = dk[nt][2 * hh];
         dst[int64_t(r) * D + nt * 8 + 2 * tq + 1] = dk[nt][2 * hh + 1];
@@ -153,10 +164,12 @@ void dkv_kernel(Params p) {
     }
   }
   sync_cta();  // dfk complete
+  LCR_UNROLL
   for (int hh = 0; hh < 2; ++hh) {
     const int r = w * 16 + g + 8 * hh, key = key0 + r;
     if (key >= p.L) continue;
     float* dst = p.dv + ((int64_t(b) * p.L + key) * p.Hkv + hk) * D;
+    LCR_UNROLL
     for (int nt = 0; nt < D / 8; ++nt) {
       dst[nt * 8 + 2 * tq] = dv[nt][2 * hh];
       dst[nt * 8 + 2 * tq + 1] = dv[nt][2 * hh + 1];

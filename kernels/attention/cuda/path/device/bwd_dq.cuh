@@ -65,14 +65,85 @@ struct DqSmem {
   }
 };
 
-template <int D>
-LCR_KERNEL_BOUNDS(256, 1)
+// One key tile for a warp's 16 MT rows: S = X K^T, P, dP = dO V^T, dS = P (dP - delta),
+// acc += scale dS K; rsum += row sums of dS.
+template <int D, int MT>
+LCR_DEV void dq_keys(const Params& p, const Logit& logit, const bf16* XG, const bf16* dO,
+                     const bf16* K, const bf16* V, int r0, int key0, int b, int h,
+                     const float (&lse2)[MT][2], const float (&dl)[MT][2], const float (&fq)[MT][2],
+                     float (&rsum)[MT][2], float (&acc)[MT][D / 8][4]) {
+  const int tq = lane() & 3;
+  float sr[MT][8][4], dp[MT][8][4];
+  LCR_UNROLL
+  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+  for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
+  for (int i = 0; i < 4; ++i) sr[mt][nt][i] = dp[mt][nt][i] = 0.f;
+  LCR_UNROLL
+  for (int k0 = 0; k0 < D; k0 += 16) {
+    uint32_t a[MT][4], ad[MT][4];
+    LCR_UNROLL
+    for (int mt = 0; mt < MT; ++mt) {
+      load_a(a[mt], op(XG, pad(D)), r0 + mt * 16, k0);
+      load_a(ad[mt], op(dO, pad(D)), r0 + mt * 16, k0);
+    }
+    LCR_UNROLL
+    for (int np = 0; np < 4; ++np) {
+      uint32_t bb[4], bv[4];
+      load_b(bb, op(K, pad(D), true), k0, np * 16);
+      load_b(bv, op(V, pad(D), true), k0, np * 16);
+      LCR_UNROLL
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_bf16(sr[mt][2 * np], a[mt], bb);
+        mma_bf16(sr[mt][2 * np + 1], a[mt], bb + 2);
+        mma_bf16(dp[mt][2 * np], ad[mt], bv);
+        mma_bf16(dp[mt][2 * np + 1], ad[mt], bv + 2);
+      }
+    }
+  }
+  float fk[8][2];
+  LCR_UNROLL
+  for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
+  for (int e = 0; e < 2; ++e) {
+    const int key = key0 + nt * 8 + 2 * tq + e;
+    fk[nt][e] = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
+  }
+  LCR_UNROLL
+  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+  for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const int hh = i >> 1;
+    const float s2 = logit(sr[mt][nt][i], fq[mt][hh], fk[nt][i & 1]);
+    const float ds = fast_exp2(s2 - lse2[mt][hh]) * (dp[mt][nt][i] - dl[mt][hh]) * logit.dcap(s2);
+    rsum[mt][hh] += ds;
+    sr[mt][nt][i] = ds * p.scale;
+  }
+  LCR_UNROLL
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[MT][4];
+    LCR_UNROLL
+    for (int mt = 0; mt < MT; ++mt) c_to_a(a[mt], sr[mt][2 * kk], sr[mt][2 * kk + 1]);
+    LCR_UNROLL
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t bb[4];
+      load_b(bb, op(K, pad(D)), kk * 16, np * 16);
+      LCR_UNROLL
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_bf16(acc[mt][2 * np], a[mt], bb);
+        mma_bf16(acc[mt][2 * np + 1], a[mt], bb + 2);
+      }
+    }
+  }
+}
+
+template <int D, int MT>
+LCR_KERNEL_BOUNDS(256 / MT, 1)
 void dq_kernel(Params p) {
+  constexpr int NW = 8 / MT, RW = 16 * MT;
   DqSmem<D> s;
   SmemCarver carver{smem_base()};
   DqSmem<D>::carve(carver, &s);
   const int t = bid_x(), h = bid_y(), b = bid_z(), hk = h / p.G();
-  const int w = warp(), g = lane() >> 2, tq = lane() & 3, row0 = t * kTileRows;
+  const int w = warp(), g = lane() >> 2, tq = lane() & 3, row0 = t * kTileRows, r0 = w * RW;
   const int a0 = 2 * t, sg = a0 / p.R, nseg = sg + (a0 - sg * p.R) + 1;
   const int64_t bh = int64_t(b) * p.H + h;
   const Logit logit{p.scale, p.softcap};
@@ -81,28 +152,37 @@ void dq_kernel(Params p) {
   async_tile(s.dO, pad(D), p.dout + ((int64_t(b) * p.L + row0) * p.H + h) * D, int64_t(p.H) * D,
              kTileRows, D, nvalid);
   cp_async_commit();
-  float lse2[2], dl[2], fq[2], rsum[2] = {0.f, 0.f};
+  float lse2[MT][2], dl[MT][2], fq[MT][2], rsum[MT][2];
+  LCR_UNROLL
+  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
   for (int hh = 0; hh < 2; ++hh) {
-    const int row = row0 + w * 16 + g + 8 * hh;
-    lse2[hh] = row < p.L ? p.lse_in[bh * p.L + row] * kLog2e : INFINITY;
-    dl[hh] = p.delta[bh * p.Lp + row];
-    fq[hh] = p.fox() && row < p.L ? p.fox_q[(int64_t(b) * p.L + row) * p.H + h] : 0.f;
+    const int row = row0 + r0 + mt * 16 + g + 8 * hh;
+    lse2[mt][hh] = row < p.L ? p.lse_in[bh * p.L + row] * kLog2e : INFINITY;
+    dl[mt][hh] = p.delta[bh * p.Lp + row];
+    fq[mt][hh] = p.fox() && row < p.L ? p.fox_q[(int64_t(b) * p.L + row) * p.H + h] : 0.f;
+    rsum[mt][hh] = 0.f;
   }
-  float acc[D / 8][4] = {};
+  float acc[MT][D / 8][4];
+  LCR_UNROLL
+  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+  for (int nt = 0; nt < D / 8; ++nt) LCR_UNROLL
+  for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
 
   for (int k = 0; k < nseg; ++k) {
     const DqSeg sgm = dq_seg(p, k, t, h, b);
-    const bool active = !sgm.a1_only || w >= 4;
+    const bool active = !sgm.a1_only || w >= NW / 2;
     cp_async_wait<0>();
     sync_cta();                  // the previous segment's readers of XG, K, V are done
     if (sgm.gstore && active) {  // g^(prev) -> XG (as the A operand of g P) and to memory
-      for (int nt = 0; nt < D / 8; ++nt)
-        for (int hh = 0; hh < 2; ++hh) {
-          const int r = w * 16 + g + 8 * hh, c = nt * 8 + 2 * tq;
-          const uint32_t v = pack_bf16(acc[nt][2 * hh], acc[nt][2 * hh + 1]);
-          *reinterpret_cast<uint32_t*>(s.XG + r * pad(D) + c) = v;
-          *reinterpret_cast<uint32_t*>(sgm.gstore + int64_t(r) * D + c) = v;
-        }
+      LCR_UNROLL
+      for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+      for (int nt = 0; nt < D / 8; ++nt) LCR_UNROLL
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = r0 + mt * 16 + g + 8 * hh, c = nt * 8 + 2 * tq;
+        const uint32_t v = pack_bf16(acc[mt][nt][2 * hh], acc[mt][nt][2 * hh + 1]);
+        *reinterpret_cast<uint32_t*>(s.XG + r * pad(D) + c) = v;
+        *reinterpret_cast<uint32_t*>(sgm.gstore + int64_t(r) * D + c) = v;
+      }
     }
     if (sgm.trans) {
       async_tile(s.P, pad(D), sgm.trans, D, D, D, D);
@@ -110,29 +190,37 @@ void dq_kernel(Params p) {
       cp_async_wait<0>();
       sync_cta();
       if (active) {
-        for (int nt = 0; nt < D / 8; ++nt)
-          for (int i = 0; i < 4; ++i) acc[nt][i] = 0.f;
+        LCR_UNROLL
+        for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+        for (int nt = 0; nt < D / 8; ++nt) LCR_UNROLL
+        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+        LCR_UNROLL
         for (int k0 = 0; k0 < D; k0 += 16) {
-          uint32_t a[4];
-          load_a(a, op(s.XG, pad(D)), w * 16, k0);
+          uint32_t a[MT][4];
+          LCR_UNROLL
+          for (int mt = 0; mt < MT; ++mt) load_a(a[mt], op(s.XG, pad(D)), r0 + mt * 16, k0);
+          LCR_UNROLL
           for (int np = 0; np < D / 16; ++np) {
             uint32_t bb[4];
             load_b(bb, op(s.P, pad(D)), k0, np * 16);
-            mma_bf16(acc[2 * np], a, bb);
-            mma_bf16(acc[2 * np + 1], a, bb + 2);
+            LCR_UNROLL
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_bf16(acc[mt][2 * np], a[mt], bb);
+              mma_bf16(acc[mt][2 * np + 1], a[mt], bb + 2);
+            }
           }
         }
       }
     }
     sync_cta();  // XG is reloaded below
-    async_tile(s.XG, pad(D), sgm.x, D, kTileRows, D, kTileRows);
-    async_tile(s.K, pad(D), sgm.keys, D, kBlk, D, kBlk);
     // Values straight from v [B, L, Hkv, D]; only the a1-only segment can reach past L.
     auto load_v = [&](bf16* dst, int key0) {
       const int valid = p.L - key0 < kBlk ? p.L - key0 : kBlk;
       const int64_t vrow = (int64_t(b) * p.L + key0) * p.Hkv + hk;
       async_tile(dst, pad(D), valid > 0 ? p.v + vrow * D : p.v, int64_t(p.Hkv) * D, kBlk, D, valid);
     };
+    async_tile(s.XG, pad(D), sgm.x, D, kTileRows, D, kTileRows);
+    async_tile(s.K, pad(D), sgm.keys, D, kBlk, D, kBlk);
     load_v(s.V, sgm.key0);
     cp_async_commit();
     for (int j = 0; j < sgm.ntiles; ++j) {
@@ -146,54 +234,23 @@ void dq_kernel(Params p) {
       }
       cp_async_commit();
       if (!active) continue;
-      const bf16* K = s.K + (j & 1) * kBlk * pad(D);
-      const bf16* V = s.V + (j & 1) * kBlk * pad(D);
-      float sr[8][4] = {}, dp[8][4] = {};
-      for (int k0 = 0; k0 < D; k0 += 16) {
-        uint32_t a[4], ad[4];
-        load_a(a, op(s.XG, pad(D)), w * 16, k0);
-        load_a(ad, op(s.dO, pad(D)), w * 16, k0);
-        for (int np = 0; np < 4; ++np) {
-          uint32_t bb[4], bv[4];
-          load_b(bb, op(K, pad(D), true), k0, np * 16);
-          load_b(bv, op(V, pad(D), true), k0, np * 16);
-          mma_bf16(sr[2 * np], a, bb);
-          mma_bf16(sr[2 * np + 1], a, bb + 2);
-          mma_bf16(dp[2 * np], ad, bv);
-          mma_bf16(dp[2 * np + 1], ad, bv + 2);
-        }
-      }
-      const int key0 = sgm.key0 + j * kBlk;
-      for (int nt = 0; nt < 8; ++nt)
-        for (int i = 0; i < 4; ++i) {
-          const int hh = i >> 1, key = key0 + nt * 8 + 2 * tq + (i & 1);
-          const float fk = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
-          const float s2 = logit(sr[nt][i], fq[hh], fk);
-          const float ds = fast_exp2(s2 - lse2[hh]) * (dp[nt][i] - dl[hh]) * logit.dcap(s2);
-          rsum[hh] += ds;
-          sr[nt][i] = ds * p.scale;
-        }
-      for (int kk = 0; kk < 4; ++kk) {
-        uint32_t a[4];
-        c_to_a(a, sr[2 * kk], sr[2 * kk + 1]);
-        for (int np = 0; np < D / 16; ++np) {
-          uint32_t bb[4];
-          load_b(bb, op(K, pad(D)), kk * 16, np * 16);
-          mma_bf16(acc[2 * np], a, bb);
-          mma_bf16(acc[2 * np + 1], a, bb + 2);
-        }
-      }
+      dq_keys<D, MT>(p, logit, s.XG, s.dO, s.K + (j & 1) * kBlk * pad(D),
+                     s.V + (j & 1) * kBlk * pad(D), r0, sgm.key0 + j * kBlk, b, h, lse2, dl, fq,
+                     rsum, acc);
     }
   }
 
+  LCR_UNROLL
+  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
   for (int hh = 0; hh < 2; ++hh) {
-    const int row = row0 + w * 16 + g + 8 * hh;
+    const int row = row0 + r0 + mt * 16 + g + 8 * hh;
     float* dst = p.dqf + (bh * p.Lp + row) * D;
+    LCR_UNROLL
     for (int nt = 0; nt < D / 8; ++nt) {
-      dst[nt * 8 + 2 * tq] = acc[nt][2 * hh];
-      dst[nt * 8 + 2 * tq + 1] = acc[nt][2 * hh + 1];
+      dst[nt * 8 + 2 * tq] = acc[mt][nt][2 * hh];
+      dst[nt * 8 + 2 * tq + 1] = acc[mt][nt][2 * hh + 1];
     }
-    const float r = quad_sum(rsum[hh]);
+    const float r = quad_sum(rsum[mt][hh]);
     if (p.fox() && tq == 0 && row < p.L) p.dfox_q[(int64_t(b) * p.L + row) * p.H + h] = r;
   }
 }

@@ -16,18 +16,21 @@ namespace lcr::cuda::LCR_PATHK {
 
 constexpr int kTileRows = 128;  // query rows per CTA (two fine blocks)
 
-// One step of the scan of a 128-row tile: which key tile, whose rows, which transition.
+// One step of the scan of a 128-row tile: which key rows, whose query rows, which transition.
+// Fine steps take one 64-key block; coarse steps take KN keys (64 or 128) of a superchunk.
 struct ScanStep {
-  const bf16* keys;   // 64 x D key rows (kf or ks), head-major
+  const bf16* keys;   // key rows (kf or ks), head-major, consecutive
   int key0;           // first key position
+  bool coarse;        // KN keys (else 64)
   const bf16* trans;  // D x D transition applied after the step, or null
   bool a1_only;       // only the rows of block a1 take part (step 0)
 };
 
-LCR_DEV ScanStep scan_step(const Params& p, int i, int a0, int sg, int64_t bh_kv) {
+LCR_DEV ScanStep scan_step(const Params& p, int i, int a0, int sg, int64_t bh_kv, int kn) {
   const int first = sg * p.R, D = p.D;
   const int nfine = a0 - first;
   ScanStep st;
+  st.coarse = false;
   if (i == 0) {
     st.keys = p.kf + (bh_kv * p.Lp + int64_t(a0) * kBlk) * D;
     st.key0 = a0 * kBlk;
@@ -40,25 +43,29 @@ LCR_DEV ScanStep scan_step(const Params& p, int i, int a0, int sg, int64_t bh_kv
     st.trans = (c > first || sg > 0) ? p.pf + (bh_kv * p.nb + c) * D * D : nullptr;
     st.a1_only = false;
   } else {
-    const int u = i - 1 - nfine, sc = sg - 1 - u / p.R, tile = sc * p.R + u % p.R;
-    st.keys = p.ks + (bh_kv * p.Lp + int64_t(tile) * kBlk) * D;
-    st.key0 = tile * kBlk;
-    st.trans = (u % p.R == p.R - 1 && sc > 0) ? p.ps + (bh_kv * p.nS + sc) * D * D : nullptr;
+    const int per = p.R * kBlk / kn;  // steps per superchunk
+    const int u = i - 1 - nfine, sc = sg - 1 - u / per, key0 = sc * p.S() + (u % per) * kn;
+    st.keys = p.ks + (bh_kv * p.Lp + key0) * D;
+    st.key0 = key0;
+    st.coarse = true;
+    st.trans = (u % per == per - 1 && sc > 0) ? p.ps + (bh_kv * p.nS + sc) * D * D : nullptr;
     st.a1_only = false;
   }
   return st;
 }
-LCR_DEV int scan_steps(const Params& p, int a0, int sg) { return 1 + (a0 - sg * p.R) + sg * p.R; }
+LCR_DEV int scan_steps(const Params& p, int a0, int sg, int kn) {
+  return 1 + (a0 - sg * p.R) + sg * (p.R * kBlk / kn);
+}
 
-template <int D, int MT>
+template <int D, int MT, int KN>
 struct FwdSmem {
   static constexpr int kWarps = kTileRows / (16 * MT);
-  bf16 *X, *K, *V, *P;  // X: [warp][2][16 MT x pad(D)], K/V: [2][64 x pad(D)], P: D x pad(D)
+  bf16 *X, *K, *V, *P;  // X: [warp][2][16 MT x pad(D)], K/V: [2][KN x pad(D)], P: D x pad(D)
   static LCR_HD std::size_t carve(SmemCarver& c, FwdSmem* s) {
     FwdSmem t;
     t.X = c.take<bf16>(kWarps * 2 * 16 * MT * pad(D));
-    t.K = c.take<bf16>(2 * kBlk * pad(D));
-    t.V = c.take<bf16>(2 * kBlk * pad(D));
+    t.K = c.take<bf16>(2 * KN * pad(D));
+    t.V = c.take<bf16>(2 * KN * pad(D));
     t.P = c.take<bf16>(D * pad(D));
     if (s) *s = t;
     return c.off;
@@ -71,33 +78,130 @@ template <int D, int MT>
 LCR_DEV void warp_transition(const bf16* xin, bf16* xout, const bf16* P) {
   const int g = lane() >> 2, tq = lane() & 3;
   for (int nc = 0; nc < D; nc += 32) {
-    float t[MT][4][4] = {};
+    float t[MT][4][4];
+    LCR_UNROLL
+    for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+    for (int j = 0; j < 4; ++j) LCR_UNROLL
+    for (int i = 0; i < 4; ++i) t[mt][j][i] = 0.f;
+    LCR_UNROLL
     for (int k0 = 0; k0 < D; k0 += 16) {
       uint32_t a[MT][4];
+      LCR_UNROLL
       for (int mt = 0; mt < MT; ++mt) load_a(a[mt], op(xin, pad(D)), mt * 16, k0);
+      LCR_UNROLL
       for (int np = 0; np < 2; ++np) {
         uint32_t bb[4];
         load_b(bb, op(P, pad(D), true), k0, nc + np * 16);
+        LCR_UNROLL
         for (int mt = 0; mt < MT; ++mt) {
           mma_bf16(t[mt][2 * np], a[mt], bb);
           mma_bf16(t[mt][2 * np + 1], a[mt], bb + 2);
         }
       }
     }
-    for (int mt = 0; mt < MT; ++mt)
-      for (int j = 0; j < 4; ++j)
-        for (int hh = 0; hh < 2; ++hh) {
-          const int r = mt * 16 + g + 8 * hh, c = nc + j * 8 + 2 * tq;
-          *reinterpret_cast<uint32_t*>(xout + r * pad(D) + c) =
-              pack_bf16(t[mt][j][2 * hh], t[mt][j][2 * hh + 1]);
-        }
+    LCR_UNROLL
+    for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+    for (int j = 0; j < 4; ++j) LCR_UNROLL
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = mt * 16 + g + 8 * hh, c = nc + j * 8 + 2 * tq;
+      *reinterpret_cast<uint32_t*>(xout + r * pad(D) + c) =
+          pack_bf16(t[mt][j][2 * hh], t[mt][j][2 * hh + 1]);
+    }
   }
 }
 
+// Online-softmax state of a warp's 16 MT rows: unnormalised output, row max (log2 units),
+// this lane's share of the row sum, the rows' FoX query lanes.
 template <int D, int MT>
+struct RowState {
+  float acc[MT][D / 8][4], m2[MT][2], lsum[MT][2], fq[MT][2];
+};
+
+// One step for a warp: logits of its rows against NK keys (K, V in shared memory, key
+// positions key0..), online-softmax update, acc += P V.
+template <int D, int MT, int NK>
+LCR_DEV void scan_keys(const Params& p, const Logit& logit, const bf16* X, const bf16* K,
+                       const bf16* V, int key0, int b, int h, RowState<D, MT>& st) {
+  const int tq = lane() & 3;
+  float sr[MT][NK / 8][4];
+  LCR_UNROLL
+  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+  for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+  for (int i = 0; i < 4; ++i) sr[mt][nt][i] = 0.f;
+  LCR_UNROLL
+  for (int k0 = 0; k0 < D; k0 += 16) {
+    uint32_t a[MT][4];
+    LCR_UNROLL
+    for (int mt = 0; mt < MT; ++mt) load_a(a[mt], op(X, pad(D)), mt * 16, k0);
+    LCR_UNROLL
+    for (int np = 0; np < NK / 16; ++np) {
+      uint32_t bb[4];
+      load_b(bb, op(K, pad(D), true), k0, np * 16);
+      LCR_UNROLL
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_bf16(sr[mt][2 * np], a[mt], bb);
+        mma_bf16(sr[mt][2 * np + 1], a[mt], bb + 2);
+      }
+    }
+  }
+  float fk[NK / 8][2];
+  LCR_UNROLL
+  for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+  for (int e = 0; e < 2; ++e) {
+    const int key = key0 + nt * 8 + 2 * tq + e;
+    fk[nt][e] = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
+  }
+  LCR_UNROLL
+  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+  for (int hh = 0; hh < 2; ++hh) {
+    float mx = st.m2[mt][hh];
+    LCR_UNROLL
+    for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+    for (int e = 0; e < 2; ++e) {
+      const float x = logit(sr[mt][nt][2 * hh + e], st.fq[mt][hh], fk[nt][e]);
+      sr[mt][nt][2 * hh + e] = x;
+      mx = fmaxf(mx, x);
+    }
+    mx = quad_max(mx);
+    const float corr = fast_exp2(st.m2[mt][hh] - mx);
+    st.m2[mt][hh] = mx;
+    float l = st.lsum[mt][hh] * corr;
+    LCR_UNROLL
+    for (int nt = 0; nt < D / 8; ++nt) {
+      st.acc[mt][nt][2 * hh] *= corr;
+      st.acc[mt][nt][2 * hh + 1] *= corr;
+    }
+    LCR_UNROLL
+    for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+    for (int e = 0; e < 2; ++e) {
+      const float pr = fast_exp2(sr[mt][nt][2 * hh + e] - mx);
+      sr[mt][nt][2 * hh + e] = pr;
+      l += pr;
+    }
+    st.lsum[mt][hh] = l;
+  }
+  LCR_UNROLL
+  for (int kk = 0; kk < NK / 16; ++kk) {
+    uint32_t a[MT][4];
+    LCR_UNROLL
+    for (int mt = 0; mt < MT; ++mt) c_to_a(a[mt], sr[mt][2 * kk], sr[mt][2 * kk + 1]);
+    LCR_UNROLL
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t bb[4];
+      load_b(bb, op(V, pad(D)), kk * 16, np * 16);
+      LCR_UNROLL
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_bf16(st.acc[mt][2 * np], a[mt], bb);
+        mma_bf16(st.acc[mt][2 * np + 1], a[mt], bb + 2);
+      }
+    }
+  }
+}
+
+template <int D, int MT, int KN>
 LCR_KERNEL_BOUNDS(256 / MT, 1)
 void forward_kernel(Params p) {
-  using Smem = FwdSmem<D, MT>;
+  using Smem = FwdSmem<D, MT, KN>;
   constexpr int NW = Smem::kWarps, RW = 16 * MT;
   Smem s;
   SmemCarver carver{smem_base()};
@@ -115,103 +219,52 @@ void forward_kernel(Params p) {
     *reinterpret_cast<uint32_t*>(s.x(r / RW, 0) + (r % RW) * pad(D) + c) =
         pack_bf16(src[0], src[1]);
   }
-  // Intra-block state: unnormalised output, row max (log2 units), row sum (lane tq == 0).
-  float acc[MT][D / 8][4], m2[MT][2], lsum[MT][2], fq[MT][2];
-  for (int mt = 0; mt < MT; ++mt)
-    for (int hh = 0; hh < 2; ++hh) {
-      const int row = row_base + mt * 16 + g + 8 * hh;
-      m2[mt][hh] = p.m_part[bh * p.Lp + row] * kLog2e;
-      lsum[mt][hh] = tq == 0 ? p.l_part[bh * p.Lp + row] : 0.f;
-      fq[mt][hh] = p.fox() && row < p.L ? p.fox_q[(int64_t(b) * p.L + row) * p.H + h] : 0.f;
-      const float* src = p.o_part + (bh * p.Lp + row) * D;
-      for (int nt = 0; nt < D / 8; ++nt) {
-        acc[mt][nt][2 * hh] = src[nt * 8 + 2 * tq];
-        acc[mt][nt][2 * hh + 1] = src[nt * 8 + 2 * tq + 1];
-      }
+  RowState<D, MT> st;
+  LCR_UNROLL
+  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+  for (int hh = 0; hh < 2; ++hh) {
+    const int row = row_base + mt * 16 + g + 8 * hh;
+    st.m2[mt][hh] = p.m_part[bh * p.Lp + row] * kLog2e;
+    st.lsum[mt][hh] = tq == 0 ? p.l_part[bh * p.Lp + row] : 0.f;
+    st.fq[mt][hh] = p.fox() && row < p.L ? p.fox_q[(int64_t(b) * p.L + row) * p.H + h] : 0.f;
+    const float* src = p.o_part + (bh * p.Lp + row) * D;
+    LCR_UNROLL
+    for (int nt = 0; nt < D / 8; ++nt) {
+      st.acc[mt][nt][2 * hh] = src[nt * 8 + 2 * tq];
+      st.acc[mt][nt][2 * hh + 1] = src[nt * 8 + 2 * tq + 1];
     }
+  }
 
-  auto issue_kv = [&](const ScanStep& st, int buf) {
-    async_tile(s.K + buf * kBlk * pad(D), pad(D), st.keys, D, kBlk, D, kBlk);
-    const int valid = p.L - st.key0;
-    const int64_t vrow = (int64_t(b) * p.L + st.key0) * p.Hkv + hk;
-    async_tile(s.V + buf * kBlk * pad(D), pad(D), valid > 0 ? p.v + vrow * D : p.v,
-               int64_t(p.Hkv) * D, kBlk, D, valid < kBlk ? valid : kBlk);
+  auto issue_kv = [&](const ScanStep& sp, int buf) {
+    const int rows = sp.coarse ? KN : kBlk;
+    async_tile(s.K + buf * KN * pad(D), pad(D), sp.keys, D, rows, D, rows);
+    const int valid = p.L - sp.key0;
+    const int64_t vrow = (int64_t(b) * p.L + sp.key0) * p.Hkv + hk;
+    async_tile(s.V + buf * KN * pad(D), pad(D), valid > 0 ? p.v + vrow * D : p.v,
+               int64_t(p.Hkv) * D, rows, D, valid < rows ? valid : rows);
   };
 
-  const int nsteps = scan_steps(p, a0, sg);
+  const int nsteps = scan_steps(p, a0, sg, KN);
   int cur = 0;
-  issue_kv(scan_step(p, 0, a0, sg, bh_kv), 0);
+  issue_kv(scan_step(p, 0, a0, sg, bh_kv, KN), 0);
   cp_async_commit();
   for (int i = 0; i < nsteps; ++i) {
-    const ScanStep st = scan_step(p, i, a0, sg, bh_kv);
+    const ScanStep sp = scan_step(p, i, a0, sg, bh_kv, KN);
     cp_async_wait<0>();
     sync_cta();
-    if (i + 1 < nsteps) issue_kv(scan_step(p, i + 1, a0, sg, bh_kv), (i + 1) & 1);
-    if (st.trans) async_tile(s.P, pad(D), st.trans, D, D, D, D);
+    if (i + 1 < nsteps) issue_kv(scan_step(p, i + 1, a0, sg, bh_kv, KN), (i + 1) & 1);
+    if (sp.trans) async_tile(s.P, pad(D), sp.trans, D, D, D, D);
     cp_async_commit();
-    const bool active = !st.a1_only || w >= NW / 2;
+    const bool active = !sp.a1_only || w >= NW / 2;
     if (active) {
-      const bf16* K = s.K + (i & 1) * kBlk * pad(D);
-      const bf16* V = s.V + (i & 1) * kBlk * pad(D);
-      const bf16* X = s.x(w, cur);
-      float sr[MT][8][4] = {};
-      for (int k0 = 0; k0 < D; k0 += 16) {
-        uint32_t a[MT][4];
-        for (int mt = 0; mt < MT; ++mt) load_a(a[mt], op(X, pad(D)), mt * 16, k0);
-        for (int np = 0; np < 4; ++np) {
-          uint32_t bb[4];
-          load_b(bb, op(K, pad(D), true), k0, np * 16);
-          for (int mt = 0; mt < MT; ++mt) {
-            mma_bf16(sr[mt][2 * np], a[mt], bb);
-            mma_bf16(sr[mt][2 * np + 1], a[mt], bb + 2);
-          }
-        }
-      }
-      float fk[8][2];
-      for (int nt = 0; nt < 8; ++nt)
-        for (int e = 0; e < 2; ++e) {
-          const int key = st.key0 + nt * 8 + 2 * tq + e;
-          fk[nt][e] = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
-        }
-      for (int mt = 0; mt < MT; ++mt)
-        for (int hh = 0; hh < 2; ++hh) {
-          float mx = m2[mt][hh];
-          for (int nt = 0; nt < 8; ++nt)
-            for (int e = 0; e < 2; ++e) {
-              const float x = logit(sr[mt][nt][2 * hh + e], fq[mt][hh], fk[nt][e]);
-              sr[mt][nt][2 * hh + e] = x;
-              mx = fmaxf(mx, x);
-            }
-          mx = quad_max(mx);
-          const float corr = fast_exp2(m2[mt][hh] - mx);
-          m2[mt][hh] = mx;
-          float l = lsum[mt][hh] * corr;
-          for (int nt = 0; nt < D / 8; ++nt) {
-            acc[mt][nt][2 * hh] *= corr;
-            acc[mt][nt][2 * hh + 1] *= corr;
-          }
-          for (int nt = 0; nt < 8; ++nt)
-            for (int e = 0; e < 2; ++e) {
-              const float pr = fast_exp2(sr[mt][nt][2 * hh + e] - mx);
-              sr[mt][nt][2 * hh + e] = pr;
-              l += pr;
-            }
-          lsum[mt][hh] = l;
-        }
-      for (int kk = 0; kk < 4; ++kk) {
-        uint32_t a[MT][4];
-        for (int mt = 0; mt < MT; ++mt) c_to_a(a[mt], sr[mt][2 * kk], sr[mt][2 * kk + 1]);
-        for (int np = 0; np < D / 16; ++np) {
-          uint32_t bb[4];
-          load_b(bb, op(V, pad(D)), kk * 16, np * 16);
-          for (int mt = 0; mt < MT; ++mt) {
-            mma_bf16(acc[mt][2 * np], a[mt], bb);
-            mma_bf16(acc[mt][2 * np + 1], a[mt], bb + 2);
-          }
-        }
-      }
+      const bf16* K = s.K + (i & 1) * KN * pad(D);
+      const bf16* V = s.V + (i & 1) * KN * pad(D);
+      if (sp.coarse)
+        scan_keys<D, MT, KN>(p, logit, s.x(w, cur), K, V, sp.key0, b, h, st);
+      else
+        scan_keys<D, MT, kBlk>(p, logit, s.x(w, cur), K, V, sp.key0, b, h, st);
     }
-    if (st.trans) {
+    if (sp.trans) {
       cp_async_wait<0>();
       sync_cta();
       if (active) {
@@ -221,18 +274,20 @@ void forward_kernel(Params p) {
     }
   }
 
-  for (int mt = 0; mt < MT; ++mt)
-    for (int hh = 0; hh < 2; ++hh) {
-      const int row = row_base + mt * 16 + g + 8 * hh;
-      const float l = quad_sum(lsum[mt][hh]);
-      if (row >= p.L) continue;
-      const float inv = 1.f / l;
-      bf16* dst = p.o + ((int64_t(b) * p.L + row) * p.H + h) * D;
-      for (int nt = 0; nt < D / 8; ++nt)
-        *reinterpret_cast<uint32_t*>(dst + nt * 8 + 2 * tq) =
-            pack_bf16(acc[mt][nt][2 * hh] * inv, acc[mt][nt][2 * hh + 1] * inv);
-      if (tq == 0) p.lse[bh * p.L + row] = (m2[mt][hh] + fast_log2(l)) * kLn2;
-    }
+  LCR_UNROLL
+  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+  for (int hh = 0; hh < 2; ++hh) {
+    const int row = row_base + mt * 16 + g + 8 * hh;
+    const float l = quad_sum(st.lsum[mt][hh]);
+    if (row >= p.L) continue;
+    const float inv = 1.f / l;
+    bf16* dst = p.o + ((int64_t(b) * p.L + row) * p.H + h) * D;
+    LCR_UNROLL
+    for (int nt = 0; nt < D / 8; ++nt)
+      *reinterpret_cast<uint32_t*>(dst + nt * 8 + 2 * tq) =
+          pack_bf16(st.acc[mt][nt][2 * hh] * inv, st.acc[mt][nt][2 * hh + 1] * inv);
+    if (tq == 0) p.lse[bh * p.L + row] = (st.m2[mt][hh] + fast_log2(l)) * kLn2;
+  }
 }
 
 }  // namespace lcr::cuda::LCR_PATHK

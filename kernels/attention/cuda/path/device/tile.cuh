@@ -28,6 +28,7 @@ LCR_DEV void cta_gemm(int M, int N, const Term (&terms)[NT], Epi&& epi) {
   for (int tile = warp(); tile < tiles; tile += nw) {
     const int m0 = (tile / tiles_n) * 16, n0 = (tile % tiles_n) * 16;
     float out[2][4] = {};
+    LCR_UNROLL
     for (int t = 0; t < NT; ++t) {
       float acc[2][4] = {};
       for (int k0 = 0; k0 < terms[t].k; k0 += 16) {
@@ -37,12 +38,14 @@ LCR_DEV void cta_gemm(int M, int N, const Term (&terms)[NT], Epi&& epi) {
         mma_bf16(acc[0], a, b);
         mma_bf16(acc[1], a, b + 2);
       }
-      for (int j = 0; j < 2; ++j)
-        for (int i = 0; i < 4; ++i) out[j][i] += terms[t].alpha * acc[j][i];
+      LCR_UNROLL
+      for (int j = 0; j < 2; ++j) LCR_UNROLL
+      for (int i = 0; i < 4; ++i) out[j][i] += terms[t].alpha * acc[j][i];
     }
-    for (int j = 0; j < 2; ++j)
-      for (int i = 0; i < 4; ++i)
-        epi(m0 + g + (i >> 1) * 8, n0 + j * 8 + 2 * tq + (i & 1), out[j][i]);
+    LCR_UNROLL
+    for (int j = 0; j < 2; ++j) LCR_UNROLL
+    for (int i = 0; i < 4; ++i)
+      epi(m0 + g + (i >> 1) * 8, n0 + j * 8 + 2 * tq + (i & 1), out[j][i]);
   }
   sync_cta();
 }
