@@ -9,7 +9,7 @@ import statistics
 import sys
 
 import scaling_model as sm
-from common import AnalysisError, write_json
+from common import AnalysisError, slug, write_json
 from runfile import RunFile, RunFileError
 
 USAGE_ERROR = 2
@@ -28,16 +28,20 @@ def open_runs(paths):
 
 
 def labels_for(runs, given=None):
+    """Names for the runs (--labels, else run.name made unique); also set as run.label."""
     if given:
-        labels = [x.strip() for x in given.split(",")]
-        if len(labels) != len(runs):
-            raise AnalysisError(f"--labels has {len(labels)} names for {len(runs)} runs")
-        return labels
-    out, seen = [], {}
-    for r in runs:
-        n = r.name
-        seen[n] = seen.get(n, 0) + 1
-        out.append(n if seen[n] == 1 else f"{n} ({seen[n]})")
+        out = [x.strip() for x in given.split(",")]
+        if len(out) != len(runs) or not all(out):
+            raise AnalysisError(f"--labels has {len(out)} names for {len(runs)} runs")
+        if len(set(out)) != len(out):
+            raise AnalysisError(f"--labels must be distinct, got {given!r}")
+    else:
+        out, seen = [], {}
+        for r in runs:
+            seen[r.name] = seen.get(r.name, 0) + 1
+            out.append(r.name if seen[r.name] == 1 else f"{r.name}-{seen[r.name]}")
+    for r, lab in zip(runs, out):
+        r.label = lab
     return out
 
 
@@ -87,7 +91,8 @@ def cmd_report(args):
                 ("GOAT u_h(j) and relative prior", "u-curves",
                  lambda: goat_plots.u_curves_section(run, d)),
                 ("Frequency usage", "freq", lambda: freq_usage.usage_section(run, d))):
-            secs.append(report.guarded(f"{title}: {run.name}", f"{anchor}-{run.name}", make))
+            secs.append(report.guarded(f"{title}: {run.label}", f"{anchor}-{slug(run.label)}",
+                                       make))
     if args.scaling:
         points = read_points(args.scaling)
         t, records, skipped = scaling_plots.check_points(points)
@@ -240,6 +245,7 @@ def parser():
     p = argparse.ArgumentParser(prog="lcr-analyze", description=(
         "Tables and plots from lcr run files (runs/<name> or its run.h5, also while the run "
         "is being written) and scaling results files. docs/analysis.md."))
+    p.add_argument("--dpi", type=float, default=100.0, help="PNG resolution (heatmaps 0.72x)")
     sub = p.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
 
     def add(name, fn, help_):
@@ -331,6 +337,11 @@ def parser():
 
 def main(argv=None):
     args = parser().parse_args(argv)
+    import common
+    if not 10 <= args.dpi <= 1200:
+        print(f"lcr-analyze: error: --dpi {args.dpi:g}: choose 10 .. 1200", file=sys.stderr)
+        return USAGE_ERROR
+    common.DPI = args.dpi
     try:
         args.fn(args)
     except (RunFileError, AnalysisError) as e:

@@ -95,10 +95,13 @@ class Section:
         return [i[1] for i in self.items if i[0] == "figure"]
 
 
-def save_figure(fig, out_dir, name, dpi=100):
-    """Writes fig to out_dir/name (PNG), closes it, returns the name relative to out_dir."""
+DPI = 100.0  # lcr-analyze --dpi
+
+
+def save_figure(fig, out_dir, name, scale=1.0):
+    """Writes fig to out_dir/name (PNG at DPI x scale), closes it, returns the name."""
     os.makedirs(out_dir, exist_ok=True)
-    fig.savefig(os.path.join(out_dir, name), dpi=dpi, bbox_inches="tight")
+    fig.savefig(os.path.join(out_dir, name), dpi=DPI * scale, bbox_inches="tight")
     plt.close(fig)
     return name
 

@@ -42,7 +42,7 @@ def last_rows(run):
 def usage_section(run, out_dir):
     scheme = usage_scheme(run)
     qcol, kcol, what = COLUMNS[scheme]
-    sec = Section(f"Frequency usage ({scheme}): {run.name}", f"freq-{slug(run.name)}")
+    sec = Section(f"Frequency usage ({scheme}): {run.label}", f"freq-{slug(run.label)}")
     step, rows = last_rows(run)
     nl = len(rows)
     q = np.stack([r[qcol].mean(0) for r in rows], axis=1)  # [freqs, layers]
@@ -55,9 +55,9 @@ def usage_section(run, out_dir):
         ax.set_xlabel("layer")
         ax.set_xticks(range(nl))
         ax.set_ylabel("frequency index (0 = fastest)")
-    fig.suptitle(f"{run.name} ({scheme}), step {step}: {what}, mean over heads", fontsize=10)
+    fig.suptitle(f"{run.label} ({scheme}), step {step}: {what}, mean over heads", fontsize=10)
     fig.tight_layout()
-    base = f"freq_{slug(run.name)}"
+    base = f"freq_{slug(run.label)}"
     sec.figure(save_figure(fig, out_dir, f"{base}.png"),
                f"PoPE Fig. 3 view: layers on x, frequencies on y (fastest at the top), colour = "
                f"{what} averaged over heads, step {step}.")
@@ -82,7 +82,7 @@ def usage_section(run, out_dir):
                                                 "to [-2 pi, 0])" if scheme == "pope" else "") +
                f", step {step}.")
 
-    t = Table(f"{run.name}: frequency usage at step {step}",
+    t = Table(f"{run.label}: frequency usage at step {step}",
               ["layer", "q mean", "q top freq", "k mean", "k top freq"] +
               (["mean |delta|"] if scheme == "pope" else []),
               ["d", ".3f", "d", ".3f", "d"] + ([".3f"] if scheme == "pope" else []))

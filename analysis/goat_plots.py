@@ -91,14 +91,14 @@ def heatmap_figure(run, geom, layer, step, heads, n):
             ax.set_xlabel("key position j", fontsize=8)
             ax.set_ylabel("query position i", fontsize=8)
             ax.tick_params(labelsize=7)
-    fig.suptitle(f"{run.name}: GOAT prior, layer {layer}, step {step} ({source})", fontsize=11)
+    fig.suptitle(f"{run.label}: GOAT prior, layer {layer}, step {step} ({source})", fontsize=11)
     fig.tight_layout()
     return fig, source
 
 
 def heatmap_section(run, out_dir, layers=None, heads=None, positions=None, step=None,
                     max_heads=MAX_HEADS):
-    sec = Section(f"GOAT prior heatmaps: {run.name}", f"goat-heatmap-{slug(run.name)}")
+    sec = Section(f"GOAT prior heatmaps: {run.label}", f"goat-heatmap-{slug(run.label)}")
     geom = goat_geometry(run, "GOAT prior heatmaps")
     step = prior_step(run, step)
     last_pos = int(run.prior_info()["goat_positions"].max())
@@ -116,7 +116,8 @@ def heatmap_section(run, out_dir, layers=None, heads=None, positions=None, step=
             raise AnalysisError(f"{run.path}: no head {h} (heads 0 .. {geom.heads - 1})")
     for l in layers:
         fig, source = heatmap_figure(run, geom, l, step, hs, n)
-        name = save_figure(fig, out_dir, f"goat_prior_{slug(run.name)}_layer{l}.png", dpi=72)
+        name = save_figure(fig, out_dir, f"goat_prior_{slug(run.label)}_layer{l}.png",
+                           scale=0.72)
         more = "" if len(hs) == geom.heads else f" (heads {hs[0]}-{hs[-1]} of {geom.heads})"
         sec.figure(name, f"Layer {l}{more}, step {step}, positions 0..{n - 1}. Rows: query i, "
                          f"columns: key j. (a) u(j); (b) sum_r alpha cos(w_r(i-j)) + beta "
@@ -140,7 +141,7 @@ def spectra(run, step=None, threshold=1.0):
 def spectra_tables(run, step, tab):
     t = tab["total"]
     thr = t["threshold"]
-    summary = Table(f"{run.name}: learned spectra at step {step} (GOAT Table 6)",
+    summary = Table(f"{run.label}: learned spectra at step {step} (GOAT Table 6)",
                     ["heads", f"A_h > {thr:g}", "|beta|>|alpha|", "median |beta|/|alpha|",
                      "mean A_h"], ["d", "d", "d", ".3f", ".3f"],
                     note="A_h = sqrt(sum_r alpha_hr^2 + beta_hr^2), the Euclidean norm of the "
@@ -148,13 +149,13 @@ def spectra_tables(run, step, tab):
                          "of the norms over the modes (docs/analysis.md).")
     summary.add(t["heads"], t["active_heads"], t["antisymmetric_heads"], t["median_ratio"],
                 t["mean_amplitude"])
-    per_layer = Table(f"{run.name}: per layer", ["layer", "mean A_h", "active heads",
+    per_layer = Table(f"{run.label}: per layer", ["layer", "mean A_h", "active heads",
                                                  "|beta|>|alpha|", "median |beta|/|alpha|"],
                       ["d", ".3f", "", "d", ".3f"])
     for r in tab["layers"]:
         per_layer.add(r["layer"], r["mean_amplitude"], f"{r['active_heads']}/{r['heads']}",
                       r["antisymmetric_heads"], r["median_ratio"])
-    per_head = Table(f"{run.name}: per head", ["layer", "head", "A_h", "|alpha|", "|beta|",
+    per_head = Table(f"{run.label}: per head", ["layer", "head", "A_h", "|alpha|", "|beta|",
                                                "|beta|/|alpha|", "top mode", "its amplitude"],
                      ["d", "d", ".3f", ".3f", ".3f", ".3f", "d", ".3f"])
     for r in tab["heads"]:
@@ -166,11 +167,11 @@ def spectra_tables(run, step, tab):
 def spectra_section(run, out_dir, threshold=1.0):
     from common import write_json
 
-    sec = Section(f"GOAT spectra: {run.name}", f"spectra-{slug(run.name)}")
+    sec = Section(f"GOAT spectra: {run.label}", f"spectra-{slug(run.label)}")
     step, tab = spectra(run, None, threshold)
     for t in spectra_tables(run, step, tab):
         sec.table(t)
-    base = f"spectra_{slug(run.name)}"
+    base = f"spectra_{slug(run.label)}"
     write_json(f"{out_dir}/{base}.json", {"run": run.path, "step": int(step), **tab})
     with open(f"{out_dir}/{base}.csv", "w") as f:
         f.write(spectra_tables(run, step, tab)[2].to_csv())
@@ -186,7 +187,7 @@ def spectra_section(run, out_dir, threshold=1.0):
     ax.axhline(threshold, color="gray", ls=":", lw=1)
     ax.set_xlabel("step")
     ax.set_ylabel("spectral amplitude A_h")
-    ax.set_title(f"{run.name}: spectral amplitude over training (thin: heads)", fontsize=10)
+    ax.set_title(f"{run.label}: spectral amplitude over training (thin: heads)", fontsize=10)
     ax.legend(fontsize=8)
     sec.figure(save_figure(fig, out_dir, f"{base}_over_steps.png"),
                f"A_h per head (thin) and layer mean (thick) at every logged step; dotted: the "
@@ -195,7 +196,7 @@ def spectra_section(run, out_dir, threshold=1.0):
 
 
 def u_curves_section(run, out_dir, step=None):
-    sec = Section(f"GOAT u_h(j) and relative prior: {run.name}", f"u-curves-{slug(run.name)}")
+    sec = Section(f"GOAT u_h(j) and relative prior: {run.label}", f"u-curves-{slug(run.label)}")
     geom = goat_geometry(run, "u_h(j) curves")
     step = prior_step(run, step)
     info = run.prior_info()
@@ -226,9 +227,9 @@ def u_curves_section(run, out_dir, step=None):
     ticks = [0] + [2 ** k for k in range(int(np.log2(max(pos.max(), lags.max()))) + 1)]
     for ax in axes.flat:
         ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=7)
-    fig.suptitle(f"{run.name}: step {step}", fontsize=11)
+    fig.suptitle(f"{run.label}: step {step}", fontsize=11)
     fig.tight_layout()
-    sec.figure(save_figure(fig, out_dir, f"goat_u_{slug(run.name)}.png"),
+    sec.figure(save_figure(fig, out_dir, f"goat_u_{slug(run.label)}.png"),
                f"Logged u_h(j) per KV head and K_rel per query head at step {step} "
                f"(symlog axes: linear below 8). A constant added to u_h(j) at every j cancels "
                f"in the softmax: its shape over j is what routes attention.")

@@ -101,6 +101,7 @@ class RunFile:
             self.f.close()
             raise RunFileError(f"{self.path}: unreadable run file (corrupt?): {e}") from None
         self._config = None
+        self._label = None
 
     def _check_layout(self):
         f, p = self.f, self.path
@@ -189,6 +190,15 @@ class RunFile:
         """The run's name: run.name from its config, else its directory name."""
         n = self.config.get("run", {}).get("name", "")
         return n or os.path.basename(self.run_dir)
+
+    @property
+    def label(self):
+        """What reports call the run: set by the caller (--labels), else its name."""
+        return self._label or self.name
+
+    @label.setter
+    def label(self, text):
+        self._label = text
 
     def has_table(self, path):
         return path in self._tables

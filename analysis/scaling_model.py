@@ -167,22 +167,26 @@ def bytes_per_rank(shape, layout, P, L):
     return most
 
 
-def step_compute(shape, layout, P, L, s, bwd=False):
-    """Flops of ring step s on the busiest rank (parallel/ring schedule)."""
+def step_compute(shape, layout, P, L, s, bwd=False, least=False):
+    """Flops of ring step s on the busiest rank (parallel/ring schedule); least=True: on
+    the least busy rank (what the others wait for it is idle time in RingStats' wait)."""
+    carry = shape.is_path
     if layout == "contiguous":
         c = L / P
         if s == 0:
             return shape.diag_flops(c, bwd)
+        if least:
+            return 0.0  # rank 0 never sees an earlier chunk after step 0
         # Ranks r >= s hold a dense block of owner r - s (gap s: s-1 PaTH carries).
-        f = shape.block_flops(c, c, bwd)
-        return f + ((s - 1) * shape.carry_flops(c, bwd) if shape.is_path else 0.0)
+        return shape.block_flops(c, c, bwd) + ((s - 1) * shape.carry_flops(c, bwd) if carry else 0)
     h = L / (2 * P)
-    if s == 0:  # own chunks: two diagonals and chunk 2P-1-r against chunk r
-        f = 2 * shape.diag_flops(h, bwd) + shape.block_flops(h, h, bwd)
-        return f + ((2 * P - 2) * shape.carry_flops(h, bwd) if shape.is_path else 0.0)
-    # Every rank: two dense (h x h) pairs; at most 2P-3 carries (worked out in the docs).
-    f = 2 * shape.block_flops(h, h, bwd)
-    return f + ((2 * P - 3) * shape.carry_flops(h, bwd) if shape.is_path else 0.0)
+    if s == 0:  # own chunks: two diagonals and chunk 2P-1-r against chunk r (2P-2-2r carries)
+        n = 0 if least else 2 * P - 2
+        return (2 * shape.diag_flops(h, bwd) + shape.block_flops(h, h, bwd) +
+                (n * shape.carry_flops(h, bwd) if carry else 0))
+    # Every rank: two dense (h x h) pairs; 2P-3-2r+2s carries for r >= s, 2P-3-2r for r < s.
+    n = min(2 * s - 1, 2 * P - 1 - 2 * s) if least else 2 * P - 3
+    return 2 * shape.block_flops(h, h, bwd) + (n * shape.carry_flops(h, bwd) if carry else 0)
 
 
 def single_flops(shape, L, bwd=False):
@@ -198,6 +202,8 @@ class Prediction:
     bwd_compute_s: float
     fwd_exposed_s: float  # communication not hidden behind compute
     bwd_exposed_s: float
+    fwd_wait_s: float  # the least busy rank's waiting (RingStats wait_s, max over ranks)
+    bwd_wait_s: float
     single_fwd_s: float  # one device, whole sequence
     single_bwd_s: float
     step_compute_s: float  # steady-state forward step (s = 1), busiest rank
@@ -233,21 +239,26 @@ def predict(shape, layout, nodes, gpus, L, m):
     out = {}
     for bwd in (False, True):
         rate = m.rate * (m.bwd_rate_factor if bwd else 1.0)
+        single = single_flops(shape, L, bwd) / rate
+        if P == 1:  # no ring: one plain attention call over the whole sequence
+            out[bwd] = (single, single, 0.0, 0.0, single)
+            continue
         comm = (2 * msg if bwd else msg)  # backward: K/V onward and the gradient behind it
         chunks = len(rank_chunks(layout, P, 0))
-        prep = shape.prepare_flops(L / P, chunks, bwd) / rate if P > 1 else 0.0
-        total, compute, exposed = prep, prep, 0.0
+        prep = shape.prepare_flops(L / P, chunks, bwd) / rate
+        total, compute, exposed, idle = prep, prep, 0.0, 0.0
         for s in range(P):
             t = step_compute(shape, layout, P, L, s, bwd) / rate
-            compute += t
             c = comm if s < P - 1 else 0.0
+            compute += t
             total += max(t, c)
             exposed += max(0.0, c - t)
+            idle += max(t, c) - step_compute(shape, layout, P, L, s, bwd, least=True) / rate
         fixed = ag + ((ar + msg) if bwd else 0.0)  # allgather, dP all-reduce, gradient home
-        out[bwd] = (total + fixed, compute, exposed + fixed, single_flops(shape, L, bwd) / rate)
+        out[bwd] = (total + fixed, compute, exposed + fixed, idle + fixed, single)
     step1 = step_compute(shape, layout, P, L, min(1, P - 1)) / m.rate
-    return Prediction(out[False][0], out[True][0], out[False][1], out[True][1], out[False][2],
-                      out[True][2], out[False][3], out[True][3], step1, msg,
+    f, b = out[False], out[True]
+    return Prediction(f[0], b[0], f[1], b[1], f[2], b[2], f[3], b[3], f[4], b[4], step1, msg,
                       bytes_per_rank(shape, layout, P, L), P)
 
 

@@ -147,8 +147,8 @@ class Comparisons(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         html = lcrtest.read_text(f"{out}/report.html")
         for title in ("Training loss", "Perplexity versus length", "Passkey retrieval grids",
-                      "GOAT prior heatmaps: default", "GOAT spectra: default",
-                      "GOAT u_h(j) and relative prior: default", "Frequency usage (pope)",
+                      "GOAT prior heatmaps: goat", "GOAT spectra: goat",
+                      "GOAT u_h(j) and relative prior: goat", "Frequency usage (pope)",
                       "Frequency usage (rope)"):
             self.assertIn(title, html)
         # Sections that do not apply say why instead of failing the report.

@@ -58,6 +58,11 @@ class Model(unittest.TestCase):
             # contiguous: the last rank does P - 1/2 dense blocks of the P^2/2 in all
             self.assertAlmostEqual(c.efficiency_fwd, P / (2 * P - 1), delta=1e-9)
             self.assertEqual(z.fwd_exposed_s, 0.0)
+            # RingStats-style wait: zigzag ranks never idle; contiguous rank 0 idles through
+            # every step after the first while the last rank computes a dense block.
+            self.assertAlmostEqual(z.fwd_wait_s, 0.0, delta=1e-12)
+            dense = s.block_flops((1 << 20) / P, (1 << 20) / P) / 1e12
+            self.assertAlmostEqual(c.fwd_wait_s, (P - 1) * dense, delta=1e-9 * dense)
         one = sm.predict(s, "zigzag", 1, 1, 4096, sm.Machine())
         self.assertAlmostEqual(one.efficiency_fwd, 1.0, delta=1e-12)
         self.assertEqual(one.bytes_per_rank, 0)
