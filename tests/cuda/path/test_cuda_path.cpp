@@ -140,13 +140,14 @@ std::vector<GpuCase> gpu_cases() {
           c.superchunk = 128, c.pos0 = 37, extra = "_S128_pos37";
           if (fox) c.softcap = 8.f, extra += "_cap8";
           if (D == 64) c.warp_rows = 16, c.bwd_warp_rows = 32, extra += "_wr16_bwr32";
+          if (D == 64 && !fox) c.scan_keys = 128, extra += "_kn128";
           if (D == 128) c.warp_rows = 32, extra += "_wr32";
         }
         if (L == 1000) {
           c.superchunk = 256, extra = "_S256";
           if (D == 64 && fox) c.warp_rows = 16, c.bwd_warp_rows = 32, extra += "_wr16_bwr32";
           if (D == 64 && !fox) c.warp_rows = 32, c.scan_keys = 128, extra += "_wr32_kn128";
-          if (D == 128 && !fox) c.warp_rows = 16, c.scan_keys = 128, extra += "_wr16_kn128";
+          if (D == 128 && !fox) c.warp_rows = 32, extra += "_wr32";
         }
         c.name = case_name(D, fox, L, extra.c_str());
         cs.push_back(c);
@@ -182,6 +183,10 @@ std::vector<GpuCase> emu_cases() {
   GpuCase a;
   a.L = 7, a.seed = 11, a.name = "PaTH_D64_L7";
   cs.push_back(a);
+  GpuCase e;  // 16-row warps with 128-key coarse steps
+  e.L = 300, e.superchunk = 256, e.warp_rows = 16, e.scan_keys = 128, e.fox = true, e.seed = 15;
+  e.H = 2, e.Hkv = 1, e.name = "PaTHFoX_D64_L300_S256_wr16_kn128";
+  cs.push_back(e);
   GpuCase d;  // 32-row warps with 128-key coarse steps (forward) and 32-row warps (dq)
   d.L = 300, d.superchunk = 128, d.warp_rows = 32, d.scan_keys = 128, d.bwd_warp_rows = 32;
   d.seed = 14, d.H = 2, d.Hkv = 1, d.name = "PaTH_D64_L300_S128_wr32_kn128_bwr32";
@@ -237,6 +242,7 @@ TEST(CudaPathArgs, RejectsBadInputWithAClearError) {
   bad([](auto& a) { a.warp_rows = 8; }, "warp_rows=8");
   bad([](auto& a) { a.D = 128, a.bwd_warp_rows = 32; }, "bwd_warp_rows=32");
   bad([](auto& a) { a.scan_keys = 32; }, "scan_keys=32");
+  bad([](auto& a) { a.D = 128, a.scan_keys = 128; }, "scan_keys=128");
 }
 
 }  // namespace

@@ -163,7 +163,7 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps) {
   std::vector<Fv> fvs{{0, 0}};
   if (autotune)
     fvs = s.D == 64 ? std::vector<Fv>{{16, 64}, {16, 128}, {32, 64}, {32, 128}}
-                    : std::vector<Fv>{{16, 64}, {16, 128}, {32, 64}};
+                    : std::vector<Fv>{{16, 64}, {32, 64}};
   double best_f = 1e30;
   Fv bf = fvs[0];
   for (const Fv& f : fvs) {

@@ -117,7 +117,6 @@ void forward_impl(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::si
     if (v == 2128) run_forward<64, 2, 128>(p, pl, s);
   } else {
     if (v == 1064) run_forward<128, 1, 64>(p, pl, s);
-    if (v == 1128) run_forward<128, 1, 128>(p, pl, s);
     if (v == 2064) run_forward<128, 2, 64>(p, pl, s);
   }
 }

@@ -42,9 +42,9 @@ void check(const Args& a) {
           " must be 0 (automatic), 16, or 32 (D = 64 only: at D = 128 the registers run out)");
   require(a.scan_keys == 0 || a.scan_keys == 64 || a.scan_keys == 128,
           "cuda path: scan_keys=", a.scan_keys, " must be 0 (automatic), 64 or 128");
-  require(!(a.D == 128 && a.warp_rows == 32 && a.scan_keys == 128),
-          "cuda path: warp_rows=32 with scan_keys=128 is not built for D = 128 (the registers "
-          "run out); use one of them");
+  require(!(a.D == 128 && a.scan_keys == 128),
+          "cuda path: scan_keys=128 is not built for D = 128 (its double-buffered 128-key tiles "
+          "need more than the 227 KiB of shared memory); use 64 or 0");
 }
 
 namespace detail {
@@ -60,11 +60,11 @@ Plan make_plan(const Args& a, bool backward) {
     p.R = r < 2 ? 2 : r + (r & 1);
   }
   p.nS = (p.nb + p.R - 1) / p.R;
-  // Automatic choices: the fastest measured on the H200 (docs/cuda.md, PaTH section).
-  p.mt = a.warp_rows == 32 ? 2 : a.warp_rows == 16 ? 1 : (a.D == 64 ? 2 : 1);
+  // Automatic choices: the variant measured fastest on the H200 (2026-11-29, docs/cuda.md PaTH
+  // section: 16-row warps, 64-key steps); bench_cuda_path also times the others.
+  p.mt = a.warp_rows == 32 ? 2 : 1;
   p.bwd_mt = a.bwd_warp_rows == 32 ? 2 : 1;
   p.kn = a.scan_keys == 128 ? 128 : 64;
-  if (a.D == 128 && p.mt == 2) p.kn = 64;
   p.scale = a.scale > 0.f ? a.scale : float(1.0 / std::sqrt(double(a.D)));
   const int64_t S = 64 * int64_t(p.R);
   p.zrows = int64_t(p.nS - 1) * p.Lp - S * (p.nS - 1) * p.nS / 2;
