@@ -77,22 +77,22 @@ def cmd_report(args):
     runs = open_runs(args.runs)
     labels = labels_for(runs, args.labels)
     secs = [report.overview_section(runs, labels), evals.loss_section(runs, labels, d),
-            report.guarded("Perplexity versus length", "ppl",
-                           lambda: evals.ppl_section(runs, labels, d)),
-            report.guarded("Passkey retrieval grids", "passkey",
-                           lambda: evals.passkey_section(runs, labels, d))]
+            report.guarded("Perplexity versus length", "ppl", evals.ppl_section, runs, labels,
+                           d),
+            report.guarded("Passkey retrieval grids", "passkey", evals.passkey_section, runs,
+                           labels, d)]
+    per_run = (("GOAT prior heatmaps", "goat-heatmap",
+                lambda r: goat_plots.heatmap_section(r, d, positions=args.positions,
+                                                     max_heads=args.max_heads)),
+               ("GOAT spectra", "spectra", lambda r: goat_plots.spectra_section(r, d,
+                                                                               args.threshold)),
+               ("GOAT u_h(j) and relative prior", "u-curves",
+                lambda r: goat_plots.u_curves_section(r, d)),
+               ("Frequency usage", "freq", lambda r: freq_usage.usage_section(r, d)))
     for run in runs:
-        for title, anchor, make in (
-                ("GOAT prior heatmaps", "goat-heatmap",
-                 lambda: goat_plots.heatmap_section(run, d, positions=args.positions,
-                                                    max_heads=args.max_heads)),
-                ("GOAT spectra", "spectra",
-                 lambda: goat_plots.spectra_section(run, d, args.threshold)),
-                ("GOAT u_h(j) and relative prior", "u-curves",
-                 lambda: goat_plots.u_curves_section(run, d)),
-                ("Frequency usage", "freq", lambda: freq_usage.usage_section(run, d))):
+        for title, anchor, make in per_run:
             secs.append(report.guarded(f"{title}: {run.label}", f"{anchor}-{slug(run.label)}",
-                                       make))
+                                       make, run))
     if args.scaling:
         points = read_points(args.scaling)
         t, records, skipped = scaling_plots.check_points(points)

@@ -39,10 +39,10 @@ def overview_section(runs, labels):
     return sec
 
 
-def guarded(title, anchor, make):
-    """make() -> Section; an AnalysisError becomes a skipped section that says why."""
+def guarded(title, anchor, make, *args):
+    """make(*args) -> Section; an AnalysisError becomes a skipped section that says why."""
     try:
-        return make()
+        return make(*args)
     except AnalysisError as e:
         return Section(title, anchor).skip(str(e))
 
