@@ -247,3 +247,52 @@ TEST(CudaPathArgs, RejectsBadInputWithAClearError) {
 
 }  // namespace
 }  // namespace lcr::test::cudapath
+
+namespace lcr::test::cudapath {
+namespace {
+
+// check_values() reads the data: beta outside [0, 2), a w row that is not a unit vector and
+// a NaN are errors that name the tensor and index; valid data passes.
+TEST(CudaPathArgs, CheckValuesNamesTheBadEntry) {
+  LCR_REQUIRE_GPU();
+  GpuCase c;
+  c.L = 5;
+  const Problems ps = make_problems(c);
+  auto f32 = [](const auto& v) {
+    std::vector<float> y(v.span());
+    for (size_t i = 0; i < y.size(); ++i) y[i] = float(v.data()[i]);
+    return y;
+  };
+  std::vector<float> w = f32(ps.in.w), beta = f32(ps.in.beta);
+  cuda::DeviceBuffer<__nv_bfloat16> q(cuda::test::to_bf16(f32(ps.in.q)));
+  cuda::DeviceBuffer<__nv_bfloat16> k(cuda::test::to_bf16(f32(ps.in.k)));
+  cuda::DeviceBuffer<__nv_bfloat16> v(cuda::test::to_bf16(f32(ps.in.v)));
+  cuda::DeviceBuffer<float> wd(w), bd(beta);
+  cuda::path::Args a;
+  a.B = c.B, a.L = c.L, a.H = c.H, a.Hkv = c.Hkv, a.D = c.D;
+  a.q = q.data(), a.k = k.data(), a.v = v.data(), a.w = wd.data(), a.beta = bd.data();
+  EXPECT_NO_THROW(cuda::path::check_values(a, nullptr));
+  auto expect_error = [&](const char* says) {
+    try {
+      cuda::path::check_values(a, nullptr);
+      ADD_FAILURE() << "accepted: " << says;
+    } catch (const lcr::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  std::vector<float> bad = beta;
+  bad[3] = 2.5f;
+  bd.upload(bad);
+  expect_error("beta[0, 1, 1] = 2.5");
+  bd.upload(beta);
+  bad = w;
+  bad[c.D * 2] *= 1.1f;
+  wd.upload(bad);
+  expect_error("w[0, 1, 0] has norm");
+  bad[c.D * 2] = NAN;
+  wd.upload(bad);
+  expect_error("is not finite");
+}
+
+}  // namespace
+}  // namespace lcr::test::cudapath

@@ -52,10 +52,10 @@ std::size_t smem_bytes() {
 
 template <int D>
 void prep_and_chain(const K::Params& p, const Plan& pl, bool forward, cudaStream_t s) {
-  launch("prep", K::prep_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256, smem_bytes<K::PrepSmem<D>>(), s, p,
-         forward);
-  launch("chain", K::chain_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256, smem_bytes<K::ChainSmem<D>>(), s, p,
-         !forward);
+  launch("prep", K::prep_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256, smem_bytes<K::PrepSmem<D>>(), s,
+         p, forward);
+  launch("chain", K::chain_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256, smem_bytes<K::ChainSmem<D>>(),
+         s, p, !forward);
 }
 
 template <int D, int MT, int KN>
@@ -88,8 +88,8 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
     launch("outer_coarse", K::outer_kernel<D>,
            Grid3{(pl.Lp - 2 * S + K::kOuterChunk - 1) / K::kOuterChunk, pl.nS - 2, p.B * p.H}, 256,
            smem_bytes<K::OuterSmem<D>>(), s, p, true);
-  launch("outer_fine", K::outer_kernel<D>, Grid3{pl.nb, 1, p.B * p.H}, 256, smem_bytes<K::OuterSmem<D>>(), s, p,
-         false);
+  launch("outer_fine", K::outer_kernel<D>, Grid3{pl.nb, 1, p.B * p.H}, 256,
+         smem_bytes<K::OuterSmem<D>>(), s, p, false);
   launch("chain_backward", K::chain_backward_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256,
          smem_bytes<K::ChainBwdSmem<D>>(), s, p);
   launch("block_backward", K::block_backward_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256,

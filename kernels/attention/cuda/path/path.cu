@@ -1,6 +1,10 @@
 // The PaTH kernels built for the GPU (nvcc, sm_90a): path::forward / backward.
+#include <cmath>
 #include <map>
 #include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -70,6 +74,57 @@ std::string profile_report() {
   return os.str();
 }
 }  // namespace detail
+
+void check_values(const Args& a, cudaStream_t s) {
+  check(a);
+  auto fetch = [&](const auto* p, std::size_t n) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(p)>>;
+    std::vector<T> h(n);
+    LCR_CUDA_CHECK(cudaMemcpyAsync(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost, s));
+    LCR_CUDA_CHECK(cudaStreamSynchronize(s));
+    return h;
+  };
+  // "[b, t, h]" of a flat index into a [B, L, heads, inner] tensor.
+  auto where = [&](std::size_t i, int heads, int inner) {
+    std::ostringstream os;
+    const std::size_t row = i / inner;
+    os << "[" << row / (std::size_t(a.L) * heads) << ", " << row / heads % a.L << ", "
+       << row % heads << (inner > 1 ? ", " + std::to_string(i % inner) : std::string()) << "]";
+    return os.str();
+  };
+  const std::size_t nq = std::size_t(a.B) * a.L * a.H, nk = std::size_t(a.B) * a.L * a.Hkv;
+  auto finite_bf16 = [&](const char* name, const __nv_bfloat16* p, std::size_t rows, int heads) {
+    const auto h = fetch(p, rows * a.D);
+    for (std::size_t i = 0; i < h.size(); ++i)
+      require(std::isfinite(__bfloat162float(h[i])), "cuda path: ", name, where(i, heads, a.D),
+              " is not finite (NaN or inf); PaTH needs finite inputs");
+  };
+  finite_bf16("q", a.q, nq, a.H);
+  finite_bf16("k", a.k, nk, a.Hkv);
+  finite_bf16("v", a.v, nk, a.Hkv);
+  const auto w = fetch(a.w, nk * a.D);
+  for (std::size_t r = 0; r < nk; ++r) {
+    double ss = 0;
+    for (int c = 0; c < a.D; ++c) {
+      const float x = w[r * a.D + c];
+      require(std::isfinite(x), "cuda path: w", where(r * a.D + c, a.Hkv, a.D), " is not finite");
+      ss += double(x) * x;
+    }
+    require(std::abs(ss - 1.0) <= 1e-3, "cuda path: w", where(r, a.Hkv, 1), " has norm ",
+            std::sqrt(ss), "; PaTH needs unit rows (normalise w, e.g. as path::w_forward does)");
+  }
+  const auto beta = fetch(a.beta, nk);
+  for (std::size_t i = 0; i < nk; ++i)
+    require(beta[i] >= 0.f && beta[i] < 2.f, "cuda path: beta", where(i, a.Hkv, 1), " = ", beta[i],
+            " is outside [0, 2); build it as path::beta_forward does (at most 2 - 2^-10)");
+  if (a.fox_q) {
+    for (const auto& [name, p] : {std::pair{"fox_q", a.fox_q}, std::pair{"fox_k", a.fox_k}}) {
+      const auto f = fetch(p, nq);
+      for (std::size_t i = 0; i < nq; ++i)
+        require(std::isfinite(f[i]), "cuda path: ", name, where(i, a.H, 1), " is not finite");
+    }
+  }
+}
 
 void forward(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::size_t ws_bytes,
              cudaStream_t s) {

@@ -37,8 +37,6 @@ void forward(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::size_t 
   forward_impl(a, o, lse, ws, ws_bytes, nullptr);
 }
 
-}  // namespace lcr::cuda::path::emu
-namespace lcr::cuda::path::emu {
 void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* dout,
               const Grads& g, void* ws, std::size_t ws_bytes) {
   backward_impl(a, o, lse, dout, g, ws, ws_bytes, nullptr);
