@@ -183,6 +183,9 @@ std::vector<GpuCase> emu_cases() {
   GpuCase a;
   a.L = 7, a.seed = 11, a.name = "PaTH_D64_L7";
   cs.push_back(a);
+  GpuCase one;  // one position: every gradient but dv is zero in exact arithmetic
+  one.L = 1, one.fox = true, one.seed = 16, one.name = "PaTHFoX_D64_L1";
+  cs.push_back(one);
   GpuCase e;  // 16-row warps with 128-key coarse steps
   e.L = 300, e.superchunk = 256, e.warp_rows = 16, e.scan_keys = 128, e.fox = true, e.seed = 15;
   e.H = 2, e.Hkv = 1, e.name = "PaTHFoX_D64_L300_S256_wr16_kn128";
