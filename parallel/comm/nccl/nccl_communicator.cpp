@@ -35,36 +35,6 @@ void check_mpi(int code, const char* what) {
   throw_error("MPI ", what, " failed (NCCL backend bootstrap/headers): ", std::string(buf, len));
 }
 
-size_t elem_size(DType t) {
-  switch (t) {
-    case DType::F32:
-    case DType::I32:
-      return 4;
-    case DType::F64:
-    case DType::I64:
-      return 8;
-    case DType::U8:
-      return 1;
-  }
-  return 1;
-}
-
-const char* elem_name(DType t) {
-  switch (t) {
-    case DType::F32:
-      return "f32";
-    case DType::F64:
-      return "f64";
-    case DType::I32:
-      return "i32";
-    case DType::I64:
-      return "i64";
-    case DType::U8:
-      return "u8";
-  }
-  return "?";
-}
-
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
     case DType::F32:
@@ -114,7 +84,7 @@ struct Op {
 };
 
 std::string mismatch(const Op& op) {
-  const int64_t es = int64_t(elem_size(op.type));
+  const int64_t es = int64_t(dtype_size(op.type));
   const auto count_of = [&](int64_t bytes) {
     return bytes % es == 0 ? std::to_string(bytes / es)
                            : std::to_string(bytes) + " bytes (not a whole number of values)";
@@ -129,11 +99,11 @@ std::string mismatch(const Op& op) {
            "order on both ranks";
   if (op.is_recv)
     return "message size mismatch: " + me + " expected " + std::to_string(op.count) + " " +
-           elem_name(op.type) + " values from rank " + peer + " (tag " +
+           dtype_name(op.type) + " values from rank " + peer + " (tag " +
            std::to_string(op.mine.tag) + ") but " + count_of(op.theirs.bytes) +
            " arrived; the ranks disagree on the ring schedule or the sequence layout";
   return "message size mismatch: " + me + " sent " + std::to_string(op.count) + " " +
-         elem_name(op.type) + " values to rank " + peer + " (tag " + std::to_string(op.mine.tag) +
+         dtype_name(op.type) + " values to rank " + peer + " (tag " + std::to_string(op.mine.tag) +
          ") but it expects " + count_of(op.theirs.bytes) +
          "; the ranks disagree on the ring schedule or the sequence layout";
 }
@@ -339,7 +309,7 @@ class NcclCommImpl final : public NcclCommunicator {
     op->peer = peer;
     op->rank = rank_;
     int64_t& index = recv ? recvs_from_[peer] : sends_to_[peer];
-    op->mine = Header{index++, int64_t(count * elem_size(t)), tag};
+    op->mine = Header{index++, int64_t(count * dtype_size(t)), tag};
     check_mpi(
         MPI_Isend(&op->mine, 3, MPI_INT64_T, peer, recv ? kHdrRecv : kHdrSend, mpi_, &op->hdr_out),
         "Isend (message header)");
