@@ -347,8 +347,13 @@ def main(argv=None):
     except (RunFileError, AnalysisError) as e:
         print(f"lcr-analyze: error: {e}", file=sys.stderr)
         return USAGE_ERROR
-    except OSError as e:  # a file that opened but fails while being read
+    except (OSError, UnicodeDecodeError) as e:  # a file that opened but fails while read
         print(f"lcr-analyze: error: reading failed (truncated or corrupt file?): {e}",
               file=sys.stderr)
+        return USAGE_ERROR
+    except KeyError as e:
+        if "Unable to" not in str(e):  # h5py's words for a damaged object; else a bug
+            raise
+        print(f"lcr-analyze: error: reading failed (corrupt file?): {e}", file=sys.stderr)
         return USAGE_ERROR
     return 0

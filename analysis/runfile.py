@@ -24,6 +24,11 @@ import h5py
 import numpy as np
 
 LAYOUT_VERSION = 1  # docs/run-file.md
+# Config keys the analysis reads (the resolved config always has them all).
+CONFIG_KEYS = ("train.steps", "train.seq_len", "train.log_every", "attention.scheme",
+               "attention.heads", "attention.kv_heads", "attention.head_dim",
+               "attention.goat.modes", "attention.goat.base", "attention.goat.mlp_hidden",
+               "attention.goat.feature_freqs", "attention.goat.train_len")
 
 
 class RunFileError(ValueError):
@@ -32,8 +37,8 @@ class RunFileError(ValueError):
 
 def _text(v):
     """Attribute value as a Python str/int/float (fixed-length strings come back as bytes)."""
-    if isinstance(v, bytes):
-        return v.rstrip(b"\0").decode("utf-8")
+    if isinstance(v, bytes):  # a damaged file may hold invalid UTF-8: keep going, marked
+        return v.rstrip(b"\0").decode("utf-8", errors="replace")
     if isinstance(v, np.generic):
         return v.item()
     return v
@@ -54,7 +59,14 @@ def resolve_run_path(path):
 
 
 def open_h5(path, what, swmr=False):
-    """h5py.File(path, 'r') with the library's errors turned into RunFileError."""
+    """h5py.File(path, 'r') with the library's errors turned into RunFileError.
+
+    swmr=True: a plain read-only open first (a closed file), SWMR-read only when HDF5 says
+    a writer holds the file (a live run) or it was left open by a crash. The order matters
+    for damaged files: an SWMR reader retries every failed metadata checksum with growing
+    sleeps (HDF5 expects a writer mid-update), which on a corrupt closed file means hanging
+    for many minutes instead of failing.
+    """
     if not os.path.exists(path):
         raise RunFileError(f"{path}: no such file")
     if not h5py.is_hdf5(path):
@@ -63,24 +75,32 @@ def open_h5(path, what, swmr=False):
                            f"signature: empty, truncated at the start, or another format); "
                            f"expected {what}")
     try:
-        if swmr:
-            return h5py.File(path, "r", libver="latest", swmr=True)
         return h5py.File(path, "r")
     except OSError as e:
         msg = str(e)
-        if "truncated" in msg:
-            why = "the file is truncated (an incomplete copy or a full disk?)"
-        elif "lock" in msg or "already open" in msg:
-            why = ("another process holds it open for writing without SWMR (a run that is "
-                   "just starting switches to SWMR within seconds: retry; after a crash see "
-                   "docs/run-file.md, h5clear)")
-        else:
-            why = "HDF5 cannot open it (corrupt?)"
-        raise RunFileError(f"{path}: {why}; HDF5 says: {msg}") from None
+        held = "lock" in msg or "already open" in msg
+        if not (swmr and held):
+            raise _open_error(path, msg) from None
+    try:
+        return h5py.File(path, "r", libver="latest", swmr=True)
+    except OSError as e:
+        raise _open_error(path, str(e)) from None
+
+
+def _open_error(path, msg):
+    if "truncated" in msg:
+        why = "the file is truncated (an incomplete copy or a full disk?)"
+    elif "lock" in msg or "already open" in msg:
+        why = ("another process holds it open for writing without SWMR (a run that is just "
+               "starting switches to SWMR within seconds: retry; after a crash see "
+               "docs/run-file.md, h5clear)")
+    else:
+        why = "HDF5 cannot open it (corrupt?)"
+    return RunFileError(f"{path}: {why}; HDF5 says: {msg}")
 
 
 class RunFile:
-    """A run file opened with SWMR-read: live, crashed (kill -9) or closed files all open.
+    """A run file: live (SWMR-read), crashed (kill -9; SWMR-read) or closed files all open.
 
     Consistency: in every table the writer extends and flushes `step` LAST, so the first
     len(step) rows of every column are complete. table() returns exactly those rows.
@@ -115,7 +135,8 @@ class RunFile:
         cfg = f.get("config")
         if not isinstance(cfg, h5py.Group) or "layout_version" not in cfg.attrs:
             raise RunFileError(f"{p}: an HDF5 file but not an lcr run file (no /config group "
-                               f"with a layout_version attribute; docs/run-file.md)")
+                               f"with a layout_version attribute: another kind of HDF5 file, "
+                               f"or a damaged run file; docs/run-file.md)")
         v = int(_text(cfg.attrs["layout_version"]))
         if v != LAYOUT_VERSION:
             raise RunFileError(f"{p}: run file layout version {v}; this reader knows version "
@@ -179,10 +200,18 @@ class RunFile:
         """The resolved config as a dict ({"train": {"steps": ...}, ...})."""
         if self._config is None:
             try:
-                self._config = tomllib.loads(self.config_toml)
+                cfg = tomllib.loads(self.config_toml)
             except (tomllib.TOMLDecodeError, KeyError) as e:
                 raise RunFileError(f"{self.path}: /config holds no valid TOML config: "
                                    f"{e}") from None
+            for key in CONFIG_KEYS:
+                node = cfg
+                for part in key.split("."):
+                    if not isinstance(node, dict) or part not in node:
+                        raise RunFileError(f"{self.path}: the config in /config lacks {key} "
+                                           f"(a damaged file, or not a resolved lcr config)")
+                    node = node[part]
+            self._config = cfg
         return self._config
 
     @property

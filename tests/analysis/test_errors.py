@@ -49,6 +49,27 @@ class BadInputs(unittest.TestCase):
             f.write(np.random.default_rng(1).bytes(4096))
         self.check(["spectra", junk], "not an HDF5 file")
 
+    def test_corrupt_files(self):
+        # Damaged metadata near the start (superblock at 0, root group right after): HDF5
+        # fails its checksums. Read-only first, so no SWMR retry loop (it would sleep).
+        src = f"{D['goat']}/run.h5"
+        for off, msg in ((9, "HDF5 cannot open it (corrupt?)"), (40, "corrupt?"),
+                         (100, "corrupt?")):
+            bad = f"{D['root']}/corrupt_{off}.h5"
+            shutil.copy(src, bad)
+            with open(bad, "r+b") as f:
+                f.seek(off)
+                f.write(b"\xff" * 64)
+            self.check(["spectra", bad], bad, msg)
+        # A config attribute that is not TOML, or TOML without the keys the tool reads.
+        for text, msg in (("[model\nx = ", "holds no valid TOML config"),
+                          ("[model]\nd_model = 4\n", "lacks train.steps")):
+            bad = f"{D['root']}/badcfg.h5"
+            shutil.copy(src, bad)
+            with h5py.File(bad, "a") as f:
+                f["config"].attrs["config"] = np.bytes_(text)
+            self.check(["spectra", bad], msg)
+
     def test_hdf5_files_that_are_not_run_files(self):
         other = f"{D['root']}/other.h5"
         with h5py.File(other, "w") as f:
