@@ -302,7 +302,7 @@ class Checkpoint:
                 raise RunFileError(f"{path}: damaged checkpoint: {e}") from None
 
     def slice(self, array, name):
-        """One named slice of a flat array, reshaped (e.g. slice('params', 'layers.0.goat.alpha'))."""
+        """One named slice of a flat array, reshaped (slice('params', 'layers.0.goat.alpha'))."""
         offset, shape = self.layouts[array][name]
         n = int(np.prod(shape)) if shape else 1
         return self.arrays[array][offset:offset + n].reshape(shape)

@@ -29,6 +29,9 @@ def setUpModule():
     D["pope"] = lcrtest.train(f"{root}/pope", lcrtest.POPE)
     D["rope"] = lcrtest.train(f"{root}/rope", lcrtest.ROPE)
     D["text"] = lcrtest.train(f"{root}/text", lcrtest.TEXT, ["eval.passkey=true"])
+    D["goat2d"] = lcrtest.train(f"{root}/goat2d", lcrtest.GOAT,
+                                ["train.steps=10", "train.ckpt_every=10",
+                                 'attention.scheme="goat2d"', "attention.goat.grid_width=8"])
 
 
 def last_rows(path, table):
@@ -121,6 +124,23 @@ class GoatRun(unittest.TestCase):
                                            rtol=1e-12)
                 self.assertTrue(np.isnan(maps["causal"][3, 4]))
                 np.testing.assert_allclose(maps["total"].mean(axis=1), 0.0, atol=1e-9)
+
+    def test_goat2d_prior_math_and_heatmap(self):
+        # GOAT2D: modes 0-1 read y = p // 8, modes 2-3 x = p % 8, each axis its own ladder.
+        with RunFile(D["goat2d"]) as run:
+            info = run.prior_info()
+            geom = GoatGeometry(run.config, info["scheme"])
+            self.assertEqual(geom.mode_axes(), ["y", "y", "x", "x"])
+            p = run.priors(0)
+            s = checkpoint_goat_slices(Checkpoint(run.checkpoints()[10]), 0)
+            for h in range(geom.heads):
+                curve = geom.prior_curve(p["alpha"][-1][h], p["beta"][-1][h], info["goat_lags"])
+                np.testing.assert_allclose(curve, p["prior_curve"][-1][h], atol=1e-4)
+            u = geom.key_bias(s, 1, info["goat_positions"])
+            np.testing.assert_allclose(u, p["u"][-1][1], atol=1e-4)
+        r = lcrtest.analyze("goat-heatmap", D["goat2d"], "-o", f"{D['root']}/heat2d",
+                            "--layer", "0", "--head", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_heatmaps_u_curves_and_bad_choices(self):
         out = f"{D['root']}/heat"
