@@ -256,6 +256,28 @@ RingTimes time_ring(const ScalingCommand& cmd, const AttentionSpec& spec, const 
   return t;
 }
 
+// Local (single-rank) attention forward and backward on problem `pr`, warmup + reps
+// times; appends the timed seconds of each rep after the warmup to fwd / bwd.
+template <class T, class Problem>
+void time_local(const ScalingCommand& cmd, const AttentionSpec& spec, const ParamSet<T>& params,
+                const Problem& pr, std::vector<double>& fwd, std::vector<double>& bwd) {
+  const auto out = make_outputs<T>(spec, pr.in);
+  auto g = make_grads<T>(spec, pr.in);
+  for (int rep = 0; rep < cmd.warmup + cmd.reps; ++rep) {
+    auto t0 = Clock::now();
+    attention_forward<T>(spec, pr.in, params, out);
+    Kokkos::fence();
+    const double f = seconds_since(t0);
+    t0 = Clock::now();
+    attention_backward<T>(spec, pr.in, params, out, View4<const T>(pr.dout), g);
+    Kokkos::fence();
+    if (rep >= cmd.warmup) {
+      fwd.push_back(f);
+      bwd.push_back(seconds_since(t0));
+    }
+  }
+}
+
 // World rank 0 runs the whole sequence alone; returns {fwd, bwd} medians (NaN elsewhere
 // and when the sequence is longer than --single-max-len).
 template <class T>
@@ -265,21 +287,7 @@ std::pair<double, double> time_single(const ScalingCommand& cmd, const Attention
   std::vector<double> fwd, bwd;
   if (world.rank() == 0) {
     const auto pr = make_problem<T>(spec, cmd.batch, iota(cmd.seq_len), 77);
-    const auto out = make_outputs<T>(spec, pr.in);
-    auto g = make_grads<T>(spec, pr.in);
-    for (int rep = 0; rep < cmd.warmup + cmd.reps; ++rep) {
-      auto t0 = Clock::now();
-      attention_forward<T>(spec, pr.in, params, out);
-      Kokkos::fence();
-      const double f = seconds_since(t0);
-      t0 = Clock::now();
-      attention_backward<T>(spec, pr.in, params, out, View4<const T>(pr.dout), g);
-      Kokkos::fence();
-      if (rep >= cmd.warmup) {
-        fwd.push_back(f);
-        bwd.push_back(seconds_since(t0));
-      }
-    }
+    time_local(cmd, spec, params, pr, fwd, bwd);
   }
   sleep_until_rank0_done(world);
   return {median(fwd), median(bwd)};
@@ -328,22 +336,8 @@ std::pair<double, double> block_rates(const ScalingCommand& cmd, const Attention
   const bool path = is_path(spec.scheme);
   auto pr = make_problem<T>(spec, cmd.batch, iota(Lb, path ? 0 : Lb), 4242);
   if (!path) pr.in.q_pos0 = Lb;  // keys at [0, Lb), queries at [Lb, 2 Lb)
-  const auto out = make_outputs<T>(spec, pr.in);
-  auto g = make_grads<T>(spec, pr.in);
   std::vector<double> fwd, bwd;
-  for (int rep = 0; rep < cmd.warmup + cmd.reps; ++rep) {
-    auto t0 = Clock::now();
-    attention_forward<T>(spec, pr.in, params, out);
-    Kokkos::fence();
-    const double f = seconds_since(t0);
-    t0 = Clock::now();
-    attention_backward<T>(spec, pr.in, params, out, View4<const T>(pr.dout), g);
-    Kokkos::fence();
-    if (rep >= cmd.warmup) {
-      fwd.push_back(f);
-      bwd.push_back(seconds_since(t0));
-    }
-  }
+  time_local(cmd, spec, params, pr, fwd, bwd);
   const double flops = 4.0 * double(cmd.batch) * spec.heads * double(Lb) * double(Lb) *
                        spec.head_dim * (path ? 0.5 : 1.0);
   return {flops / median(fwd), 2.5 * flops / median(bwd)};
