@@ -49,8 +49,17 @@ void sdpa_row_delta(int B, int Lq, int H, int Dv, const __nv_bfloat16* o, const 
 // them (the ring sums over steps), false overwrites. dbias_q [B,Lq,H] / dbias_k [B,Lk,H]
 // fp32 or null (then not computed), same accumulate rule. dbias_q_i = sum_j dS_ij,
 // dbias_k_j = -sum_i dS_ij, with dS the gradient of the pre-softcap logit x.
+//
+// dbias_q_sums [3][B, Lq, H] fp32 or null (then not computed), same accumulate rule: the
+// row sums A_i = sum_j P_ij dP_ij c_ij, C_i = sum_j P_ij c_ij and D_i = sum_j P_ij dP_ij,
+// with c_ij = 1 - tanh^2(x_ij / softcap) (1 without softcap), taken from the fp32 P and dP
+// before anything is rounded. A_i - D_i C_i is dbias_q_i with delta_i replaced by D_i: equal
+// in exact arithmetic (delta_i = <dO_i, O_i> = sum_j P_ij dP_ij), but the forward rounds P
+// to bf16 in O += P V, so the delta of its O is off from D_i by ~2^-9 sum_j |P_ij dP_ij|,
+// and dbias_q_i, which nearly cancels, carries that offset (times C_i) in full; A_i - D_i C_i
+// does not. Used for the FoX query lane under softcap, where no closed form exists.
 void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
                    const __nv_bfloat16* dout, float* dq, float* dk, float* dv, float* dbias_q,
-                   float* dbias_k, bool accumulate, cudaStream_t s);
+                   float* dbias_k, bool accumulate, cudaStream_t s, float* dbias_q_sums = nullptr);
 
 }  // namespace lcr::cuda

@@ -3,8 +3,8 @@
 //   D, Dv <= 64  : keys 128 (8 warps) x queries 128 (option path: x 64)
 //   D, Dv <= 128 : keys 128 (8 warps) x queries 64 (dK, dV, S^T, dP^T in ~200 registers)
 //   wider        : keys 64 (4 warps) x queries 32 (dK/dV of 256 lanes partly spill)
-// dq and dbias_q are accumulated with fp32 atomics (sdpa_backward_kernel.cuh says why);
-// without `accumulate` they are zeroed first on the same stream.
+// dq, dbias_q and dbias_q_sums are accumulated with fp32 atomics (sdpa_backward_kernel.cuh
+// says why); without `accumulate` they are zeroed first on the same stream.
 #include <utility>
 
 #include "kernels/attention/cuda/cuda_check.hpp"
@@ -68,7 +68,7 @@ std::pair<const BwdVariant*, int> variants(int D, int Dv) {
 bool launch_backward(const KernelParams& p, int variant, cudaStream_t s) {
   const auto [v, n] = variants(p.a.D, p.a.Dv);
   if (variant < 0 || variant >= n) return false;
-  const bool opts = has_options(p.a) || p.dbias_q || p.dbias_k;
+  const bool opts = has_options(p.a) || p.dbias_q || p.dbias_k || p.dbias_q_sums;
   auto fn = opts || !v[variant].plain ? v[variant].opts : v[variant].plain;
   if (!fn) return false;
   if (!p.accumulate) {
@@ -76,6 +76,8 @@ bool launch_backward(const KernelParams& p, int variant, cudaStream_t s) {
     if (p.dq) LCR_CUDA_CHECK(cudaMemsetAsync(p.dq, 0, sizeof(float) * a.B * a.Lq * a.H * a.D, s));
     if (p.dbias_q)
       LCR_CUDA_CHECK(cudaMemsetAsync(p.dbias_q, 0, sizeof(float) * a.B * a.Lq * a.H, s));
+    if (p.dbias_q_sums)
+      LCR_CUDA_CHECK(cudaMemsetAsync(p.dbias_q_sums, 0, sizeof(float) * 3 * a.B * a.Lq * a.H, s));
   }
   fn(p, s);
   return true;
@@ -90,7 +92,7 @@ const char* backward_variant_name(int D, int Dv, int variant) {
 
 void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
                    const __nv_bfloat16* dout, float* dq, float* dk, float* dv, float* dbias_q,
-                   float* dbias_k, bool accumulate, cudaStream_t s) {
+                   float* dbias_k, bool accumulate, cudaStream_t s, float* dbias_q_sums) {
   check(a);
   require(a.Lq == 0 || (lse && delta && dout && dq),
           "cuda sdpa_backward: lse, delta, dout and dq must be device pointers when Lq > 0");
@@ -109,12 +111,15 @@ void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
   p.dv = dv;
   p.dbias_q = a.Lq > 0 ? dbias_q : nullptr;
   p.dbias_k = dbias_k;
+  p.dbias_q_sums = a.Lq > 0 ? dbias_q_sums : nullptr;
   p.accumulate = accumulate;
   if (a.Lk == 0) {  // no key: every gradient that exists is zero
     if (!accumulate) {
       if (p.dq) LCR_CUDA_CHECK(cudaMemsetAsync(p.dq, 0, sizeof(float) * a.B * a.Lq * a.H * a.D, s));
       if (p.dbias_q)
         LCR_CUDA_CHECK(cudaMemsetAsync(p.dbias_q, 0, sizeof(float) * a.B * a.Lq * a.H, s));
+      if (p.dbias_q_sums)
+        LCR_CUDA_CHECK(cudaMemsetAsync(p.dbias_q_sums, 0, sizeof(float) * 3 * a.B * a.Lq * a.H, s));
     }
     return;
   }

@@ -11,10 +11,10 @@
 //   dV += P^T dO,  dK += dS^T Q        (bf16 operands, fp32 accumulators, no smem trip)
 //   dS^T -> shared memory (bf16), then dQ += dS K over the whole tile, split over warps,
 //   added to global fp32 dq with vector atomics (float2 red.add).
-// dK, dV and dbias_k are owned by one CTA and written once (deterministic). dq and
-// dbias_q receive fp32 atomic adds from every key tile, so their last bits depend on the
-// order the tiles finish; a separate dQ pass would be deterministic but recomputes S and
-// dP (7 matrix products per tile pair instead of 5, ~40% more work): we chose speed.
+// dK, dV and dbias_k are owned by one CTA and written once (deterministic). dq, dbias_q
+// and dbias_q_sums receive fp32 atomic adds from every key tile, so their last bits depend
+// on the order the tiles finish; a separate dQ pass would be deterministic but recomputes
+// S and dP (7 matrix products per tile pair instead of 5, ~40% more work): we chose speed.
 #include <cmath>
 
 #include "kernels/attention/cuda/sdpa_device.cuh"
@@ -204,6 +204,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
     for (int n = 0; n < BM / 8; ++n) {
       const float2 l2 = *reinterpret_cast<const float2*>(cL + n * 8 + 2 * t);
       const float2 dl = *reinterpret_cast<const float2*>(cDel + n * 8 + 2 * t);
+      // dbias_q_sums: this thread's shares of A, C, D (sdpa.hpp) for query columns c = 0, 1.
+      float rsum[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int c = e & 1, r = e >> 1, qc = n * 8 + 2 * t + c, i = i0 + qc;
@@ -225,11 +227,38 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         if (!full && n * 8 + c < thr[r]) pr = 0.f;
         const float del = c ? dl.y : dl.x;
         const float ds = pr * (dp[n][e] - del) * dcap;
+        if constexpr (kOpts) {
+          if (p.dbias_q_sums) {  // from the fp32 P and dP, before dp becomes dS
+            const float pc = pr * dcap;
+            rsum[0][c] = fmaf(pc, dp[n][e], rsum[0][c]);
+            rsum[1][c] += pc;
+            rsum[2][c] = fmaf(pr, dp[n][e], rsum[2][c]);
+          }
+        }
         s[n][e] = pr;
         dp[n][e] = ds;
         if constexpr (kOpts) {
           dbk[e >> 1] -= ds;
           dbq[n][e & 1] += ds;
+        }
+      }
+      if constexpr (kOpts) {
+        if (p.dbias_q_sums) {
+          // Sum over the warp's 16 keys (g), then one atomic per sum and query per warp.
+          const int64_t plane = int64_t(a.B) * a.Lq * a.H;
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const int i = i0 + n * 8 + 2 * t + c;
+#pragma unroll
+            for (int k = 0; k < 3; ++k) {
+              float v = rsum[k][c];
+              v += __shfl_xor_sync(0xffffffffu, v, 4);
+              v += __shfl_xor_sync(0xffffffffu, v, 8);
+              v += __shfl_xor_sync(0xffffffffu, v, 16);
+              if (g == 0 && i < a.Lq)
+                atomicAdd(p.dbias_q_sums + k * plane + (int64_t(b) * a.Lq + i) * a.H + h, v);
+            }
+          }
         }
       }
     }

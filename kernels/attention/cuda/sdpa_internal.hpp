@@ -22,6 +22,7 @@ struct KernelParams {
   const float* delta = nullptr;
   const __nv_bfloat16* dout = nullptr;
   float *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias_q = nullptr, *dbias_k = nullptr;
+  float* dbias_q_sums = nullptr;  // [3][B, Lq, H] row sums A, C, D (sdpa.hpp)
   bool accumulate = false;
   int n_tiles = 0;  // query tiles (forward) or key tiles (backward)
 };

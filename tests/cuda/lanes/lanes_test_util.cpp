@@ -1,5 +1,8 @@
 #include "lanes_test_util.hpp"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -121,6 +124,25 @@ Result gpu_run(const Problem& p, bool backward, bool recompute_lanes) {
   for (const auto& e : p.params.layout.entries())
     r.grad[e.name] = std::vector<double>(all.begin() + e.offset, all.begin() + e.offset + e.size());
   return r;
+}
+
+double expect_within_naive(const std::string& what, const std::vector<double>& x,
+                           const std::vector<double>& naive, const std::vector<double>& ref,
+                           double factor, double rel_floor) {
+  const double ex = lcr::test::max_abs_diff(x, ref), en = lcr::test::max_abs_diff(naive, ref);
+  const double floor = rel_floor * lcr::test::max_abs(ref) + kAbsFloor;
+  EXPECT_LE(ex, factor * en + floor) << what << ": error " << ex << ", naive bf16 error " << en
+                                     << ", max|ref| " << lcr::test::max_abs(ref);
+  return ex / std::max(en, floor);
+}
+
+double grad_factor(const std::string& name) {
+  if (name == "q" || name == "k" || name == "v") return kGradFactor;
+  return kSumGradFactor;
+}
+
+double grad_floor(const std::string& name) {
+  return name == "q" || name == "k" || name == "v" ? kFloor : kSumFloor;
 }
 
 double l2_diff(const std::vector<double>& a, const std::vector<double>& b) {

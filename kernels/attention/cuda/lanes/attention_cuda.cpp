@@ -510,13 +510,20 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
   float* dk2 =
       P.lanes_are_inputs ? g.dk : w.get<float>(Slot::DK2, int64_t(in.B) * in.Lk * a.Hkv * a.D);
   const bool fox = s.scheme == Scheme::FoX;
-  // Without softcap the FoX query lane's gradient has a closed form (fox_query_grad).
+  // The FoX query lane's gradient sum_j dS_ij nearly cancels, so it is not taken from the
+  // SDPA's dbias_q (which inherits the bf16 P of the forward's O through delta, sdpa.hpp):
+  // without softcap it has a closed form (fox_query_grad); with softcap it is A - D C from
+  // the SDPA's fp32 row sums (fox_query_grad_from_sums).
   const bool fox_exact_q = fox && s.numerics.softcap == 0;
-  sdpa_backward(a, out.lse, delta, dout, dq2, dk2, g.dv, fox && !fox_exact_q ? g.dfox_cq : nullptr,
-                fox ? g.dfox_ck : nullptr, false, st);
+  float* fox_sums = fox && !fox_exact_q && g.dfox_cq
+                        ? w.get<float>(Slot::FoxRowSums, 3 * int64_t(in.B) * in.Lq * s.heads)
+                        : nullptr;
+  sdpa_backward(a, out.lse, delta, dout, dq2, dk2, g.dv, nullptr, fox ? g.dfox_ck : nullptr, false,
+                st, fox_sums);
   const float* sink = s.numerics.sink ? slice(prm.data, l, "sink") : nullptr;
   if (fox_exact_q && g.dfox_cq)
     lanes::fox_query_grad(in.B, in.Lq, s.heads, delta, out.lse, sink, g.dfox_cq, st);
+  if (fox_sums) lanes::fox_query_grad_from_sums(in.B, in.Lq, s.heads, fox_sums, g.dfox_cq, st);
   if (total > 0) LCR_CUDA_CHECK(cudaMemsetAsync(g.dparams, 0, sizeof(float) * total, st));
   if (sink) sink_backward(s, prm, in.B, in.Lq, out.lse, delta, g.dparams, st);
   if (!P.lanes_are_inputs) prepared_backward(s, prm, in, dq2, dk2, g.dq, g.dk, g.dparams, ws, st);

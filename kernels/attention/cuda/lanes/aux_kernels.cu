@@ -222,6 +222,12 @@ __global__ void fox_query_grad_kernel(int B, int Lq, int H, const float* delta, 
   }
 }
 
+__global__ void fox_query_grad_from_sums_kernel(int64_t n, const float* sums, float* dcq) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x)
+    dcq[e] = fmaf(-sums[2 * n + e], sums[n + e], sums[e]);  // A - D C
+}
+
 __global__ void sink_backward_kernel(int B, int Lq, int H, const float* sink, const float* lse,
                                      const float* delta, float* dsink) {
   __shared__ double red[32];
@@ -375,6 +381,13 @@ void fox_query_grad(int B, int Lq, int H, const float* delta, const float* lse, 
   const int64_t n = int64_t(B) * Lq * H;
   if (n == 0) return;
   fox_query_grad_kernel<<<blocks_for(n, 256), 256, 0, s>>>(B, Lq, H, delta, lse, sink, dcq);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void fox_query_grad_from_sums(int B, int Lq, int H, const float* sums, float* dcq, cudaStream_t s) {
+  const int64_t n = int64_t(B) * Lq * H;
+  if (n == 0) return;
+  fox_query_grad_from_sums_kernel<<<blocks_for(n, 256), 256, 0, s>>>(n, sums, dcq);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

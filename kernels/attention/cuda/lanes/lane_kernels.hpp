@@ -141,6 +141,10 @@ void sink_backward(int B, int Lq, int H, const float* sink, const float* lse, co
 // 0 without a sink. dcq [B, Lq, H] overwritten.
 void fox_query_grad(int B, int Lq, int H, const float* delta, const float* lse, const float* sink,
                     float* dcq, cudaStream_t s);
+// FoX query lane with softcap (no closed form): d c_i = sum_j dS_ij = A_i - D_i C_i from the
+// SDPA backward's row sums (sums = its dbias_q_sums [3][B, Lq, H]; sdpa.hpp says why not
+// its dbias_q). dcq [B, Lq, H] overwritten.
+void fox_query_grad_from_sums(int B, int Lq, int H, const float* sums, float* dcq, cudaStream_t s);
 
 // ---- FoX: c_t = offset + sum_{s <= t} log sigmoid(x_s) over [B, L, H] (double sums) ----
 // scratch: at least fox_scratch_doubles(B, L, H) doubles.

@@ -33,6 +33,7 @@ enum class Slot : int {
   KeyPart,     // GOAT key-bias parameter partials
   Alibi,       // ALiBi slopes [H]
   FoxScratch,  // FoX segment sums (double)
+  FoxRowSums,  // FoX query lane under softcap: the SDPA's row sums A, C, D [3, B, Lq, H]
   Count
 };
 
