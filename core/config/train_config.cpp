@@ -51,6 +51,17 @@ void bind_train(Table& root, TrainOptions& o) {
             {"random_offsets", std::string("random_offsets")}},
            "text/shards: how training windows are drawn");
   t.field("probe_rows", o.probe_rows, "query rows per head for the attention statistics");
+  t.field("probe_len", o.probe_len,
+          "tokens of the statistics probe (the first sequence of the step's batch, run on the "
+          "CPU); 0 = train.seq_len");
+  t.choice("device", o.device, {{"cpu", std::string("cpu")}, {"cuda", std::string("cuda")}},
+           "where the model trains: cpu (every scheme, context parallelism) or cuda (one GPU "
+           "per rank, data parallelism; a build with -DLCR_ENABLE_CUDA=ON)");
+  t.field("gemm_tf32", o.gemm_tf32,
+          "cuda: run the projections on TF32 tensor cores (false = exact fp32, ~8x slower)");
+  t.field("peak_tflops", o.peak_tflops,
+          "cuda: the GPU's dense bf16 peak TFLOP/s, the denominator of the logged MFU "
+          "(H200/H100 SXM: 989)");
   t.field("stop_after", o.stop_after,
           "checkpoint and exit 0 after this many steps of this job (0 = run to train.steps): "
           "splits a run over jobs of fixed length");
@@ -170,6 +181,19 @@ void check_train_config(const TrainConfig& c) {
   require(t.stop_after >= 0, "train.stop_after must be >= 0 (0 = off), got ", t.stop_after);
   require(t.warmup >= 0, "train.warmup must be >= 0, got ", t.warmup);
   require(t.probe_rows >= 1, "train.probe_rows must be >= 1, got ", t.probe_rows);
+  require(t.probe_len >= 0, "train.probe_len must be >= 0 (0 = train.seq_len), got ", t.probe_len);
+  require(std::isfinite(t.peak_tflops) && t.peak_tflops > 0, "train.peak_tflops must be > 0, got ",
+          t.peak_tflops);
+  if (t.device == "cuda") {
+    require(t.precision == Precision::Float32,
+            "train.device = \"cuda\" trains in float32 (bf16 attention); set train.precision = "
+            "\"float32\" or train.device = \"cpu\" for float64");
+    require(c.parallel.cp == 1,
+            "train.device = \"cuda\" has no context parallelism in the model yet (parallel.cp = ",
+            c.parallel.cp,
+            "); use parallel.cp = 1 (data parallelism over GPUs), or "
+            "train.device = \"cpu\" for the ring");
+  }
   require(t.seed >= 0, "train.seed must be >= 0, got ", t.seed);
   require(std::isfinite(t.lr) && t.lr > 0, "train.lr must be > 0, got ", t.lr);
   require(t.min_lr >= 0 && t.min_lr <= t.lr, "train.min_lr must be in [0, train.lr = ", t.lr,

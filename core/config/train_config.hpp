@@ -48,7 +48,13 @@ struct TrainOptions {
   int keep_ckpts = 3;        // newest checkpoints kept (0 = all)
   std::string sampling = "shuffled_chunks";  // text/shards: shuffled_chunks | random_offsets
   int probe_rows = 32;                       // query rows per head for attention statistics
-  int64_t stop_after = 0;  // checkpoint and exit 0 after this many steps of this job (0 = off)
+  int64_t probe_len = 0;  // tokens of the statistics probe sequence (0 = train.seq_len)
+  // Where the model trains: "cpu" (Kokkos, every scheme, context parallelism) or "cuda"
+  // (core/model/cuda: one GPU per rank, data parallelism; needs -DLCR_ENABLE_CUDA=ON).
+  std::string device = "cpu";
+  bool gemm_tf32 = true;     // cuda: projections on TF32 tensor cores (false = exact fp32)
+  double peak_tflops = 989;  // cuda: the GPU's dense bf16 peak, for the logged MFU (H200)
+  int64_t stop_after = 0;    // checkpoint and exit 0 after this many steps of this job (0 = off)
   int64_t inject_nan_step = -1;  // testing: poison a weight before this step (-1 = off)
 };
 

@@ -8,10 +8,13 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "core/model/ring_runner.hpp"
 #include "core/train/evaluate.hpp"
+#include "core/train/flops.hpp"
+#include "core/train/gpu_engine.hpp"
 #include "core/train/prior_stats.hpp"
 #include "core/train/progress.hpp"
 #include "core/train/run_io.hpp"
@@ -68,6 +71,12 @@ class Trainer {
     passkey_ = passkey_sets(cfg_, cfg_.model.vocab_size);
     shapes_ = prior_shapes(cfg_);
     layout_ = run_layout(cfg_);
+    flops_per_token_ = model_flops_per_token(model_.config(), cfg_.train.seq_len);
+    if (cfg_.train.device == "cuda") {
+      // float only (check_train_config refuses float64 with cuda).
+      if constexpr (std::is_same_v<T, float>)
+        gpu_ = std::make_unique<GpuEngine>(cfg_, adamw_config(cfg_), world_);
+    }
   }
 
   TrainOutcome run() {
@@ -95,6 +104,7 @@ class Trainer {
                    cfg_.train.steps, describe(cfg_.model), s_.feed->describe(), grid_.dp_size(),
                    grid_.cp_size(), layout_name(cfg_.parallel.layout),
                    count_params(model_.layout(), false));
+    if (s_.writer() && gpu_) spdlog::info("model on {}", gpu_->describe());
     try {
       train_loop(out);
     } catch (const AgreedError&) {
@@ -134,7 +144,15 @@ class Trainer {
       if (done % cfg_.train.log_every == 0 || last || stop) {
         const double tps = double(tokens_per_step * interval_steps) / interval_time;
         log_step(done, r, tps, interval_time / double(interval_steps));
-        if (s_.writer()) spdlog::info("{}", progress.line(done, r.loss, r.lr, tps));
+        if (s_.writer()) {
+          std::string line = progress.line(done, r.loss, r.lr, tps);
+          if (gpu_) {
+            const double tf = flops_per_token_ * tps / double(world_.size()) / 1e12;
+            line += fmt::format(" | {:.0f} TFLOP/s/GPU, MFU {:.1f}%", tf,
+                                100.0 * tf / cfg_.train.peak_tflops);
+          }
+          spdlog::info("{}", line);
+        }
         interval_time = 0;
         interval_steps = 0;
       }
@@ -190,6 +208,8 @@ class Trainer {
       if (found_) restore_checkpoint(found_->checkpoint, cfg_, model_, &opt_);
     });
     start_ = found_ ? found_->checkpoint.step : 0;
+    if constexpr (std::is_same_v<T, float>)
+      if (gpu_) gpu_->load(model_, opt_);  // initial or checkpointed state onto the GPU
     if (found_ && s_.writer()) {
       for (const auto& sk : found_->skipped) spdlog::warn("skipped checkpoint {}", sk);
       spdlog::info("resuming from {} (step {})", found_->path, start_);
@@ -225,9 +245,17 @@ class Trainer {
       tok = shard_view(tok, *seq_layout_, grid_.cp_rank());
       lab = shard_view(lab, *seq_layout_, grid_.cp_rank());
     }
-    model_.zero_grad();
-    const double local = model_.forward(tok, lab, *runner_, scored);
-    model_.backward(*runner_);
+    double local = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      if (gpu_)  // whole sequences on this rank's GPU (cp = 1: b is this rank's batch)
+        local =
+            gpu_->forward_backward(b.tokens.data(), b.labels.data(), b.batch, b.seq_len, scored);
+    }
+    if (!gpu_) {
+      model_.zero_grad();
+      local = model_.forward(tok, lab, *runner_, scored);
+      model_.backward(*runner_);
+    }
     // Loss and stop flag in one all-reduce; the flag makes every rank stop at this step.
     double packed[2] = {local, double(StopSignals::received())};
     world_.allreduce_sum(packed, 2);
@@ -236,7 +264,7 @@ class Trainer {
     // The signal number (for the log) only when some rank saw one: then all ranks ask.
     r.signal = packed[1] > 0 ? int(allreduce_max(world_, double(StopSignals::received()))) : 0;
     if (!std::isfinite(r.loss)) {
-      const std::string where = model_.locate_nonfinite();
+      const std::string where = gpu_ ? gpu_->locate_nonfinite() : model_.locate_nonfinite();
       throw AgreedError(fmt::format(
           "non-finite training loss ({}) at step {}; first non-finite activation: {}. Stopped "
           "without writing a checkpoint: the newest one in {} is intact (lower train.lr or "
@@ -244,9 +272,15 @@ class Trainer {
           r.loss, step + 1, where.empty() ? "none on this rank (another rank's shard)" : where,
           store_.dir()));
     }
-    allreduce_view(world_, model_.grads());
     try {
-      const auto info = opt_.step(model_.params(), model_.grads());
+      typename AdamW<T>::StepInfo info;
+      if constexpr (std::is_same_v<T, float>) {
+        if (gpu_) info = gpu_->allreduce_and_step();
+      }
+      if (!gpu_) {
+        allreduce_view(world_, model_.grads());
+        info = opt_.step(model_.params(), model_.grads());
+      }
       r.lr = info.lr;
       r.grad_norm = info.grad_norm;
       r.clip_scale = info.clip_scale;
@@ -261,25 +295,43 @@ class Trainer {
 
   // train.inject_nan_step: the last layer's attention output projection becomes NaN.
   void poison() {
+    sync_params_to_host();
     const ModelLayout& L = model_.layout();
     const int l = cfg_.model.n_layers - 1;
     const int64_t n = int64_t(L.H()) * L.dv() * L.D();
     auto p = Kokkos::subview(model_.params(), std::make_pair(L.layer(l).wo, L.layer(l).wo + n));
     Kokkos::deep_copy(p, std::numeric_limits<T>::quiet_NaN());
+    if constexpr (std::is_same_v<T, float>)
+      if (gpu_) gpu_->upload_params(model_);
+  }
+
+  // With train.device = "cuda" the parameters (and moments) live on the GPU: bring them
+  // into the host model (and optimizer) before a probe, an evaluation or a checkpoint.
+  void sync_params_to_host(bool with_optimizer = false) {
+    if constexpr (std::is_same_v<T, float>)
+      if (gpu_) gpu_->store(model_, with_optimizer ? &opt_ : nullptr);
   }
 
   // The evaluation / probe model gets the current parameters.
   Model<T>& eval_model() {
     if (!eval_model_) eval_model_ = std::make_unique<Model<T>>(cfg_.model, 0);
+    sync_params_to_host();
     Kokkos::deep_copy(eval_model_->params(), model_.params());
     return *eval_model_;
   }
 
   void log_step(int64_t done, const StepResult& r, double tokens_per_s, double step_time) {
     if (!s_.writer()) return;
-    // The probe: the first sequence of this step's batch, whole, on this rank alone.
+    // Model TFLOP/s per device (flops.hpp), and its fraction of the GPU's peak (cuda only).
+    const double model_tflops = flops_per_token_ * tokens_per_s / double(world_.size()) / 1e12;
+    const double mfu =
+        gpu_ ? model_tflops / cfg_.train.peak_tflops : std::numeric_limits<double>::quiet_NaN();
+    // The probe: the first sequence of this step's batch (its first train.probe_len
+    // tokens), on this rank alone, on the CPU.
     Model<T>& probe = eval_model();
-    const int64_t L = probe_batch_.seq_len;
+    const int64_t L = cfg_.train.probe_len > 0
+                          ? std::min(cfg_.train.probe_len, probe_batch_.seq_len)
+                          : probe_batch_.seq_len;
     std::vector<int32_t> tok(probe_batch_.tokens.begin(), probe_batch_.tokens.begin() + L);
     std::vector<int32_t> lab(probe_batch_.labels.begin(), probe_batch_.labels.begin() + L);
     LocalAttention<T> local;
@@ -292,7 +344,9 @@ class Trainer {
                  {"tokens_per_s", {tokens_per_s}},
                  {"memory_bytes", {double(peak_memory_bytes())}},
                  {"clip_scale", {r.clip_scale}},
-                 {"step_time_s", {step_time}}};
+                 {"step_time_s", {step_time}},
+                 {"model_tflops", {model_tflops}},
+                 {"mfu", {mfu}}};
     rows.insert(rows.begin(), {"metrics", std::move(m)});
     on_writer([&] { run_file_->append(done, rows); });
   }
@@ -332,6 +386,7 @@ class Trainer {
 
   void save(int64_t done, double loss) {
     on_writer([&] {
+      sync_params_to_host(true);
       store_.save(make_checkpoint(model_, opt_, done, cfg_, s_.config_toml, loss),
                   cfg_.train.keep_ckpts);
     });
@@ -356,6 +411,8 @@ class Trainer {
   data::Batch probe_batch_;
   std::optional<io::CheckpointStore::Found> found_;
   int64_t start_ = 0;
+  double flops_per_token_ = 0;
+  std::unique_ptr<GpuEngine> gpu_;  // train.device = "cuda"
 };
 
 }  // namespace

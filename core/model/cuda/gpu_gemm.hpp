@@ -1,0 +1,38 @@
+#pragma once
+// The model's dense products on the GPU through cuBLAS: the same row-major contract as
+// core/model/gemm.hpp (C[M, N] = alpha op(A)[M, K] op(B)[K, N] + beta C, raw fp32 device
+// pointers, beta == 0 does not read C), so GpuModel's per-layer code reads like the CPU
+// model's.
+//
+// Precision: fp32 storage; Tf32 (default) runs on the tensor cores with 10-bit mantissa
+// inputs and fp32 accumulation (cuBLAS' CUBLAS_COMPUTE_32F_FAST_TF32: ~8x the plain fp32
+// rate on an H200), Fp32 is exact fp32 (for tests that compare with the CPU model).
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so cuBLAS gets the
+// operands swapped and no data moves.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/model/gemm.hpp"
+
+namespace lcr::cuda::model {
+
+enum class GemmPrecision { Tf32, Fp32 };
+
+class Gemm {
+ public:
+  Gemm(cudaStream_t stream, GemmPrecision precision);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  void operator()(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                  const float* B, float beta, float* C) const;
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+  GemmPrecision precision_;
+};
+
+}  // namespace lcr::cuda::model

@@ -1,0 +1,94 @@
+#pragma once
+// The model's non-attention layers on the GPU: the CUDA twins of core/model/layers.hpp,
+// loss.hpp and the AdamW update of optimizer.hpp, same math, same "ADDED / overwritten"
+// contract. fp32 device pointers, rows r = b L + t, row-major [R, D]; every call is
+// stream-ordered and checks its launch (lcr::Error on failure).
+//
+// Determinism: every reduction (RMSNorm gain gradient, bias gradient, embedding gradient,
+// gradient norm) is summed in a fixed order by one thread or in fixed-size row blocks whose
+// partials are summed in block order: the same bits on every run of the same GPU build.
+// The embedding backward needs no atomics: the host sorts the rows by token once per batch
+// (EmbeddingPlan), and one thread per (token, column) walks that token's rows in order.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace lcr::cuda::model {
+
+// Scratch for the row-block partial sums of the reductions above: [rows_blocks(R), N].
+constexpr int kRowBlock = 256;
+inline int64_t row_blocks(int64_t R) { return (R + kRowBlock - 1) / kRowBlock; }
+inline int64_t partial_floats(int64_t R, int64_t N) { return row_blocks(R) * N; }
+
+// y = x / sqrt(mean_d x^2 + eps) * g; x, y [R, D], g [D], rstd [R].
+void rmsnorm_forward(int64_t R, int64_t D, const float* x, const float* g, float eps, float* y,
+                     float* rstd, cudaStream_t s);
+// dx ADDED, dg ADDED; partial: partial_floats(R, D) scratch floats.
+void rmsnorm_backward(int64_t R, int64_t D, const float* x, const float* g, const float* rstd,
+                      const float* dy, float* dx, float* dg, float* partial, cudaStream_t s);
+
+// h = silu(gate) * up over n values.
+void swiglu_forward(int64_t n, const float* gate, const float* up, float* h, cudaStream_t s);
+// dgate, dup overwritten.
+void swiglu_backward(int64_t n, const float* gate, const float* up, const float* dh, float* dgate,
+                     float* dup, cudaStream_t s);
+
+// x[r] = E[tokens[r]]; tokens [R] device int32 in [0, V) (checked by the caller).
+void embedding_forward(int64_t R, int64_t D, const int32_t* tokens, const float* E, float* x,
+                       cudaStream_t s);
+
+// The rows of a batch grouped by token, built on the host from the host token ids:
+// rows[starts[u] .. starts[u+1]) are the rows (increasing) holding token ids[u].
+struct EmbeddingPlan {
+  std::vector<int32_t> ids;     // distinct tokens, increasing
+  std::vector<int32_t> starts;  // ids.size() + 1
+  std::vector<int32_t> rows;    // R
+};
+EmbeddingPlan plan_embedding_backward(const int32_t* host_tokens, int64_t R);
+// dE[ids[u]] += sum of dx over that token's rows (in row order). Device copies of the
+// plan's three arrays; n_ids = ids.size().
+void embedding_backward(int64_t n_ids, int64_t D, const int32_t* ids, const int32_t* starts,
+                        const int32_t* rows, const float* dx, float* dE, cudaStream_t s);
+
+// y[r, :] += b; y [R, N].
+void add_bias(int64_t R, int64_t N, const float* b, float* y, cudaStream_t s);
+// db ADDED with sum_r dy[r, :]; partial: partial_floats(R, N) scratch floats.
+void bias_backward(int64_t R, int64_t N, const float* dy, float* db, float* partial,
+                   cudaStream_t s);
+
+// logits [R, V], labels [R] (-1 = ignored) -> lse [R], row_loss [R] = lse - logit[label]
+// (0 when ignored). Sums in fp32 with the row max subtracted.
+void cross_entropy_forward(int64_t R, int64_t V, const float* logits, const int32_t* labels,
+                           float* lse, float* row_loss, cudaStream_t s);
+// dlogits = scale (softmax - onehot) for labelled rows, 0 for ignored rows; in place allowed.
+void cross_entropy_backward(int64_t R, int64_t V, const float* logits, const int32_t* labels,
+                            const float* lse, float scale, float* dlogits, cudaStream_t s);
+
+// Conversions and vector ops over n values.
+void to_bf16(int64_t n, const float* x, __nv_bfloat16* y, cudaStream_t s);
+void to_f32(int64_t n, const __nv_bfloat16* x, float* y, cudaStream_t s);
+void axpy(int64_t n, float a, const float* x, float* y, cudaStream_t s);  // y += a x
+
+// Number of NaN/Inf among n values (synchronises the stream; used after a bad loss only).
+int64_t count_nonfinite(int64_t n, const float* x, cudaStream_t s);
+
+// ---- AdamW (core/model/optimizer.hpp, same update order) ----
+constexpr int64_t kNormChunk = 8192;
+inline int64_t norm_chunks(int64_t n) { return (n + kNormChunk - 1) / kNormChunk; }
+// part[c] = sum of g^2 over chunk c (kNormChunk values, in order, in double).
+void sumsq_chunks(int64_t n, const float* g, double* part, cudaStream_t s);
+struct AdamWStep {
+  float lr, beta1, beta2, eps;
+  float wd_factor;  // 1 - lr weight_decay
+  float scale;      // clip scale applied to g
+  float bc1, bc2;   // 1 - beta^t
+};
+// decay [n] uint8 (1 = weight decay applies). p, m, v updated in place.
+void adamw_update(int64_t n, float* p, const float* g, float* m, float* v, const uint8_t* decay,
+                  const AdamWStep& a, cudaStream_t s);
+// p = clamp(p, lo, hi) over n values.
+void clamp_values(int64_t n, float* p, float lo, float hi, cudaStream_t s);
+
+}  // namespace lcr::cuda::model

@@ -1,0 +1,377 @@
+#include "core/model/cuda/gpu_model.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/model/cuda/gpu_layers.hpp"
+
+namespace lcr::cuda::model {
+
+using bf16 = __nv_bfloat16;
+
+// One layer's activations, kept from forward to backward ([R, ...] row-major).
+struct GpuModel::Layer {
+  DeviceBuffer<float> xn1, rstd1;         // [R, D], [R]
+  DeviceBuffer<bf16> q, k, v, o;          // [R, H dq], [R, Hkv dq], [R, Hkv dv], [R, H dv]
+  DeviceBuffer<float> lse;                // [B, H, L]
+  DeviceBuffer<float> fox_z, fox_c;       // [R, H] (FoX only)
+  DeviceBuffer<float> x_mid, xn2, rstd2;  // [R, D], [R, D], [R]
+  DeviceBuffer<float> gate, up, h;        // [R, F]
+  std::unique_ptr<Workspace> ws;          // lanes kept from forward to backward
+};
+
+namespace {
+
+template <class T>
+void grow(DeviceBuffer<T>& b, int64_t n) {
+  if (int64_t(b.size()) != n) b = DeviceBuffer<T>(size_t(n));
+}
+
+}  // namespace
+
+GpuModel::GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt) : layout_(cfg), opt_(opt) {
+  const Scheme s = cfg.attention.scheme;
+  require(s != Scheme::PaTH && s != Scheme::PaTHFoX, "attention.scheme = ", scheme_name(s),
+          " does not train on the GPU yet (the PaTH CUDA kernels exist, the model's PaTH ",
+          "layers have no GPU port); use train.device = \"cpu\" for PaTH / PaTH-FoX");
+  if (opt_.device >= 0) LCR_CUDA_CHECK(cudaSetDevice(opt_.device));
+  LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  gemm_ = std::make_unique<Gemm>(stream_, opt_.gemm);
+  params_ = DeviceBuffer<float>(size_t(layout_.total()));
+  grads_ = DeviceBuffer<float>(size_t(layout_.total()));
+  grads_.fill_bytes(0);
+  const int64_t na = layout_.attention().total();
+  if (na > 0) dparams_ = DeviceBuffer<float>(size_t(na));
+  layers_.resize(size_t(cfg.n_layers));
+  for (auto& l : layers_) l.ws = std::make_unique<Workspace>();
+}
+
+GpuModel::~GpuModel() {
+  layers_.clear();
+  gemm_.reset();
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void GpuModel::upload_params(const View1<const float, HostSpace>& host) {
+  require(int64_t(host.extent(0)) == layout_.total(), "upload_params: host buffer has ",
+          host.extent(0), " values, the model ", layout_.total());
+  LCR_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  LCR_CUDA_CHECK(cudaMemcpy(params_.data(), host.data(), params_.bytes(), cudaMemcpyHostToDevice));
+  for (auto& l : layers_) l.ws->forget();  // cached lanes depend on the parameters
+}
+
+void GpuModel::download_params(const View1<float, HostSpace>& host) const {
+  require(int64_t(host.extent(0)) == layout_.total(), "download_params: host buffer has ",
+          host.extent(0), " values, the model ", layout_.total());
+  LCR_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  LCR_CUDA_CHECK(cudaMemcpy(host.data(), params_.data(), params_.bytes(), cudaMemcpyDeviceToHost));
+}
+
+void GpuModel::download_grads(const View1<float, HostSpace>& host) const {
+  require(int64_t(host.extent(0)) == layout_.total(), "download_grads: host buffer has ",
+          host.extent(0), " values, the model ", layout_.total());
+  LCR_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  LCR_CUDA_CHECK(cudaMemcpy(host.data(), grads_.data(), grads_.bytes(), cudaMemcpyDeviceToHost));
+}
+
+void GpuModel::zero_grad() {
+  LCR_CUDA_CHECK(cudaMemsetAsync(grads_.data(), 0, grads_.bytes(), stream_));
+}
+
+void GpuModel::ensure_buffers(int64_t B, int64_t L) {
+  if (B == B_ && L == L_) return;
+  const int64_t R = B * L, D = layout_.D(), F = layout_.F(), H = layout_.H(), Hkv = layout_.Hkv(),
+                dq = layout_.dq(), dv = layout_.dv(), V = layout_.V();
+  const bool fox = layout_.layer(0).fox_w >= 0;
+  B_ = L_ = 0;  // until every allocation succeeded
+  for (auto& a : layers_) {
+    grow(a.xn1, R * D);
+    grow(a.rstd1, R);
+    grow(a.q, R * H * dq);
+    grow(a.k, R * Hkv * dq);
+    grow(a.v, R * Hkv * dv);
+    grow(a.o, R * H * dv);
+    grow(a.lse, R * H);
+    if (fox) {
+      grow(a.fox_z, R * H);
+      grow(a.fox_c, R * H);
+    }
+    grow(a.x_mid, R * D);
+    grow(a.xn2, R * D);
+    grow(a.rstd2, R);
+    grow(a.gate, R * F);
+    grow(a.up, R * F);
+    grow(a.h, R * F);
+    a.ws->forget();
+  }
+  grow(tokens_, R);
+  grow(labels_, R);
+  x_.resize(layers_.size() + 1);
+  for (auto& x : x_) grow(x, R * D);
+  grow(xf_, R * D);
+  grow(rstdf_, R);
+  grow(logits_, R * V);
+  grow(lse_, R);
+  grow(row_loss_, R);
+  grow(proj_, R * std::max<int64_t>(H * dq, Hkv * dv));
+  grow(o32_, R * H * dv);
+  grow(dres_, R * D);
+  grow(dxn_, R * D);
+  grow(dh_, R * F);
+  grow(dgate_, R * F);
+  grow(dup_, R * F);
+  grow(dout_, R * H * dv);
+  grow(dout16_, R * H * dv);
+  grow(dq_, R * H * dq);
+  grow(dk_, R * Hkv * dq);
+  grow(dv_, R * Hkv * dv);
+  if (fox) {
+    grow(dfox_cq_, R * H);
+    grow(dfox_ck_, R * H);
+    grow(dfox_z_, R * H);
+  }
+  grow(partial_, std::max(partial_floats(R, D), partial_floats(R, H)));
+  B_ = B;
+  L_ = L;
+}
+
+int64_t GpuModel::activation_bytes() const {
+  int64_t n = 0;
+  for (const auto& a : layers_)
+    n += int64_t(a.xn1.bytes() + a.rstd1.bytes() + a.q.bytes() + a.k.bytes() + a.v.bytes() +
+                 a.o.bytes() + a.lse.bytes() + a.fox_z.bytes() + a.fox_c.bytes() + a.x_mid.bytes() +
+                 a.xn2.bytes() + a.rstd2.bytes() + a.gate.bytes() + a.up.bytes() + a.h.bytes()) +
+         a.ws->bytes();
+  for (const auto& x : x_) n += int64_t(x.bytes());
+  return n + int64_t(xf_.bytes() + logits_.bytes());
+}
+
+double GpuModel::forward(const int32_t* tokens, const int32_t* labels, int64_t B, int64_t L,
+                         double loss_norm) {
+  require(B > 0 && L > 0, "model.forward: empty batch [", B, ", ", L, "]");
+  require(loss_norm >= 0, "model.forward: loss_norm must be >= 0, got ", loss_norm);
+  have_forward_ = false;
+  const int64_t R = B * L, D = layout_.D(), V = layout_.V();
+  int64_t bad_tokens = 0, bad_labels = 0, labelled = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    bad_tokens += (tokens[r] < 0 || tokens[r] >= V) ? 1 : 0;
+    bad_labels += (labels[r] < -1 || labels[r] >= V) ? 1 : 0;
+    labelled += labels[r] >= 0 ? 1 : 0;
+  }
+  require(bad_tokens == 0, bad_tokens, " token ids lie outside [0, vocab_size = ", V,
+          "); check the data's tokenizer against model.vocab_size");
+  require(bad_labels == 0, bad_labels, " labels lie outside [-1, vocab_size = ", V,
+          ") (-1 marks an ignored position)");
+  ensure_buffers(B, L);
+  labelled_ = labelled;
+  LCR_CUDA_CHECK(
+      cudaMemcpyAsync(tokens_.data(), tokens, size_t(R) * 4, cudaMemcpyHostToDevice, stream_));
+  LCR_CUDA_CHECK(
+      cudaMemcpyAsync(labels_.data(), labels, size_t(R) * 4, cudaMemcpyHostToDevice, stream_));
+  // The embedding backward's row grouping, from the host tokens.
+  const EmbeddingPlan plan = plan_embedding_backward(tokens, R);
+  emb_n_ids_ = int64_t(plan.ids.size());
+  emb_ids_ = DeviceBuffer<int32_t>(plan.ids);
+  emb_starts_ = DeviceBuffer<int32_t>(plan.starts);
+  emb_rows_ = DeviceBuffer<int32_t>(plan.rows);
+
+  const ModelConfig& c = layout_.config();
+  const float* E = params_.data() + layout_.embed();
+  embedding_forward(R, D, tokens_.data(), E, x_[0].data(), stream_);
+  for (int l = 0; l < c.n_layers; ++l)
+    layer_forward(l, x_[size_t(l)].data(), x_[size_t(l) + 1].data());
+  rmsnorm_forward(R, D, x_.back().data(), params_.data() + layout_.final_norm(), float(c.norm_eps),
+                  xf_.data(), rstdf_.data(), stream_);
+  const auto N = Trans::No, Y = Trans::Yes;
+  if (c.tie_embeddings)
+    (*gemm_)(N, Y, R, V, D, 1, xf_.data(), E, 0, logits_.data());
+  else
+    (*gemm_)(N, N, R, V, D, 1, xf_.data(), params_.data() + layout_.lm_head(), 0, logits_.data());
+  cross_entropy_forward(R, V, logits_.data(), labels_.data(), lse_.data(), row_loss_.data(),
+                        stream_);
+  // Sum on the host in row order, like the CPU model.
+  std::vector<float> rl(static_cast<size_t>(R));
+  LCR_CUDA_CHECK(
+      cudaMemcpyAsync(rl.data(), row_loss_.data(), size_t(R) * 4, cudaMemcpyDeviceToHost, stream_));
+  LCR_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  double sum = 0;
+  for (float x : rl) sum += double(x);
+  norm_ = loss_norm > 0 ? loss_norm : double(labelled_);
+  have_forward_ = true;
+  return norm_ > 0 ? sum / norm_ : 0.0;
+}
+
+// The attention call's device arguments for layer a (positions start at 0: one rank holds
+// whole sequences).
+namespace {
+
+AttentionInputs attn_inputs(int64_t B, int64_t L, const bf16* q, const bf16* k, const bf16* v,
+                            const float* fox_c) {
+  AttentionInputs in;
+  in.B = int(B);
+  in.Lq = in.Lk = int(L);
+  in.q = q;
+  in.k = k;
+  in.v = v;
+  in.fox_cq = in.fox_ck = fox_c;
+  return in;
+}
+
+}  // namespace
+
+void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
+  Layer& a = layers_[size_t(l)];
+  const LayerSlices& s = layout_.layer(l);
+  const ModelConfig& c = layout_.config();
+  const int64_t R = B_ * L_, D = layout_.D(), F = layout_.F(), H = layout_.H(), Hkv = layout_.Hkv(),
+                dq = layout_.dq(), dv = layout_.dv();
+  const float* P = params_.data();
+  const float eps = float(c.norm_eps);
+  const auto N = Trans::No;
+  const Gemm& gemm = *gemm_;
+  rmsnorm_forward(R, D, x_in, P + s.attn_norm, eps, a.xn1.data(), a.rstd1.data(), stream_);
+  // q, k, v through one fp32 scratch, stored bf16 (what the attention kernels read).
+  gemm(N, N, R, H * dq, D, 1, a.xn1.data(), P + s.wq, 0, proj_.data());
+  to_bf16(R * H * dq, proj_.data(), a.q.data(), stream_);
+  gemm(N, N, R, Hkv * dq, D, 1, a.xn1.data(), P + s.wk, 0, proj_.data());
+  to_bf16(R * Hkv * dq, proj_.data(), a.k.data(), stream_);
+  gemm(N, N, R, Hkv * dv, D, 1, a.xn1.data(), P + s.wv, 0, proj_.data());
+  to_bf16(R * Hkv * dv, proj_.data(), a.v.data(), stream_);
+  const float* fox_c = nullptr;
+  if (s.fox_w >= 0) {
+    gemm(N, N, R, H, D, 1, a.xn1.data(), P + s.fox_w, 0, a.fox_z.data());
+    add_bias(R, H, P + s.fox_b, a.fox_z.data(), stream_);
+    fox_cumulative_log_gates(int(B_), int(L_), int(H), a.fox_z.data(), nullptr, a.fox_c.data(),
+                             *a.ws, stream_);
+    fox_c = a.fox_c.data();
+  }
+  const DeviceParams dp{P + s.attn, layout_.attention().total()};
+  attention_forward(c.attention, dp, attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox_c),
+                    AttentionOutputs{a.o.data(), a.lse.data()}, *a.ws, stream_);
+  // x_mid = x_in + o Wo
+  to_f32(R * H * dv, a.o.data(), o32_.data(), stream_);
+  LCR_CUDA_CHECK(
+      cudaMemcpyAsync(a.x_mid.data(), x_in, size_t(R * D) * 4, cudaMemcpyDeviceToDevice, stream_));
+  gemm(N, N, R, D, H * dv, 1, o32_.data(), P + s.wo, 1, a.x_mid.data());
+  rmsnorm_forward(R, D, a.x_mid.data(), P + s.mlp_norm, eps, a.xn2.data(), a.rstd2.data(), stream_);
+  gemm(N, N, R, F, D, 1, a.xn2.data(), P + s.w_gate, 0, a.gate.data());
+  gemm(N, N, R, F, D, 1, a.xn2.data(), P + s.w_up, 0, a.up.data());
+  swiglu_forward(R * F, a.gate.data(), a.up.data(), a.h.data(), stream_);
+  LCR_CUDA_CHECK(
+      cudaMemcpyAsync(x_out, a.x_mid.data(), size_t(R * D) * 4, cudaMemcpyDeviceToDevice, stream_));
+  gemm(N, N, R, D, F, 1, a.h.data(), P + s.w_down, 1, x_out);
+}
+
+void GpuModel::backward() {
+  require(have_forward_, "model.backward needs a forward pass first (and runs once per forward)");
+  have_forward_ = false;
+  const ModelConfig& c = layout_.config();
+  const int64_t R = B_ * L_, D = layout_.D(), V = layout_.V();
+  const float scale = norm_ > 0 ? float(1.0 / norm_) : 0.f;
+  cross_entropy_backward(R, V, logits_.data(), labels_.data(), lse_.data(), scale, logits_.data(),
+                         stream_);
+  const float* dlogits = logits_.data();
+  const auto N = Trans::No, Y = Trans::Yes;
+  const Gemm& gemm = *gemm_;
+  float* G = grads_.data();
+  const float* P = params_.data();
+  if (c.tie_embeddings) {
+    gemm(N, N, R, D, V, 1, dlogits, P + layout_.embed(), 0, dxn_.data());
+    gemm(Y, N, V, D, R, 1, dlogits, xf_.data(), 1, G + layout_.embed());
+  } else {
+    gemm(N, Y, R, D, V, 1, dlogits, P + layout_.lm_head(), 0, dxn_.data());
+    gemm(Y, N, D, V, R, 1, xf_.data(), dlogits, 1, G + layout_.lm_head());
+  }
+  LCR_CUDA_CHECK(cudaMemsetAsync(dres_.data(), 0, dres_.bytes(), stream_));
+  rmsnorm_backward(R, D, x_.back().data(), P + layout_.final_norm(), rstdf_.data(), dxn_.data(),
+                   dres_.data(), G + layout_.final_norm(), partial_.data(), stream_);
+  for (int l = c.n_layers - 1; l >= 0; --l) layer_backward(l, x_[size_t(l)].data());
+  embedding_backward(emb_n_ids_, D, emb_ids_.data(), emb_starts_.data(), emb_rows_.data(),
+                     dres_.data(), G + layout_.embed(), stream_);
+}
+
+void GpuModel::layer_backward(int l, const float* x_in) {
+  Layer& a = layers_[size_t(l)];
+  const LayerSlices& s = layout_.layer(l);
+  const int64_t R = B_ * L_, D = layout_.D(), F = layout_.F(), H = layout_.H(), Hkv = layout_.Hkv(),
+                dq = layout_.dq(), dv = layout_.dv();
+  const float* P = params_.data();
+  float* G = grads_.data();
+  const auto N = Trans::No, Y = Trans::Yes;
+  const Gemm& gemm = *gemm_;
+  float* dres = dres_.data();
+  float* dxn = dxn_.data();
+  // MLP branch: x_out = x_mid + h Wdown.
+  gemm(N, Y, R, F, D, 1, dres, P + s.w_down, 0, dh_.data());
+  gemm(Y, N, F, D, R, 1, a.h.data(), dres, 1, G + s.w_down);
+  swiglu_backward(R * F, a.gate.data(), a.up.data(), dh_.data(), dgate_.data(), dup_.data(),
+                  stream_);
+  gemm(N, Y, R, D, F, 1, dgate_.data(), P + s.w_gate, 0, dxn);
+  gemm(N, Y, R, D, F, 1, dup_.data(), P + s.w_up, 1, dxn);
+  gemm(Y, N, D, F, R, 1, a.xn2.data(), dgate_.data(), 1, G + s.w_gate);
+  gemm(Y, N, D, F, R, 1, a.xn2.data(), dup_.data(), 1, G + s.w_up);
+  rmsnorm_backward(R, D, a.x_mid.data(), P + s.mlp_norm, a.rstd2.data(), dxn, dres, G + s.mlp_norm,
+                   partial_.data(), stream_);  // dres: d x_mid
+  // Attention branch: x_mid = x_in + o Wo.
+  const int64_t HO = H * dv;
+  gemm(N, Y, R, HO, D, 1, dres, P + s.wo, 0, dout_.data());
+  to_f32(R * HO, a.o.data(), o32_.data(), stream_);
+  gemm(Y, N, HO, D, R, 1, o32_.data(), dres, 1, G + s.wo);
+  to_bf16(R * HO, dout_.data(), dout16_.data(), stream_);
+  const bool fox = s.fox_w >= 0;
+  const DeviceParams dp{P + s.attn, layout_.attention().total()};
+  AttentionGrads g;
+  g.dq = dq_.data();
+  g.dk = dk_.data();
+  g.dv = dv_.data();
+  g.dparams = dp.size > 0 ? dparams_.data() : nullptr;
+  g.dfox_cq = fox ? dfox_cq_.data() : nullptr;
+  g.dfox_ck = fox ? dfox_ck_.data() : nullptr;
+  const AttentionInputs in =
+      attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox ? a.fox_c.data() : nullptr);
+  attention_backward(layout_.config().attention, dp, in, AttentionOutputs{a.o.data(), a.lse.data()},
+                     dout16_.data(), g, *a.ws, stream_);
+  if (dp.size > 0) axpy(dp.size, 1.f, dparams_.data(), G + s.attn, stream_);
+  const float* xn1 = a.xn1.data();
+  const int64_t CQ = H * dq, CK = Hkv * dq, CV = Hkv * dv;
+  gemm(N, Y, R, D, CQ, 1, dq_.data(), P + s.wq, 0, dxn);
+  gemm(N, Y, R, D, CK, 1, dk_.data(), P + s.wk, 1, dxn);
+  gemm(N, Y, R, D, CV, 1, dv_.data(), P + s.wv, 1, dxn);
+  gemm(Y, N, D, CQ, R, 1, xn1, dq_.data(), 1, G + s.wq);
+  gemm(Y, N, D, CK, R, 1, xn1, dk_.data(), 1, G + s.wk);
+  gemm(Y, N, D, CV, R, 1, xn1, dv_.data(), 1, G + s.wv);
+  if (fox) {
+    // c feeds the query lane (+c_i) and the key lane (-c_j): dc = dcq + dck.
+    axpy(R * H, 1.f, dfox_ck_.data(), dfox_cq_.data(), stream_);
+    fox_cumulative_log_gates_backward(int(B_), int(L_), int(H), a.fox_z.data(), dfox_cq_.data(),
+                                      dfox_z_.data(), nullptr, *a.ws, stream_);
+    gemm(N, Y, R, D, H, 1, dfox_z_.data(), P + s.fox_w, 1, dxn);
+    gemm(Y, N, D, H, R, 1, xn1, dfox_z_.data(), 1, G + s.fox_w);
+    bias_backward(R, H, dfox_z_.data(), G + s.fox_b, partial_.data(), stream_);
+  }
+  rmsnorm_backward(R, D, x_in, P + s.attn_norm, a.rstd1.data(), dxn, dres, G + s.attn_norm,
+                   partial_.data(), stream_);  // dres: d x_in
+}
+
+std::string GpuModel::locate_nonfinite() {
+  if (B_ == 0) return "";
+  auto bad = [&](const DeviceBuffer<float>& b) {
+    return b.size() > 0 && count_nonfinite(int64_t(b.size()), b.data(), stream_) > 0;
+  };
+  if (bad(x_[0])) return "embedding";
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& a = layers_[l];
+    const std::string name = "layer " + std::to_string(l);
+    if (bad(a.xn1)) return name + " (attention RMSNorm)";
+    if (bad(a.fox_c)) return name + " (FoX forget gates)";
+    if (bad(a.lse)) return name + " (attention output)";
+    if (bad(a.x_mid)) return name + " (attention output projection)";
+    if (bad(a.h)) return name + " (SwiGLU MLP)";
+    if (bad(x_[l + 1])) return name + " (MLP output projection)";
+  }
+  if (bad(xf_)) return "final RMSNorm";
+  if (bad(logits_)) return "LM head";
+  return "";
+}
+
+}  // namespace lcr::cuda::model

@@ -1,0 +1,95 @@
+#pragma once
+// The transformer LM of core/model/model.hpp on one GPU: same layers, same parameter
+// layout (one contiguous fp32 buffer, so the host Model<float> and this one are one memcpy
+// apart and share checkpoints), same loss normalisation. What differs:
+//   - projections through cuBLAS (gpu_gemm.hpp; TF32 tensor cores by default),
+//   - attention through the CUDA attention API (bf16 q, k, v, o; fp32 lse, gradients and
+//     parameters), one lanes Workspace per layer so the backward reuses the forward's lanes,
+//   - every other layer as the CUDA kernels of gpu_layers.hpp.
+// The dot-product schemes (NoPE, RoPE, ALiBi, GOAT, GOAT2D, PoPE, FoX, with QK-norm, sink,
+// softcap, GQA) run here; PaTH / PaTH-FoX train on the CPU path (their CUDA kernels exist,
+// the model's PaTH layers have no GPU port yet): constructing one is an Error saying so.
+// Rows are one rank's whole sequences (no context parallelism on the GPU model yet).
+//
+//   GpuModel gm(cfg, {});
+//   gm.upload_params(host_model.params());        // the initial or checkpointed weights
+//   gm.zero_grad();
+//   double loss = gm.forward(tokens, labels, B, L, global_labelled_rows);  // host int32 [B, L]
+//   gm.backward();                                // grads() += dloss/dparams (device)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model/cuda/gpu_gemm.hpp"
+#include "core/model/params.hpp"
+#include "kernels/attention/cuda/device_buffer.hpp"
+#include "kernels/attention/cuda/lanes/attention_cuda.hpp"
+
+namespace lcr::cuda::model {
+
+struct GpuModelOptions {
+  GemmPrecision gemm = GemmPrecision::Tf32;
+  int device = -1;  // CUDA device to use; -1 = the current one
+};
+
+class GpuModel {
+ public:
+  // Validates cfg (Error naming the field, or the unsupported scheme); allocates
+  // parameters (uninitialised: upload_params before the first forward) and gradients.
+  GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt);
+  ~GpuModel();
+  GpuModel(const GpuModel&) = delete;
+  GpuModel& operator=(const GpuModel&) = delete;
+
+  const ModelLayout& layout() const { return layout_; }
+  cudaStream_t stream() const { return stream_; }
+  float* params() { return params_.data(); }  // device [layout().total()]
+  float* grads() { return grads_.data(); }    // device, same layout
+  void upload_params(const View1<const float, HostSpace>& host);
+  void download_params(const View1<float, HostSpace>& host) const;
+  void download_grads(const View1<float, HostSpace>& host) const;
+  void zero_grad();
+
+  // tokens, labels: host int32 row-major [B, L] (labels -1 = ignored). Returns the sum of
+  // -log p over labelled rows / norm (norm = loss_norm when > 0, else this call's count).
+  double forward(const int32_t* tokens, const int32_t* labels, int64_t B, int64_t L,
+                 double loss_norm = 0);
+  // ADDS dloss/dparams into grads(); needs the preceding forward.
+  void backward();
+
+  int64_t labelled_rows() const { return labelled_; }
+  // After a non-finite loss: the first stage whose activations hold a NaN/Inf ("" if none).
+  std::string locate_nonfinite();
+  int64_t activation_bytes() const;  // device memory of the activation buffers
+
+ private:
+  struct Layer;
+  void ensure_buffers(int64_t B, int64_t L);
+  void layer_forward(int l, const float* x_in, float* x_out);
+  void layer_backward(int l, const float* x_in);
+
+  ModelLayout layout_;
+  GpuModelOptions opt_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Gemm> gemm_;
+  DeviceBuffer<float> params_, grads_;
+  int64_t B_ = 0, L_ = 0;
+  std::vector<Layer> layers_;
+  // Whole-model buffers (R = B L rows).
+  DeviceBuffer<int32_t> tokens_, labels_, emb_ids_, emb_starts_, emb_rows_;
+  int64_t emb_n_ids_ = 0;
+  std::vector<DeviceBuffer<float>> x_;  // n_layers + 1 residual streams [R, D]
+  DeviceBuffer<float> xf_, rstdf_, logits_, lse_, row_loss_;
+  // Scratch shared by the layers: projection outputs, fp32 o, backward gradients.
+  DeviceBuffer<float> proj_, o32_, dres_, dxn_, dh_, dgate_, dup_, dout_, dq_, dk_, dv_;
+  DeviceBuffer<__nv_bfloat16> dout16_;
+  DeviceBuffer<float> dparams_, dfox_cq_, dfox_ck_, dfox_z_, partial_;
+  int64_t labelled_ = 0;
+  double norm_ = 0;
+  bool have_forward_ = false;
+};
+
+}  // namespace lcr::cuda::model
