@@ -26,8 +26,8 @@ std::string model_toml(const TrainConfig& cfg) {
 }  // namespace
 
 io::RunLayout run_layout(const TrainConfig& cfg) {
-  io::RunLayout layout =
-      io::standard_layout(prior_shapes(cfg), {"clip_scale", "step_time_s", "model_tflops", "mfu"});
+  io::RunLayout layout = io::standard_layout(
+      prior_shapes(cfg), {"clip_scale", "step_time_s", "model_tflops", "mfu", "mfu_palm"});
   if (cfg.is_task())
     layout.tables.push_back(
         {"eval/task",

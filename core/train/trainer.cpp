@@ -71,7 +71,7 @@ class Trainer {
     passkey_ = passkey_sets(cfg_, cfg_.model.vocab_size);
     shapes_ = prior_shapes(cfg_);
     layout_ = run_layout(cfg_);
-    flops_per_token_ = model_flops_per_token(model_.config(), cfg_.train.seq_len);
+    flops_ = model_flops_per_token(model_.config(), cfg_.train.seq_len);
     if (cfg_.train.device == "cuda") {
       // float only (check_train_config refuses float64 with cuda).
       if constexpr (std::is_same_v<T, float>)
@@ -147,9 +147,11 @@ class Trainer {
         if (s_.writer()) {
           std::string line = progress.line(done, r.loss, r.lr, tps);
           if (gpu_) {
-            const double tf = flops_per_token_ * tps / double(world_.size()) / 1e12;
-            line += fmt::format(" | {:.0f} TFLOP/s/GPU, MFU {:.1f}%", tf,
-                                100.0 * tf / cfg_.train.peak_tflops);
+            const double per_gpu = tps / double(world_.size()) / 1e12;
+            line += fmt::format(" | {:.0f} TFLOP/s/GPU, MFU {:.1f}% (PaLM count {:.1f}%)",
+                                flops_.causal * per_gpu,
+                                100.0 * flops_.causal * per_gpu / cfg_.train.peak_tflops,
+                                100.0 * flops_.full * per_gpu / cfg_.train.peak_tflops);
           }
           spdlog::info("{}", line);
         }
@@ -323,9 +325,11 @@ class Trainer {
   void log_step(int64_t done, const StepResult& r, double tokens_per_s, double step_time) {
     if (!s_.writer()) return;
     // Model TFLOP/s per device (flops.hpp), and its fraction of the GPU's peak (cuda only).
-    const double model_tflops = flops_per_token_ * tokens_per_s / double(world_.size()) / 1e12;
-    const double mfu =
-        gpu_ ? model_tflops / cfg_.train.peak_tflops : std::numeric_limits<double>::quiet_NaN();
+    const double per_gpu = tokens_per_s / double(world_.size()) / 1e12;
+    const double model_tflops = flops_.causal * per_gpu;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double mfu = gpu_ ? model_tflops / cfg_.train.peak_tflops : nan;
+    const double mfu_palm = gpu_ ? flops_.full * per_gpu / cfg_.train.peak_tflops : nan;
     // The probe: the first sequence of this step's batch (its first train.probe_len
     // tokens), on this rank alone, on the CPU.
     Model<T>& probe = eval_model();
@@ -346,7 +350,8 @@ class Trainer {
                  {"clip_scale", {r.clip_scale}},
                  {"step_time_s", {step_time}},
                  {"model_tflops", {model_tflops}},
-                 {"mfu", {mfu}}};
+                 {"mfu", {mfu}},
+                 {"mfu_palm", {mfu_palm}}};
     rows.insert(rows.begin(), {"metrics", std::move(m)});
     on_writer([&] { run_file_->append(done, rows); });
   }
@@ -411,7 +416,7 @@ class Trainer {
   data::Batch probe_batch_;
   std::optional<io::CheckpointStore::Found> found_;
   int64_t start_ = 0;
-  double flops_per_token_ = 0;
+  TokenFlops flops_;                // model FLOPs per training token (flops.hpp)
   std::unique_ptr<GpuEngine> gpu_;  // train.device = "cuda"
 };
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/config/train_config.hpp"
+#include "core/train/flops.hpp"
 #include "core/train/prior_stats.hpp"
 #include "train_test_util.hpp"
 
@@ -52,10 +53,46 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"path_block_size",
                 {"attention.scheme=path", "attention.path.block_size=0"},
                 {"[attention]", "attention.path.block_size must be >= 1"}},
+        BadCase{"cuda_float64",
+                {"train.device=cuda", "train.precision=float64"},
+                {"train.device = \"cuda\" trains in float32"}},
+        BadCase{"cuda_context_parallel",
+                {"train.device=cuda", "parallel.cp=2", "train.seq_len=16"},
+                {"no context parallelism", "parallel.cp = 1"}},
+        // Without CUDA in the build, or without a GPU: the error says which and the fix.
+        BadCase{"cuda_unavailable", {"train.device=cuda"}, {"train.device = \"cuda\""}},
         BadCase{"eval_too_long",
                 {"data.source=text", "train.seq_len=2048", "eval.max_length_factor=16"},
                 {"eval.max_length_factor"}}),
     [](const auto& info) { return info.param.name; });
+
+// The FLOP count of the logged MFU (core/train/flops.hpp), recounted by hand for a GQA
+// model: projections q [D, H d], k and v [D, Hkv d], o [H d, D], SwiGLU 3 D F, LM head V D.
+TEST(TrainFlops, CountsTheModelByHand) {
+  ModelConfig m;
+  m.vocab_size = 100;
+  m.d_model = 64;
+  m.n_layers = 3;
+  m.ffn_hidden = 160;
+  m.attention.heads = 4;
+  m.attention.kv_heads = 2;
+  m.attention.head_dim = 16;
+  const int64_t L = 1000;
+  const double per_layer = 64.0 * 64 + 2 * (64.0 * 32) + 64.0 * 64 + 3 * 64.0 * 160;
+  const double matrix = 2 * (3 * per_layer + 100.0 * 64);
+  const double causal_attn = 3 * (1001.0 * 4 * 32);  // per layer: (L + 1) H (d + dv)
+  const train::TokenFlops f = train::model_flops_per_token(m, L);
+  EXPECT_DOUBLE_EQ(f.causal, 3 * matrix + 3 * causal_attn);
+  EXPECT_DOUBLE_EQ(f.full, 3 * matrix + 3 * (3 * 2 * 1000.0 * 4 * 32));
+  // GOAT of the same head width counts the same attention (its prior lanes are part of d_h);
+  // only its narrower q/k projections (content dims d_c) differ.
+  ModelConfig g = m;
+  g.attention.scheme = Scheme::GOAT;
+  g.attention.goat.modes = 2;
+  const train::TokenFlops fg = train::model_flops_per_token(g, L);
+  EXPECT_DOUBLE_EQ(fg.full - fg.causal, f.full - f.causal);
+  EXPECT_LT(fg.causal, f.causal);
+}
 
 TEST(TrainConfigFiles, EveryExperimentConfigParsesAndValidates) {
   int n = 0;
