@@ -10,7 +10,9 @@
 #   GOAT / PoPE vs NoPE through the full API (bench_cuda_attention, when present);
 #   PaTH (bench_cuda_path, when present) vs fla's Triton PaTH (peers.py --fla, when fla
 #     imports: install the carried wheels first, docs/cuda.md);
-#   ring on 2 GPUs (bench_cuda_ring under mpirun -np 2, when present).
+#   ring on 2 GPUs (bench_cuda_ring under mpirun -np 2, when present);
+#   training on one GPU at 64K tokens (lcr train, experiments/configs/gpu_125m_64k_goat.toml,
+#     GOAT and NoPE, when lcr is present): tokens/s, model TFLOP/s, MFU (both FLOP counts).
 # A binary that is absent gives a row marked "not measured", never a silent gap.
 # With 2 GPUs the Python peers (torch import, Triton compiles: CPU-heavy, minutes) run on
 # GPU 1 while lcr's binaries run on GPU 0 (the same H200 model), then the ring takes both;
@@ -114,8 +116,34 @@ if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin bench_cuda_ring); then
   fi
 fi
 
-# 7. The table.
+# 7. Training at 64K context on one GPU (125M model), GOAT and NoPE, from the run files.
+train_md="$OUT/train.md"
+: >"$train_md"
+if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin lcr); then
+  for s in goat nope; do
+    note "lcr train gpu_125m_64k_goat.toml attention.scheme=$s"
+    CUDA_VISIBLE_DEVICES=$lcr_gpu timeout "$((2 * lim))" "$b" train \
+      --config experiments/configs/gpu_125m_64k_goat.toml attention.scheme="$s" train.steps=15 \
+      train.log_every=5 run.overwrite=true run.dir="\"/tmp/lcr_bench_runs/run_64k_$s\"" 2>&1 |
+      grep -E "model on|step|rror" | tee -a "$log"
+  done
+  python3 - >"$train_md" <<'PY'
+import h5py
+print("| training, 1 GPU, 125M, L = 65536 | tokens/s | model TFLOP/s | MFU (causal) | MFU (PaLM count) |")
+print("|---|---|---|---|---|")
+for s in ("goat", "nope"):
+    try:
+        with h5py.File(f"/tmp/lcr_bench_runs/run_64k_{s}/run.h5", "r") as f:
+            m = {k: f["metrics/" + k][-1] for k in ("tokens_per_s", "model_tflops", "mfu", "mfu_palm")}
+        print(f"| {s} | {m['tokens_per_s']:.0f} | {m['model_tflops']:.0f} | {100 * m['mfu']:.1f}% | {100 * m['mfu_palm']:.1f}% |")
+    except Exception as e:
+        print(f"| {s} | not measured ({type(e).__name__}: {e}) | | | |")
+PY
+fi
+
+# 8. The table.
 python3 kernels/bench/cuda/peers.py table --shapes "${shapes[@]}" --lcr "$lcr_csv" \
   --peers "$OUT/peers.csv" --lanes "$lanes_txt" --path "$path_txt" --ring "$ring_txt" \
   --out "$OUT/gpu_bench.md" >/dev/null
+cat "$train_md" >>"$OUT/gpu_bench.md"
 cat "$OUT/gpu_bench.md"
