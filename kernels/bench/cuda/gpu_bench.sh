@@ -129,7 +129,8 @@ if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin lcr); then
   done
   python3 - >"$train_md" <<'PY'
 import h5py
-print("| training, 1 GPU, 125M, L = 65536 | tokens/s | model TFLOP/s | MFU (causal) | MFU (PaLM count) |")
+print("\n## Training on one GPU (lcr train, experiments/configs/gpu_125m_64k_goat.toml)\n")
+print("| scheme (125M, L = 65536, batch 1) | tokens/s | model TFLOP/s | MFU (causal) | MFU (PaLM count) |")
 print("|---|---|---|---|---|")
 for s in ("goat", "nope"):
     try:
