@@ -188,11 +188,6 @@ void check_train_config(const TrainConfig& c) {
     require(t.precision == Precision::Float32,
             "train.device = \"cuda\" trains in float32 (bf16 attention); set train.precision = "
             "\"float32\" or train.device = \"cpu\" for float64");
-    require(c.parallel.cp == 1,
-            "train.device = \"cuda\" has no context parallelism in the model yet (parallel.cp = ",
-            c.parallel.cp,
-            "); use parallel.cp = 1 (data parallelism over GPUs), or "
-            "train.device = \"cpu\" for the ring");
   }
   require(t.seed >= 0, "train.seed must be >= 0, got ", t.seed);
   require(std::isfinite(t.lr) && t.lr > 0, "train.lr must be > 0, got ", t.lr);

@@ -6,7 +6,7 @@ namespace lcr::train {
 
 struct GpuEngine::Impl {};
 
-GpuEngine::GpuEngine(const TrainConfig&, const AdamWConfig&, Communicator&) {
+GpuEngine::GpuEngine(const TrainConfig&, const AdamWConfig&, const ProcessGrid&) {
   throw_error(
       "train.device = \"cuda\" needs a build configured with -DLCR_ENABLE_CUDA=ON (and "
       "-DLCR_ENABLE_NCCL=ON for several GPUs); see docs/cuda.md, or set train.device = \"cpu\"");

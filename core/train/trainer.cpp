@@ -75,7 +75,7 @@ class Trainer {
     if (cfg_.train.device == "cuda") {
       // float only (check_train_config refuses float64 with cuda).
       if constexpr (std::is_same_v<T, float>)
-        gpu_ = std::make_unique<GpuEngine>(cfg_, adamw_config(cfg_), world_);
+        gpu_ = std::make_unique<GpuEngine>(cfg_, adamw_config(cfg_), grid_);
     }
   }
 
@@ -249,9 +249,9 @@ class Trainer {
     }
     double local = 0;
     if constexpr (std::is_same_v<T, float>) {
-      if (gpu_)  // whole sequences on this rank's GPU (cp = 1: b is this rank's batch)
-        local =
-            gpu_->forward_backward(b.tokens.data(), b.labels.data(), b.batch, b.seq_len, scored);
+      if (gpu_)  // this rank's rows (host views: Kokkos' default space here is the host)
+        local = gpu_->forward_backward(tok.data(), lab.data(), int64_t(tok.extent(0)),
+                                       int64_t(tok.extent(1)), scored);
     }
     if (!gpu_) {
       model_.zero_grad();

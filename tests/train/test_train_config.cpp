@@ -56,9 +56,6 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"cuda_float64",
                 {"train.device=cuda", "train.precision=float64"},
                 {"train.device = \"cuda\" trains in float32"}},
-        BadCase{"cuda_context_parallel",
-                {"train.device=cuda", "parallel.cp=2", "train.seq_len=16"},
-                {"no context parallelism", "parallel.cp = 1"}},
         // Without CUDA in the build, or without a GPU: the error says which and the fix.
         BadCase{"cuda_unavailable", {"train.device=cuda"}, {"train.device = \"cuda\""}},
         BadCase{"eval_too_long",

@@ -37,6 +37,7 @@ GpuModel::GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt) : layout_
   if (opt_.device >= 0) LCR_CUDA_CHECK(cudaSetDevice(opt_.device));
   LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<Gemm>(stream_, opt_.gemm);
+  runner_ = std::make_unique<LocalGpuAttention>();
   params_ = DeviceBuffer<float>(size_t(layout_.total()));
   grads_ = DeviceBuffer<float>(size_t(layout_.total()));
   grads_.fill_bytes(0);
@@ -50,6 +51,15 @@ GpuModel::~GpuModel() {
   layers_.clear();
   gemm_.reset();
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+void GpuModel::set_runner(std::unique_ptr<GpuAttentionRunner> runner) {
+  require(runner != nullptr, "GpuModel::set_runner: null runner");
+  require(runner->whole_sequences() || layout_.layer(0).fox_w < 0,
+          "attention.scheme = ", scheme_name(layout_.config().attention.scheme),
+          " with context parallelism does not train on the GPU yet (FoX's gates need ",
+          "cross-rank prefix sums); use parallel.cp = 1 or train.device = \"cpu\"");
+  runner_ = std::move(runner);
 }
 
 void GpuModel::upload_params(const View1<const float, HostSpace>& host) {
@@ -246,8 +256,9 @@ void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
     fox_c = a.fox_c.data();
   }
   const DeviceParams dp{P + s.attn, layout_.attention().total()};
-  attention_forward(c.attention, dp, attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox_c),
-                    AttentionOutputs{a.o.data(), a.lse.data()}, *a.ws, stream_);
+  runner_->forward(l, c.attention, dp,
+                   attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox_c),
+                   AttentionOutputs{a.o.data(), a.lse.data()}, *a.ws, stream_);
   // x_mid = x_in + o Wo
   to_f32(R * H * dv, a.o.data(), o32_.data(), stream_);
   LCR_CUDA_CHECK(
@@ -329,9 +340,10 @@ void GpuModel::layer_backward(int l, const float* x_in) {
   g.dfox_ck = fox ? dfox_ck_.data() : nullptr;
   const AttentionInputs in =
       attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox ? a.fox_c.data() : nullptr);
-  attention_backward(layout_.config().attention, dp, in, AttentionOutputs{a.o.data(), a.lse.data()},
-                     dout16_.data(), g, *a.ws, stream_);
-  if (dp.size > 0) axpy(dp.size, 1.f, dparams_.data(), G + s.attn, stream_);
+  runner_->backward(l, layout_.config().attention, dp, in,
+                    AttentionOutputs{a.o.data(), a.lse.data()}, dout16_.data(), g, *a.ws, stream_);
+  if (dp.size > 0 && runner_->adds_dparams())
+    axpy(dp.size, 1.f, dparams_.data(), G + s.attn, stream_);
   const float* xn1 = a.xn1.data();
   const int64_t CQ = H * dq, CK = Hkv * dq, CV = Hkv * dv;
   gemm(N, Y, R, D, CQ, 1, dq_.data(), P + s.wq, 0, dxn);

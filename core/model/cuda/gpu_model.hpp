@@ -9,7 +9,10 @@
 // The dot-product schemes (NoPE, RoPE, ALiBi, GOAT, GOAT2D, PoPE, FoX, with QK-norm, sink,
 // softcap, GQA) run here; PaTH / PaTH-FoX train on the CPU path (their CUDA kernels exist,
 // the model's PaTH layers have no GPU port yet): constructing one is an Error saying so.
-// Rows are one rank's whole sequences (no context parallelism on the GPU model yet).
+// How a layer runs attention is injected, like the CPU model's AttentionRunner
+// (core/model/runner.hpp): LocalGpuAttention (whole sequences on this GPU, the default) or
+// a ring over the context-parallel group (core/train/gpu_engine.cpp wraps
+// parallel/ring/cuda/ring_attention_cuda.hpp); then the rows are this rank's shard.
 //
 //   GpuModel gm(cfg, {});
 //   gm.upload_params(host_model.params());        // the initial or checkpointed weights
@@ -30,6 +33,42 @@
 
 namespace lcr::cuda::model {
 
+// One layer's attention call on the GPU (same contract as cuda::attention_forward /
+// attention_backward on this rank's local rows; positions start at 0).
+class GpuAttentionRunner {
+ public:
+  virtual ~GpuAttentionRunner() = default;
+  virtual void forward(int layer, const AttentionSpec& spec, const DeviceParams& params,
+                       const AttentionInputs& in, const AttentionOutputs& out, Workspace& ws,
+                       cudaStream_t s) = 0;
+  virtual void backward(int layer, const AttentionSpec& spec, const DeviceParams& params,
+                        const AttentionInputs& in, const AttentionOutputs& out, const bf16* dout,
+                        const AttentionGrads& grads, Workspace& ws, cudaStream_t s) = 0;
+  // Whether this rank adds backward's dparams into the model's gradients. The trainer sums
+  // the gradients over every rank afterwards; a ring whose backward already summed dparams
+  // over its group answers true on the group's rank 0 only, so the sum counts them once.
+  virtual bool adds_dparams() const = 0;
+  // FoX's cumulative gates run over GLOBAL positions: a runner of a sequence shard says no.
+  virtual bool whole_sequences() const = 0;
+};
+
+// Whole sequences on this GPU: the CUDA attention API.
+class LocalGpuAttention : public GpuAttentionRunner {
+ public:
+  void forward(int, const AttentionSpec& spec, const DeviceParams& params,
+               const AttentionInputs& in, const AttentionOutputs& out, Workspace& ws,
+               cudaStream_t s) override {
+    attention_forward(spec, params, in, out, ws, s);
+  }
+  void backward(int, const AttentionSpec& spec, const DeviceParams& params,
+                const AttentionInputs& in, const AttentionOutputs& out, const bf16* dout,
+                const AttentionGrads& grads, Workspace& ws, cudaStream_t s) override {
+    attention_backward(spec, params, in, out, dout, grads, ws, s);
+  }
+  bool adds_dparams() const override { return true; }
+  bool whole_sequences() const override { return true; }
+};
+
 struct GpuModelOptions {
   GemmPrecision gemm = GemmPrecision::Tf32;
   int device = -1;  // CUDA device to use; -1 = the current one
@@ -43,6 +82,10 @@ class GpuModel {
   ~GpuModel();
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;
+
+  // Replaces the attention runner (default LocalGpuAttention). Error: FoX with a runner of
+  // sequence shards (its gates need cross-rank prefix sums the GPU model does not do yet).
+  void set_runner(std::unique_ptr<GpuAttentionRunner> runner);
 
   const ModelLayout& layout() const { return layout_; }
   cudaStream_t stream() const { return stream_; }
@@ -75,6 +118,7 @@ class GpuModel {
   GpuModelOptions opt_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<GpuAttentionRunner> runner_;
   DeviceBuffer<float> params_, grads_;
   int64_t B_ = 0, L_ = 0;
   std::vector<Layer> layers_;

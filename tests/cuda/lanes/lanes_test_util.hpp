@@ -37,6 +37,12 @@ namespace lcr::cuda::test {
 //    own sum_j P dP [8.1, then 18.4]. It is now A - D C from fp32 row sums that do not use
 //    delta (sdpa.hpp, dbias_q_sums): 25 runs of the 7 fox_softcap cases on an H200
 //    (2026-11-29) stayed at 2.9 or less for every gradient of those cases.
+//    GOAT's key-bias slices (lambda, mlp_*) sum du(j) = sum_i dS_ij, whose total over j
+//    is known exactly (0, or -sum dsink with a sink) while the SDPA's misses it by its bf16
+//    dS and the delta offset above; lambda and mlp_b1 weight du(j) almost uniformly and
+//    carried that miss (a CPU emulation of goat2d_value_dim_differs: 9% of draws over the
+//    bound, up to 58x the naive error). attention_backward now projects du onto the total
+//    (lanes::goat_du_project): in the same emulation 1.7% for lambda, 0.1% for mlp_b1.
 // kFloor is a quarter of bf16's relative resolution 2^-8, so tensors whose naive error
 // happens to vanish (a row with one key) are not held to zero; kAbsFloor (~100 fp32 ulps
 // at the O(1) scale of the inputs) covers tensors that are exactly zero, e.g. dq with a

@@ -56,6 +56,9 @@ std::vector<NamedCase> all_cases() {
   add("alibi", Scheme::ALiBi, none);
   add("goat", Scheme::GOAT, none);
   add("goat2d", Scheme::GOAT2D, [](AttentionSpec& s) { s.goat.grid_width = 5; });
+  // A sink without softcap: GOAT's du is projected onto its known total -sum dsink
+  // (lanes::goat_du_project), which is nonzero only here.
+  add("goat_sink", Scheme::GOAT, [](AttentionSpec& s) { s.numerics.sink = true; });
   add("pope", Scheme::PoPE, none);
   add("fox", Scheme::FoX, none);
   // With softcap the FoX query-lane gradient comes from the SDPA's fp32 row sums (A - D C).
