@@ -351,10 +351,20 @@ PreparedAttention prepare_attention(const AttentionSpec& s, const DeviceParams& 
   return P;
 }
 
-void prepared_backward(const AttentionSpec& s, const DeviceParams& prm, const AttentionInputs& in,
-                       const float* dq2, const float* dk2, float* dq, float* dk, float* dparams,
-                       Workspace& ws, cudaStream_t st) {
-  check_inputs(s, in, prm);
+namespace {
+
+// What lanes_backward_impl knows about the keys of the call: `complete` when they are every
+// key its queries see (one attention_backward, not a ring chunk) and there is no softcap,
+// so GOAT's du sums to a known total (goat_du_project); dsink: the sink gradient of the call
+// (the total's source), null without a sink.
+struct KeyTotal {
+  bool complete = false;
+  const float* dsink = nullptr;
+};
+
+void lanes_backward_impl(const AttentionSpec& s, const DeviceParams& prm, const AttentionInputs& in,
+                         const float* dq2, const float* dk2, float* dq, float* dk, float* dparams,
+                         Workspace& ws, cudaStream_t st, const KeyTotal& kt) {
   const int qd = input_qk_dim(s);
   if (lanes_are_inputs(s)) {
     if (dq != dq2)
@@ -407,6 +417,8 @@ void prepared_backward(const AttentionSpec& s, const DeviceParams& prm, const At
     const int cols = lanes::goat_key_cols(ga), chunks = lanes::goat_key_chunks(in.Lk);
     float* part = w.get<float>(Slot::KeyPart, int64_t(chunks) * Hkv * cols);
     float* sums = w.get<float>(Slot::KeySums, int64_t(Hkv) * cols);
+    if (kt.complete)
+      lanes::goat_du_project(in.Lk, Hkv, H / Hkv, in.k_pos0, in.Lq, in.q_pos0, kt.dsink, gk.du, st);
     lanes::goat_key_param_partials(ga, gk.du, part, st);
     LCR_CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(float) * Hkv * cols, st));
     lanes::reduce_partials(part, chunks, Hkv, cols, 0, cols, false, 1.0, sums, st);
@@ -421,6 +433,16 @@ void prepared_backward(const AttentionSpec& s, const DeviceParams& prm, const At
   if (pope)
     lanes::reduce_partials(gk.delta_part, ck, Hkv, qd, 0, qd, false, 1.0,
                            slice(dparams, l, "pope.delta"), st);
+}
+
+}  // namespace
+
+void prepared_backward(const AttentionSpec& s, const DeviceParams& prm, const AttentionInputs& in,
+                       const float* dq2, const float* dk2, float* dq, float* dk, float* dparams,
+                       Workspace& ws, cudaStream_t st) {
+  check_inputs(s, in, prm);
+  // A ring chunk's keys are a part of what its queries see: no known total for du.
+  lanes_backward_impl(s, prm, in, dq2, dk2, dq, dk, dparams, ws, st, KeyTotal{});
 }
 
 void apply_sink(const AttentionSpec& s, const DeviceParams& prm, int B, int Lq, float* o_f32,
@@ -526,7 +548,14 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
   if (fox_sums) lanes::fox_query_grad_from_sums(in.B, in.Lq, s.heads, fox_sums, g.dfox_cq, st);
   if (total > 0) LCR_CUDA_CHECK(cudaMemsetAsync(g.dparams, 0, sizeof(float) * total, st));
   if (sink) sink_backward(s, prm, in.B, in.Lq, out.lse, delta, g.dparams, st);
-  if (!P.lanes_are_inputs) prepared_backward(s, prm, in, dq2, dk2, g.dq, g.dk, g.dparams, ws, st);
+  if (!P.lanes_are_inputs) {
+    // All keys of the queries are in this call: GOAT's du sums to a known total unless
+    // softcap bends the logits (goat_du_project).
+    KeyTotal kt;
+    kt.complete = is_goat(s.scheme) && s.numerics.softcap == 0;
+    kt.dsink = sink ? slice(g.dparams, l, "sink") : nullptr;
+    lanes_backward_impl(s, prm, in, dq2, dk2, g.dq, g.dk, g.dparams, ws, st, kt);
+  }
 }
 
 // ---- FoX gates ----

@@ -151,6 +151,43 @@ __global__ void goat_key_scatter_kernel(GoatKeyArgs a, const float* sums, GoatKe
   }
 }
 
+// Query rows (per batch row and head) that see the key at position pj.
+__device__ __forceinline__ double goat_key_rows(int64_t pj, int Lq, int64_t q_pos0) {
+  const int64_t last = q_pos0 + Lq - 1, first = pj > q_pos0 ? pj : q_pos0;
+  return last >= first ? double(last - first + 1) : 0.0;
+}
+
+__global__ void __launch_bounds__(kKeyThreads)
+    goat_du_project_kernel(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_pos0,
+                           const float* dsink, float* du) {
+  __shared__ double red[2][kKeyThreads];
+  const int hk = blockIdx.x;
+  double sum = 0, wsum = 0;
+  for (int j = threadIdx.x; j < L; j += kKeyThreads) {
+    sum += double(du[int64_t(j) * Hkv + hk]);
+    wsum += goat_key_rows(k_pos0 + j, Lq, q_pos0);
+  }
+  red[0][threadIdx.x] = sum;
+  red[1][threadIdx.x] = wsum;
+  __syncthreads();
+  for (int w = kKeyThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) {
+      red[0][threadIdx.x] += red[0][threadIdx.x + w];
+      red[1][threadIdx.x] += red[1][threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (red[1][0] == 0) return;  // no query sees any key: du is 0 already
+  double target = 0;
+  if (dsink)
+    for (int h = hk * G; h < (hk + 1) * G; ++h) target -= double(dsink[h]);
+  const double per_row = (red[0][0] - target) / red[1][0];
+  for (int j = threadIdx.x; j < L; j += kKeyThreads) {
+    const double w = goat_key_rows(k_pos0 + j, Lq, q_pos0);
+    if (w > 0) du[int64_t(j) * Hkv + hk] = float(double(du[int64_t(j) * Hkv + hk]) - per_row * w);
+  }
+}
+
 __global__ void pope_delta_trig_kernel(const float* delta, int n, float2* out) {
   for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
     const double dl = fmin(fmax(double(delta[e]), -kTwoPi), 0.0);
@@ -342,6 +379,13 @@ void goat_key_param_scatter(const GoatKeyArgs& a, const float* sums, const GoatK
   const int n = a.Hkv * goat_key_cols(a);
   if (n == 0) return;
   goat_key_scatter_kernel<<<blocks_for(n, 128), 128, 0, s>>>(a, sums, g);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void goat_du_project(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_pos0,
+                     const float* dsink, float* du, cudaStream_t s) {
+  if (L == 0 || Hkv == 0 || Lq == 0) return;
+  goat_du_project_kernel<<<Hkv, kKeyThreads, 0, s>>>(L, Hkv, G, k_pos0, Lq, q_pos0, dsink, du);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -117,6 +117,18 @@ struct GoatKeyGradSlices {
 };
 void goat_key_param_scatter(const GoatKeyArgs& a, const float* sums, const GoatKeyGradSlices& out,
                             cudaStream_t s);
+// Projects du [L, Hkv] (keys at k_pos0 ..) onto sum_j du(j) = T_hk, which holds exactly when
+// the call's keys are every key its queries see and there is no softcap: a shift of u common
+// to all keys leaves the softmax unchanged, so sum_j dS_ij = delta_i exp(sink_h - lse_i) per
+// row (0 without a sink) and T_hk = -sum_{h of hk's group} dsink[h] (0 when dsink is null).
+// The SDPA's du misses that sum by its bf16 dS (dK = dS^T q') and by the offset of delta
+// (O made with bf16 P) from its own sum_j P dP, and parameters whose weight on du(j) is
+// nearly constant in j (mlp_b1, lambda far from position 0) carry that miss in full. The
+// correction is spread over the keys in proportion to the number of query rows that see
+// each (Lq queries at q_pos0 ..; keys no query sees keep du = 0). One block per KV head,
+// sums in double, fixed order.
+void goat_du_project(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_pos0,
+                     const float* dsink, float* du, cudaStream_t s);
 
 // ---- small helpers ----
 // (cos, sin)(clamp(delta, -2 pi, 0)) for PoPE's key phase, n values.
