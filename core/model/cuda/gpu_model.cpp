@@ -4,10 +4,16 @@
 
 #include "core/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
+#include "core/model/cuda/gpu_path.hpp"
+#include "kernels/attention/cuda/path/path.hpp"
+#include "kernels/schemes/path/params.hpp"
 
 namespace lcr::cuda::model {
 
 using bf16 = __nv_bfloat16;
+
+static_assert(kPathBetaMax == lcr::path::kBetaMax && kPathMinWNorm == lcr::path::kMinWNorm,
+              "gpu_path.hpp's PaTH constants must be those of kernels/schemes/path/params.hpp");
 
 // One layer's activations, kept from forward to backward ([R, ...] row-major).
 struct GpuModel::Layer {
@@ -15,6 +21,8 @@ struct GpuModel::Layer {
   DeviceBuffer<bf16> q, k, v, o;          // [R, H dq], [R, Hkv dq], [R, Hkv dv], [R, H dv]
   DeviceBuffer<float> lse;                // [B, H, L]
   DeviceBuffer<float> fox_z, fox_c;       // [R, H] (FoX only)
+  DeviceBuffer<float> path_u, path_w;     // [R, Hkv d] (PaTH only)
+  DeviceBuffer<float> path_z, path_beta;  // [R, Hkv] (PaTH only)
   DeviceBuffer<float> x_mid, xn2, rstd2;  // [R, D], [R, D], [R]
   DeviceBuffer<float> gate, up, h;        // [R, F]
   std::unique_ptr<Workspace> ws;          // lanes kept from forward to backward
@@ -30,10 +38,23 @@ void grow(DeviceBuffer<T>& b, int64_t n) {
 }  // namespace
 
 GpuModel::GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt) : layout_(cfg), opt_(opt) {
-  const Scheme s = cfg.attention.scheme;
-  require(s != Scheme::PaTH && s != Scheme::PaTHFoX, "attention.scheme = ", scheme_name(s),
-          " does not train on the GPU yet (the PaTH CUDA kernels exist, the model's PaTH ",
-          "layers have no GPU port); use train.device = \"cpu\" for PaTH / PaTH-FoX");
+  const AttentionSpec& at = cfg.attention;
+  path_ = model_uses_path(cfg);
+  if (path_) {
+    const char* name = scheme_name(at.scheme);
+    require(at.head_dim == 64 || at.head_dim == 128, "attention.scheme = ", name,
+            " on the GPU needs attention.head_dim = 64 or 128 (the CUDA PaTH kernels' head ",
+            "widths), got ", at.head_dim, "; use train.device = \"cpu\" for other widths");
+    require(at.v_dim() == at.head_dim, "attention.scheme = ", name,
+            " on the GPU needs attention.value_dim = head_dim (0), got ", at.v_dim(),
+            "; use train.device = \"cpu\"");
+    require(!at.numerics.sink, "attention.numerics.sink with attention.scheme = ", name,
+            " does not train on the GPU yet (the CUDA PaTH kernels have no sink); use ",
+            "train.device = \"cpu\" or drop the sink");
+    require(!at.numerics.qk_norm, "attention.numerics.qk_norm with attention.scheme = ", name,
+            " does not train on the GPU yet (the CUDA PaTH kernels have no QK-norm); use ",
+            "train.device = \"cpu\" or drop qk_norm");
+  }
   if (opt_.device >= 0) LCR_CUDA_CHECK(cudaSetDevice(opt_.device));
   LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   gemm_ = std::make_unique<Gemm>(stream_, opt_.gemm);
@@ -59,6 +80,11 @@ void GpuModel::set_runner(std::unique_ptr<GpuAttentionRunner> runner) {
           "attention.scheme = ", scheme_name(layout_.config().attention.scheme),
           " with context parallelism does not train on the GPU yet (FoX's gates need ",
           "cross-rank prefix sums); use parallel.cp = 1 or train.device = \"cpu\"");
+  require(runner->whole_sequences() || !path_,
+          "attention.scheme = ", scheme_name(layout_.config().attention.scheme),
+          " with context parallelism does not train on the GPU yet (PaTH's convolution and ",
+          "transitions need the previous shard's rows); use parallel.cp = 1 or ",
+          "train.device = \"cpu\"");
   runner_ = std::move(runner);
 }
 
@@ -106,6 +132,12 @@ void GpuModel::ensure_buffers(int64_t B, int64_t L) {
       grow(a.fox_z, R * H);
       grow(a.fox_c, R * H);
     }
+    if (path_) {
+      grow(a.path_u, R * Hkv * dq);
+      grow(a.path_w, R * Hkv * dq);
+      grow(a.path_z, R * Hkv);
+      grow(a.path_beta, R * Hkv);
+    }
     grow(a.x_mid, R * D);
     grow(a.xn2, R * D);
     grow(a.rstd2, R);
@@ -140,7 +172,17 @@ void GpuModel::ensure_buffers(int64_t B, int64_t L) {
     grow(dfox_ck_, R * H);
     grow(dfox_z_, R * H);
   }
-  grow(partial_, std::max(partial_floats(R, D), partial_floats(R, H)));
+  int64_t partial = std::max(partial_floats(R, D), partial_floats(R, H));
+  if (path_) {
+    grow(dpath_w_, R * Hkv * dq);
+    grow(dpath_u_, R * Hkv * dq);
+    grow(dpath_beta_, R * Hkv);
+    partial = std::max(partial, path_conv_partial_floats(R, Hkv, dq));
+    const lcr::cuda::path::Args pa = path_args(B, L, layers_.front());
+    grow(path_ws_, int64_t(std::max(lcr::cuda::path::forward_workspace_bytes(pa),
+                                    lcr::cuda::path::backward_workspace_bytes(pa))));
+  }
+  grow(partial_, partial);
   B_ = B;
   L_ = L;
 }
@@ -148,10 +190,12 @@ void GpuModel::ensure_buffers(int64_t B, int64_t L) {
 int64_t GpuModel::activation_bytes() const {
   int64_t n = 0;
   for (const auto& a : layers_)
-    n += int64_t(a.xn1.bytes() + a.rstd1.bytes() + a.q.bytes() + a.k.bytes() + a.v.bytes() +
-                 a.o.bytes() + a.lse.bytes() + a.fox_z.bytes() + a.fox_c.bytes() + a.x_mid.bytes() +
-                 a.xn2.bytes() + a.rstd2.bytes() + a.gate.bytes() + a.up.bytes() + a.h.bytes()) +
-         a.ws->bytes();
+    n +=
+        int64_t(a.xn1.bytes() + a.rstd1.bytes() + a.q.bytes() + a.k.bytes() + a.v.bytes() +
+                a.o.bytes() + a.lse.bytes() + a.fox_z.bytes() + a.fox_c.bytes() + a.path_u.bytes() +
+                a.path_w.bytes() + a.path_z.bytes() + a.path_beta.bytes() + a.x_mid.bytes() +
+                a.xn2.bytes() + a.rstd2.bytes() + a.gate.bytes() + a.up.bytes() + a.h.bytes()) +
+        a.ws->bytes();
   for (const auto& x : x_) n += int64_t(x.bytes());
   return n + int64_t(xf_.bytes() + logits_.bytes());
 }
@@ -229,6 +273,24 @@ AttentionInputs attn_inputs(int64_t B, int64_t L, const bf16* q, const bf16* k, 
 
 }  // namespace
 
+lcr::cuda::path::Args GpuModel::path_args(int64_t B, int64_t L, const Layer& a) const {
+  const AttentionSpec& at = layout_.config().attention;
+  lcr::cuda::path::Args p;
+  p.B = int(B);
+  p.L = int(L);
+  p.H = at.heads;
+  p.Hkv = at.kv_heads;
+  p.D = at.head_dim;
+  p.q = a.q.data();
+  p.k = a.k.data();
+  p.v = a.v.data();
+  p.w = a.path_w.data();
+  p.beta = a.path_beta.data();
+  if (layout_.layer(0).fox_w >= 0) p.fox_q = p.fox_k = a.fox_c.data();
+  p.softcap = float(at.numerics.softcap);  // scale 0: 1 / sqrt(head_dim), as the CPU
+  return p;
+}
+
 void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
   Layer& a = layers_[size_t(l)];
   const LayerSlices& s = layout_.layer(l);
@@ -255,10 +317,23 @@ void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
                              *a.ws, stream_);
     fox_c = a.fox_c.data();
   }
-  const DeviceParams dp{P + s.attn, layout_.attention().total()};
-  runner_->forward(l, c.attention, dp,
-                   attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox_c),
-                   AttentionOutputs{a.o.data(), a.lse.data()}, *a.ws, stream_);
+  if (path_) {
+    // u = xn1 Wu -> w (conv, act, normalise); z = xn1 Wb + b -> beta (path.hpp).
+    const int64_t C = Hkv * dq;
+    gemm(N, N, R, C, D, 1, a.xn1.data(), P + s.path_u, 0, a.path_u.data());
+    path_w_forward(B_, L_, Hkv, dq, c.path_w_silu, a.path_u.data(), P + s.path_conv,
+                   a.path_w.data(), stream_);
+    gemm(N, N, R, Hkv, D, 1, a.xn1.data(), P + s.path_beta_w, 0, a.path_z.data());
+    add_bias(R, Hkv, P + s.path_beta_b, a.path_z.data(), stream_);
+    path_beta_forward(R * Hkv, a.path_z.data(), a.path_beta.data(), stream_);
+    lcr::cuda::path::forward(path_args(B_, L_, a), a.o.data(), a.lse.data(), path_ws_.data(),
+                             path_ws_.bytes(), stream_);
+  } else {
+    const DeviceParams dp{P + s.attn, layout_.attention().total()};
+    runner_->forward(l, c.attention, dp,
+                     attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox_c),
+                     AttentionOutputs{a.o.data(), a.lse.data()}, *a.ws, stream_);
+  }
   // x_mid = x_in + o Wo
   to_f32(R * H * dv, a.o.data(), o32_.data(), stream_);
   LCR_CUDA_CHECK(
@@ -338,12 +413,26 @@ void GpuModel::layer_backward(int l, const float* x_in) {
   g.dparams = dp.size > 0 ? dparams_.data() : nullptr;
   g.dfox_cq = fox ? dfox_cq_.data() : nullptr;
   g.dfox_ck = fox ? dfox_ck_.data() : nullptr;
-  const AttentionInputs in =
-      attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox ? a.fox_c.data() : nullptr);
-  runner_->backward(l, layout_.config().attention, dp, in,
-                    AttentionOutputs{a.o.data(), a.lse.data()}, dout16_.data(), g, *a.ws, stream_);
-  if (dp.size > 0 && runner_->adds_dparams())
-    axpy(dp.size, 1.f, dparams_.data(), G + s.attn, stream_);
+  if (path_) {
+    lcr::cuda::path::Grads pg;
+    pg.dq = dq_.data();
+    pg.dk = dk_.data();
+    pg.dv = dv_.data();
+    pg.dw = dpath_w_.data();
+    pg.dbeta = dpath_beta_.data();
+    pg.dfox_q = g.dfox_cq;
+    pg.dfox_k = g.dfox_ck;
+    lcr::cuda::path::backward(path_args(B_, L_, a), a.o.data(), a.lse.data(), dout16_.data(), pg,
+                              path_ws_.data(), path_ws_.bytes(), stream_);
+  } else {
+    const AttentionInputs in =
+        attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox ? a.fox_c.data() : nullptr);
+    runner_->backward(l, layout_.config().attention, dp, in,
+                      AttentionOutputs{a.o.data(), a.lse.data()}, dout16_.data(), g, *a.ws,
+                      stream_);
+    if (dp.size > 0 && runner_->adds_dparams())
+      axpy(dp.size, 1.f, dparams_.data(), G + s.attn, stream_);
+  }
   const float* xn1 = a.xn1.data();
   const int64_t CQ = H * dq, CK = Hkv * dq, CV = Hkv * dv;
   gemm(N, Y, R, D, CQ, 1, dq_.data(), P + s.wq, 0, dxn);
@@ -361,6 +450,20 @@ void GpuModel::layer_backward(int l, const float* x_in) {
     gemm(Y, N, D, H, R, 1, xn1, dfox_z_.data(), 1, G + s.fox_w);
     bias_backward(R, H, dfox_z_.data(), G + s.fox_b, partial_.data(), stream_);
   }
+  if (path_) {
+    // beta branch (z = xn1 Wb + b), then the w branch (u = xn1 Wu): core/model/path.cpp's
+    // path_backward for whole sequences. dpath_beta_ becomes dz, dpath_w_ d(pre-activation).
+    path_beta_backward(R * Hkv, a.path_z.data(), dpath_beta_.data(), dpath_beta_.data(), stream_);
+    const float* dz = dpath_beta_.data();
+    gemm(N, Y, R, D, Hkv, 1, dz, P + s.path_beta_w, 1, dxn);
+    gemm(Y, N, D, Hkv, R, 1, xn1, dz, 1, G + s.path_beta_w);
+    bias_backward(R, Hkv, dz, G + s.path_beta_b, partial_.data(), stream_);
+    path_w_backward(B_, L_, Hkv, dq, layout_.config().path_w_silu, a.path_u.data(), P + s.path_conv,
+                    dpath_w_.data(), dpath_u_.data(), G + s.path_conv, partial_.data(), stream_);
+    const int64_t C = Hkv * dq;
+    gemm(N, Y, R, D, C, 1, dpath_u_.data(), P + s.path_u, 1, dxn);
+    gemm(Y, N, D, C, R, 1, xn1, dpath_u_.data(), 1, G + s.path_u);
+  }
   rmsnorm_backward(R, D, x_in, P + s.attn_norm, a.rstd1.data(), dxn, dres, G + s.attn_norm,
                    partial_.data(), stream_);  // dres: d x_in
 }
@@ -376,6 +479,10 @@ std::string GpuModel::locate_nonfinite() {
     const std::string name = "layer " + std::to_string(l);
     if (bad(a.xn1)) return name + " (attention RMSNorm)";
     if (bad(a.fox_c)) return name + " (FoX forget gates)";
+    if (bad(a.path_w))
+      return name + " (PaTH w: a conv output row with zero, tiny or non-finite norm has no " +
+             "direction; check the w projection and conv weights)";
+    if (bad(a.path_beta)) return name + " (PaTH beta)";
     if (bad(a.lse)) return name + " (attention output)";
     if (bad(a.x_mid)) return name + " (attention output projection)";
     if (bad(a.h)) return name + " (SwiGLU MLP)";

@@ -7,8 +7,11 @@
 //     parameters), one lanes Workspace per layer so the backward reuses the forward's lanes,
 //   - every other layer as the CUDA kernels of gpu_layers.hpp.
 // The dot-product schemes (NoPE, RoPE, ALiBi, GOAT, GOAT2D, PoPE, FoX, with QK-norm, sink,
-// softcap, GQA) run here; PaTH / PaTH-FoX train on the CPU path (their CUDA kernels exist,
-// the model's PaTH layers have no GPU port yet): constructing one is an Error saying so.
+// softcap, GQA) run through the runner below. PaTH / PaTH-FoX run the model's PaTH layers
+// as CUDA kernels (gpu_path.hpp: the w convolution and normalisation, beta) and the CUDA
+// PaTH attention (kernels/attention/cuda/path) directly, whole sequences only; they take
+// softcap and GQA, need head_dim 64 or 128 and value_dim = head_dim, and refuse sink,
+// QK-norm and context parallelism (Errors naming the option; train.device = "cpu" has them).
 // How a layer runs attention is injected, like the CPU model's AttentionRunner
 // (core/model/runner.hpp): LocalGpuAttention (whole sequences on this GPU, the default) or
 // a ring over the context-parallel group (core/train/gpu_engine.cpp wraps
@@ -30,6 +33,10 @@
 #include "core/model/params.hpp"
 #include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/lanes/attention_cuda.hpp"
+
+namespace lcr::cuda::path {
+struct Args;
+}  // namespace lcr::cuda::path
 
 namespace lcr::cuda::model {
 
@@ -83,8 +90,9 @@ class GpuModel {
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;
 
-  // Replaces the attention runner (default LocalGpuAttention). Error: FoX with a runner of
-  // sequence shards (its gates need cross-rank prefix sums the GPU model does not do yet).
+  // Replaces the attention runner (default LocalGpuAttention). Error: FoX, PaTH or PaTH-FoX
+  // with a runner of sequence shards (FoX's gates need cross-rank prefix sums, PaTH's
+  // convolution and transitions the previous shard's rows: the GPU model does neither yet).
   void set_runner(std::unique_ptr<GpuAttentionRunner> runner);
 
   const ModelLayout& layout() const { return layout_; }
@@ -113,6 +121,8 @@ class GpuModel {
   void ensure_buffers(int64_t B, int64_t L);
   void layer_forward(int l, const float* x_in, float* x_out);
   void layer_backward(int l, const float* x_in);
+  // The CUDA PaTH attention's arguments for layer a's buffers (B L rows).
+  lcr::cuda::path::Args path_args(int64_t B, int64_t L, const Layer& a) const;
 
   ModelLayout layout_;
   GpuModelOptions opt_;
@@ -131,6 +141,11 @@ class GpuModel {
   DeviceBuffer<float> proj_, o32_, dres_, dxn_, dh_, dgate_, dup_, dout_, dq_, dk_, dv_;
   DeviceBuffer<__nv_bfloat16> dout16_;
   DeviceBuffer<float> dparams_, dfox_cq_, dfox_ck_, dfox_z_, partial_;
+  // PaTH only: gradients w.r.t. w (then the conv pre-activation), u, beta (then z), and the
+  // CUDA PaTH attention's workspace (max of forward and backward for the current shape).
+  DeviceBuffer<float> dpath_w_, dpath_u_, dpath_beta_;
+  DeviceBuffer<unsigned char> path_ws_;
+  bool path_ = false;
   int64_t labelled_ = 0;
   double norm_ = 0;
   bool have_forward_ = false;
