@@ -790,25 +790,6 @@ void axpy(int64_t n, float a, const float* x, float* y, cudaStream_t s) {
   LCR_CUDA_CHECK_LAUNCH();
 }
 
-__global__ void fox_gate_add_suffix_kernel(int64_t B, int64_t L, int64_t H,
-                                           const float* __restrict__ z,
-                                           const float* __restrict__ after, float* dz) {
-  const int64_t n = B * L * H;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t b = i / (L * H), h = i % H;
-    dz[i] += after[b * H + h] * sigmoidf(-z[i]);  // d log sigmoid(z) / dz = sigmoid(-z)
-  }
-}
-
-void fox_gate_add_suffix(int64_t B, int64_t L, int64_t H, const float* z, const float* after,
-                         float* dz, cudaStream_t s) {
-  const int64_t n = B * L * H;
-  if (n <= 0) return;
-  fox_gate_add_suffix_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(B, L, H, z, after, dz);
-  LCR_CUDA_CHECK_LAUNCH();
-}
-
 int64_t count_nonfinite(int64_t n, const float* x, cudaStream_t s) {
   if (n <= 0) return 0;
   unsigned long long* d_count = nullptr;
