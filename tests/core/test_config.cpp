@@ -175,8 +175,12 @@ TEST(Config, ValuesAreWrittenAsTomlThatReadsBack) {
   EXPECT_EQ(format_value(std::string("a\"b\\c\n")), "\"a\\\"b\\\\c\\u000a\"");
   for (const Value& v : {Value(1.0 / 3.0), Value(1e-300), Value(std::string("x\"\t\\y"))}) {
     const toml::table t = toml::parse("v = " + format_value(v));
-    if (const auto* d = std::get_if<double>(&v)) EXPECT_EQ(t["v"].value<double>(), *d);
-    if (const auto* s = std::get_if<std::string>(&v)) EXPECT_EQ(t["v"].value<std::string>(), *s);
+    if (const auto* d = std::get_if<double>(&v)) {
+      EXPECT_EQ(t["v"].value<double>(), *d);
+    }
+    if (const auto* s = std::get_if<std::string>(&v)) {
+      EXPECT_EQ(t["v"].value<std::string>(), *s);
+    }
   }
 }
 

@@ -79,7 +79,9 @@ TEST(PoPE, DeltaOutsideTheRangeActsClamped) {
   for (size_t i = 0; i < ga.size(); ++i) {
     bool moved = false;
     for (int n = 0; n < 4; ++n) moved |= i == size_t((n % 2) * d + 2 * n);
-    if (!moved) EXPECT_EQ(ga[i], gb[i]) << "entry " << i;
+    if (!moved) {
+      EXPECT_EQ(ga[i], gb[i]) << "entry " << i;
+    }
   }
   // The reference clamps on its own and agrees.
   const Result r = run_reference(out);

@@ -16,33 +16,16 @@
 
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_path.hpp"
+#include "core/model/cuda/kernel_util.cuh"
 #include "kernels/attention/cuda/cuda_check.hpp"
 
 namespace lcr::cuda::model {
 namespace {
 
-constexpr int kThreads = 256;
+using namespace detail;
+
 constexpr int kWarps = kThreads / 32;
 constexpr int kPerLane = 4;  // channels per lane: d <= 32 kPerLane
-constexpr int64_t kMaxBlocks = 1 << 16;
-constexpr unsigned kMaxGridY = 65535;
-constexpr unsigned kFullMask = 0xffffffffu;
-
-unsigned blocks_for(int64_t work, int64_t per_block) {
-  return unsigned(
-      std::max<int64_t>(1, std::min<int64_t>((work + per_block - 1) / per_block, kMaxBlocks)));
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
-
-// kmath::sigmoid: the branch keeps exp's argument <= 0.
-__device__ __forceinline__ float sigmoidf(float z) {
-  return z >= 0.f ? 1.f / (1.f + expf(-z)) : expf(z) / (1.f + expf(z));
-}
 
 // Pre-activation of channel (h, c) at row r (position t of its sequence): params.cpp's
 // conv_at, weight[h, c, 0] u_{t-2} + weight[h, c, 1] u_{t-1} + weight[h, c, 2] u_t, with
