@@ -56,45 +56,18 @@ RingStats path_ring_forward(Communicator& comm, const SeqLayout& layout, const A
   Kokkos::fence();
   st.prepare_s = seconds_since(t_start);
 
-  for (int s = 0; s < N; ++s) {
-    RingStepStats ss;
-    ss.step = s;
-    if (s == 0) ss.bytes_sent = ss.bytes_received = p_bytes;  // the transitions' allgather
-    const int owner = (me - s + N) % N, next_owner = (me - s - 1 + N) % N;
-    std::vector<Request> reqs;
-    if (s + 1 < N)
-      reqs = post_kv_exchange(comm, cur, nxt, plans[size_t(owner)].total,
-                              plans[size_t(next_owner)].total, s, ss);
-    const auto tc = Clock::now();
-    const PackedPlan& plan = plans[size_t(owner)];
-    for (int slot = 0; slot < int(plan.chunks.size()); ++slot) {
-      const auto b = chunk_fields<const T>(cur.data(), msg, plan, slot, layout, in.q_pos0);
-      for (size_t ai = 0; ai < chunks.size(); ++ai) {
-        const PathChunk<T>& a = chunks[ai];
-        if (masked(a.ch.index, b.index)) {
-          ++ss.blocks_skipped;
-          continue;
-        }
-        if (a.ch.index == b.index) {  // the chunk's own keys: the chunk-local PaTH kernel
-          path::path_forward<T>(diagonal_args(spec, a), o_blk[ai], lse_blk[ai]);
-        } else {
-          const auto q = carry_query(a, b.index, p_all, y[ai], tmp[ai]);
-          sdpa_forward(cross_args(spec, a, q, b, in.q_pos0), o_blk[ai], lse_blk[ai]);
-        }
-        ring_merge<T>(o_acc[ai].view, lse_acc[ai].view, o_blk[ai], lse_blk[ai]);
-        ++ss.blocks_computed;
-        drive_progress(comm, reqs);
-      }
-    }
-    Kokkos::fence();
-    ss.compute_s = seconds_since(tc);
-    ss.wait_s = timed_wait(comm, reqs);
-    if (s + 1 < N) {
-      nxt.from_comm(plans[size_t(next_owner)].total);
-      cur.swap(nxt);
-    }
-    st.steps.push_back(ss);
-  }
+  // p_bytes: the transitions' allgather, counted as step 0's traffic.
+  ring_forward_steps(comm, layout, msg, plans, cur, nxt, chunks, in.q_pos0, p_bytes, st,
+                     [&](size_t ai, const ChunkFields<const T>& b) {
+                       const PathChunk<T>& a = chunks[ai];
+                       if (a.ch.index == b.index) {  // own keys: the chunk-local PaTH kernel
+                         path::path_forward<T>(diagonal_args(spec, a), o_blk[ai], lse_blk[ai]);
+                       } else {
+                         const auto q = carry_query(a, b.index, p_all, y[ai], tmp[ai]);
+                         sdpa_forward(cross_args(spec, a, q, b, in.q_pos0), o_blk[ai], lse_blk[ai]);
+                       }
+                       ring_merge<T>(o_acc[ai].view, lse_acc[ai].view, o_blk[ai], lse_blk[ai]);
+                     });
 
   for (size_t ai = 0; ai < chunks.size(); ++ai) {
     if (spec.numerics.sink) sdpa_apply_sink<T>(params.v1("sink"), o_acc[ai].view, lse_acc[ai].view);

@@ -1,6 +1,6 @@
 #pragma once
 // Internals shared by the ring passes (ring_forward.cpp, ring_backward.cpp, and the PaTH
-// ring to come): a rank's local chunks and their prepared lanes, the packed ring message
+// ring, path_ring*.cpp): a rank's local chunks and their prepared lanes, the packed ring message
 // of a key chunk, the per-step exchange and its timing. Not a public API.
 #include <algorithm>
 #include <chrono>
@@ -220,6 +220,52 @@ inline double timed_wait(Communicator& comm, std::vector<Request>& reqs) {
   const auto t0 = Clock::now();
   comm.wait_all(reqs);
   return seconds_since(t0);
+}
+
+// The forward step loop of the dot-product and PaTH rings. At step s this rank holds the
+// packed key chunks of rank (me - s) mod N in `cur`; the next step's exchange is posted
+// before the step's blocks so the transfer overlaps them. For every (visiting chunk b,
+// local query chunk chunks[ai]) that causality does not mask, block(ai, b) computes that
+// block and merges it. One RingStepStats per step goes to st; first_step_bytes is extra
+// traffic of step 0 outside the exchange (PaTH's transition allgather).
+template <class T, class C, class Block>
+void ring_forward_steps(Communicator& comm, const SeqLayout& layout, const RingMessage& msg,
+                        const std::vector<PackedPlan>& plans, CommBuffer<T>& cur,
+                        CommBuffer<T>& nxt, const std::vector<C>& chunks, int64_t q_pos0,
+                        int64_t first_step_bytes, RingStats& st, Block&& block) {
+  const int N = comm.size(), me = comm.rank();
+  for (int s = 0; s < N; ++s) {
+    RingStepStats ss;
+    ss.step = s;
+    if (s == 0) ss.bytes_sent = ss.bytes_received = first_step_bytes;
+    const int owner = (me - s + N) % N, next_owner = (me - s - 1 + N) % N;
+    std::vector<Request> reqs;
+    if (s + 1 < N)
+      reqs = post_kv_exchange(comm, cur, nxt, plans[size_t(owner)].total,
+                              plans[size_t(next_owner)].total, s, ss);
+    const auto tc = Clock::now();
+    const PackedPlan& plan = plans[size_t(owner)];
+    for (int slot = 0; slot < int(plan.chunks.size()); ++slot) {
+      const auto b = chunk_fields<const T>(cur.data(), msg, plan, slot, layout, q_pos0);
+      for (size_t ai = 0; ai < chunks.size(); ++ai) {
+        if (masked(chunks[ai].ch.index, b.index)) {
+          ++ss.blocks_skipped;
+          continue;
+        }
+        block(ai, b);
+        ++ss.blocks_computed;
+        drive_progress(comm, reqs);
+      }
+    }
+    Kokkos::fence();
+    ss.compute_s = seconds_since(tc);
+    ss.wait_s = timed_wait(comm, reqs);
+    if (s + 1 < N) {
+      nxt.from_comm(plans[size_t(next_owner)].total);
+      cur.swap(nxt);
+    }
+    st.steps.push_back(ss);
+  }
 }
 
 template <class T>

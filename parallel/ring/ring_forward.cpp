@@ -44,38 +44,11 @@ RingStats ring_attention_forward(Communicator& comm, const SeqLayout& layout,
   Kokkos::fence();
   st.prepare_s = seconds_since(t_start);
 
-  for (int s = 0; s < N; ++s) {
-    RingStepStats ss;
-    ss.step = s;
-    const int owner = (me - s + N) % N, next_owner = (me - s - 1 + N) % N;
-    std::vector<Request> reqs;
-    if (s + 1 < N)
-      reqs = post_kv_exchange(comm, cur, nxt, plans[size_t(owner)].total,
-                              plans[size_t(next_owner)].total, s, ss);
-    const auto tc = Clock::now();
-    const PackedPlan& plan = plans[size_t(owner)];
-    for (int slot = 0; slot < int(plan.chunks.size()); ++slot) {
-      const auto b = chunk_fields<const T>(cur.data(), msg, plan, slot, layout, in.q_pos0);
-      for (size_t ai = 0; ai < chunks.size(); ++ai) {
-        if (masked(chunks[ai].ch.index, b.index)) {
-          ++ss.blocks_skipped;
-          continue;
-        }
-        sdpa_forward(pair_args(chunks[ai], b), o_blk[ai], lse_blk[ai]);
-        ring_merge<T>(o_acc[ai].view, lse_acc[ai].view, o_blk[ai], lse_blk[ai]);
-        ++ss.blocks_computed;
-        drive_progress(comm, reqs);
-      }
-    }
-    Kokkos::fence();
-    ss.compute_s = seconds_since(tc);
-    ss.wait_s = timed_wait(comm, reqs);
-    if (s + 1 < N) {
-      nxt.from_comm(plans[size_t(next_owner)].total);
-      cur.swap(nxt);
-    }
-    st.steps.push_back(ss);
-  }
+  ring_forward_steps(comm, layout, msg, plans, cur, nxt, chunks, in.q_pos0, 0, st,
+                     [&](size_t ai, const ChunkFields<const T>& b) {
+                       sdpa_forward(pair_args(chunks[ai], b), o_blk[ai], lse_blk[ai]);
+                       ring_merge<T>(o_acc[ai].view, lse_acc[ai].view, o_blk[ai], lse_blk[ai]);
+                     });
 
   // The sink joins each row's softmax denominator once, after all key blocks.
   for (size_t ai = 0; ai < chunks.size(); ++ai) {
