@@ -26,7 +26,7 @@ RingStats path_ring_backward(Communicator& comm, const SeqLayout& layout, const 
   check_path_ring_inputs(comm, layout, spec, in, params);
   require(shape_of(dout) == shape_of(out.o), "dout has shape ", shape_string(shape_of(dout)),
           ", the local output o has ", shape_string(shape_of(out.o)));
-  const int N = comm.size(), me = comm.rank(), prev = (me - 1 + N) % N, next = (me + 1) % N;
+  const int N = comm.size(), me = comm.rank();
   const int B = int(in.q.extent(0)), H = spec.heads, Hkv = spec.kv_heads, d = spec.head_dim;
   const int Dv = spec.v_dim(), block = spec.path.block_size;
   const bool fox = spec.scheme == Scheme::PaTHFoX;
@@ -86,108 +86,44 @@ RingStats path_ring_backward(Communicator& comm, const SeqLayout& layout, const 
   const int64_t cap = capacity(plans);
   const BufferSpace space = comm.buffer_space();
   CommBuffer<T> cur(cap, space), nxt(N > 1 ? cap : 0, space);
-  CommBuffer<T> gpart(cap, space), gsend(N > 1 ? cap : 0, space), gin(N > 1 ? cap : 0, space);
-  View1<T> gtmp("lcr::ring_grad_block", size_t(cap));
+  RingGradBuffers<T> gbuf(cap, space, N);
   for (size_t i = 0; i < chunks.size(); ++i) {
     auto f = chunk_fields<T>(cur.data(), msg, plans[size_t(me)], int(i), layout, 0);
     Kokkos::deep_copy(f.k, chunks[i].k_fold);
     Kokkos::deep_copy(f.v, chunks[i].v);
     if (fox) Kokkos::deep_copy(f.fox, chunks[i].fox_k);
   }
-  Request send_req;
   Kokkos::fence();
   st.prepare_s = seconds_since(t_start);
 
-  for (int s = 0; s < N; ++s) {
-    RingStepStats ss;
-    ss.step = s;
-    if (s == 0) ss.bytes_sent = ss.bytes_received = p_bytes;  // the transitions' allgather
-    const int owner = (me - s + N) % N, next_owner = (me - s - 1 + N) % N;
-    const PackedPlan& plan = plans[size_t(owner)];
-    std::vector<Request> reqs;
-    if (s + 1 < N)
-      reqs = post_kv_exchange(comm, cur, nxt, plan.total, plans[size_t(next_owner)].total, s, ss);
-    if (s > 0) {
-      reqs.push_back(comm.irecv(gin.comm_data(), size_t(plan.total), prev, ring_tag(kTagGrad, s)));
-      ss.bytes_received += plan.total * int64_t(sizeof(T));
+  auto pair_backward = [&](size_t ai, const ChunkFields<const T>& b, const ChunkFields<T>& gb,
+                           const ChunkFields<T>& tb) {
+    const PathChunk<T>& a = chunks[ai];
+    Side& q = sides[ai];
+    if (a.ch.index == b.index) return;  // the diagonal pair ran before the ring
+    const auto xs = carry_chain(a, b.index, p_all);
+    sdpa_backward<T>(cross_args(spec, a, xs.back(), b, in.q_pos0), q.lse, q.delta, q.dout, q.dy,
+                     tb.k, tb.v, q.dfq_tmp, tb.fox);
+    // dy back through y = P_{b+1} (... (P_{a-1} q~)): xs[t] is the input of P_{a-1-t}.
+    View4<const T> g = q.dy;
+    for (int t = int(xs.size()) - 1; t >= 1; --t) {
+      const int m = a.ch.index - t;
+      Kokkos::deep_copy(q.g_next, T(0));
+      path::apply_transition_backward<T>(p_all[size_t(m)], xs[size_t(t - 1)], g, dp_of(m),
+                                         q.g_next);
+      std::swap(q.g, q.g_next);
+      g = q.g;
     }
+    accumulate(q.dq_fold.data(), g.data(), int64_t(q.dq_fold.span()));
+    if (fox) accumulate(q.dfq.data(), q.dfq_tmp.data(), int64_t(q.dfq.span()));
+    accumulate(gb.k.data(), tb.k.data(), int64_t(gb.k.span()));
+    accumulate(gb.v.data(), tb.v.data(), int64_t(gb.v.span()));
+    if (fox) accumulate(gb.fox.data(), tb.fox.data(), int64_t(gb.fox.span()));
+  };
+  // p_bytes: the transitions' allgather, counted as step 0's traffic.
+  const CommBuffer<T>* home = &ring_backward_steps(comm, layout, msg, plans, cur, nxt, gbuf, chunks,
+                                                   in.q_pos0, p_bytes, st, pair_backward);
 
-    const auto tc = Clock::now();
-    gpart.zero(plan.total);
-    for (int slot = 0; slot < int(plan.chunks.size()); ++slot) {
-      const auto b = chunk_fields<const T>(cur.data(), msg, plan, slot, layout, in.q_pos0);
-      const auto gb = chunk_fields<T>(gpart.data(), msg, plan, slot, layout, in.q_pos0);
-      const auto tb = chunk_fields<T>(gtmp.data(), msg, plan, slot, layout, in.q_pos0);
-      for (size_t ai = 0; ai < chunks.size(); ++ai) {
-        const PathChunk<T>& a = chunks[ai];
-        Side& q = sides[ai];
-        if (masked(a.ch.index, b.index)) {
-          ++ss.blocks_skipped;
-          continue;
-        }
-        ++ss.blocks_computed;
-        if (a.ch.index == b.index) continue;  // the diagonal pair ran before the ring
-        const auto xs = carry_chain(a, b.index, p_all);
-        sdpa_backward<T>(cross_args(spec, a, xs.back(), b, in.q_pos0), q.lse, q.delta, q.dout, q.dy,
-                         tb.k, tb.v, q.dfq_tmp, tb.fox);
-        // dy back through y = P_{b+1} (... (P_{a-1} q~)): xs[t] is the input of P_{a-1-t}.
-        View4<const T> g = q.dy;
-        for (int t = int(xs.size()) - 1; t >= 1; --t) {
-          const int m = a.ch.index - t;
-          Kokkos::deep_copy(q.g_next, T(0));
-          path::apply_transition_backward<T>(p_all[size_t(m)], xs[size_t(t - 1)], g, dp_of(m),
-                                             q.g_next);
-          std::swap(q.g, q.g_next);
-          g = q.g;
-        }
-        accumulate(q.dq_fold.data(), g.data(), int64_t(q.dq_fold.span()));
-        if (fox) accumulate(q.dfq.data(), q.dfq_tmp.data(), int64_t(q.dfq.span()));
-        accumulate(gb.k.data(), tb.k.data(), int64_t(gb.k.span()));
-        accumulate(gb.v.data(), tb.v.data(), int64_t(gb.v.span()));
-        if (fox) accumulate(gb.fox.data(), tb.fox.data(), int64_t(gb.fox.span()));
-        drive_progress(comm, reqs);
-      }
-    }
-    Kokkos::fence();
-    ss.compute_s = seconds_since(tc);
-
-    ss.wait_s = timed_wait(comm, reqs);
-    if (N > 1) {
-      const auto ta = Clock::now();
-      if (s > 0) {
-        gin.from_comm(plan.total);
-        accumulate(gpart.data(), gin.data(), plan.total);
-      }
-      Kokkos::fence();
-      ss.compute_s += seconds_since(ta);
-      if (send_req.pending()) {
-        const auto tw = Clock::now();
-        comm.wait(send_req);
-        ss.wait_s += seconds_since(tw);
-      }
-      gpart.swap(gsend);
-      gsend.to_comm(plan.total);
-      send_req = comm.isend(gsend.comm_data(), size_t(plan.total), next, ring_tag(kTagGrad, s + 1));
-      ss.bytes_sent += plan.total * int64_t(sizeof(T));
-    }
-    if (s + 1 < N) {
-      nxt.from_comm(plans[size_t(next_owner)].total);
-      cur.swap(nxt);
-    }
-    st.steps.push_back(ss);
-  }
-
-  const CommBuffer<T>* home = &gpart;
-  if (N > 1) {
-    const int64_t n = plans[size_t(me)].total;
-    std::vector<Request> fin;
-    fin.push_back(comm.irecv(gin.comm_data(), size_t(n), prev, ring_tag(kTagGrad, N)));
-    fin.push_back(std::move(send_req));
-    st.steps.back().wait_s += timed_wait(comm, fin);
-    st.steps.back().bytes_received += n * int64_t(sizeof(T));
-    gin.from_comm(n);
-    home = &gin;
-  }
   // Every rank added dP for the chunks its pairs crossed; the sum is each chunk's dP.
   const auto tr = Clock::now();
   allreduce_view(comm, dp_all);

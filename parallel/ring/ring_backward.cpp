@@ -17,7 +17,7 @@ RingStats ring_attention_backward(Communicator& comm, const SeqLayout& layout,
   check_ring_inputs(comm, layout, spec, in, params);
   require(shape_of(dout) == shape_of(out.o), "dout has shape ", shape_string(shape_of(dout)),
           ", the local output o has ", shape_string(shape_of(out.o)));
-  const int N = comm.size(), me = comm.rank(), prev = (me - 1 + N) % N, next = (me + 1) % N;
+  const int N = comm.size(), me = comm.rank();
   const int B = int(in.q.extent(0)), H = spec.heads;
   const bool fox = uses_fox(spec.scheme);
   RingStats st;
@@ -59,91 +59,24 @@ RingStats ring_attention_backward(Communicator& comm, const SeqLayout& layout,
   const int64_t cap = capacity(plans);
   const BufferSpace space = comm.buffer_space();
   CommBuffer<T> cur(cap, space), nxt(N > 1 ? cap : 0, space);
-  CommBuffer<T> gpart(cap, space), gsend(N > 1 ? cap : 0, space), gin(N > 1 ? cap : 0, space);
-  View1<T> gtmp("lcr::ring_grad_block", size_t(cap));
+  RingGradBuffers<T> gbuf(cap, space, N);
   pack_own_chunks(chunks, cur, msg, plans[size_t(me)], layout);
-  Request send_req;
   Kokkos::fence();
   st.prepare_s = seconds_since(t_start);
 
-  for (int s = 0; s < N; ++s) {
-    RingStepStats ss;
-    ss.step = s;
-    const int owner = (me - s + N) % N, next_owner = (me - s - 1 + N) % N;
-    const PackedPlan& plan = plans[size_t(owner)];
-    std::vector<Request> reqs;
-    if (s + 1 < N)
-      reqs = post_kv_exchange(comm, cur, nxt, plan.total, plans[size_t(next_owner)].total, s, ss);
-    if (s > 0) {  // the gradient of the block we now hold, accumulated by ranks before us
-      reqs.push_back(comm.irecv(gin.comm_data(), size_t(plan.total), prev, ring_tag(kTagGrad, s)));
-      ss.bytes_received += plan.total * int64_t(sizeof(T));
-    }
-
-    const auto tc = Clock::now();
-    gpart.zero(plan.total);
-    for (int slot = 0; slot < int(plan.chunks.size()); ++slot) {
-      const auto b = chunk_fields<const T>(cur.data(), msg, plan, slot, layout, in.q_pos0);
-      const auto gb = chunk_fields<T>(gpart.data(), msg, plan, slot, layout, in.q_pos0);
-      const auto tb = chunk_fields<T>(gtmp.data(), msg, plan, slot, layout, in.q_pos0);
-      for (size_t ai = 0; ai < chunks.size(); ++ai) {
-        if (masked(chunks[ai].ch.index, b.index)) {
-          ++ss.blocks_skipped;
-          continue;
-        }
-        QuerySide& q = qs[ai];
-        sdpa_backward<T>(pair_args(chunks[ai], b), q.lse, q.delta, q.dout, q.dq2_tmp, tb.k, tb.v,
-                         q.dbq_tmp, tb.fox);
-        accumulate(q.dq2.data(), q.dq2_tmp.data(), int64_t(q.dq2.span()));
-        if (fox) accumulate(q.dbq.data(), q.dbq_tmp.data(), int64_t(q.dbq.span()));
-        accumulate(gb.k.data(), tb.k.data(), int64_t(gb.k.span()));
-        accumulate(gb.v.data(), tb.v.data(), int64_t(gb.v.span()));
-        if (fox) accumulate(gb.fox.data(), tb.fox.data(), int64_t(gb.fox.span()));
-        ++ss.blocks_computed;
-        drive_progress(comm, reqs);
-      }
-    }
-    Kokkos::fence();
-    ss.compute_s = seconds_since(tc);
-
-    ss.wait_s = timed_wait(comm, reqs);  // K/V for the next step and the incoming gradient
-    if (N > 1) {
-      const auto ta = Clock::now();
-      if (s > 0) {
-        gin.from_comm(plan.total);
-        accumulate(gpart.data(), gin.data(), plan.total);
-      }
-      Kokkos::fence();
-      ss.compute_s += seconds_since(ta);
-      // Pass the accumulated gradient on; the previous step's send used gsend's buffer.
-      if (send_req.pending()) {
-        const auto tw = Clock::now();
-        comm.wait(send_req);
-        ss.wait_s += seconds_since(tw);
-      }
-      gpart.swap(gsend);
-      gsend.to_comm(plan.total);
-      send_req = comm.isend(gsend.comm_data(), size_t(plan.total), next, ring_tag(kTagGrad, s + 1));
-      ss.bytes_sent += plan.total * int64_t(sizeof(T));
-    }
-    if (s + 1 < N) {
-      nxt.from_comm(plans[size_t(next_owner)].total);
-      cur.swap(nxt);
-    }
-    st.steps.push_back(ss);
-  }
-
-  // Our own chunks' gradients come home from the previous rank (after N hops).
-  const CommBuffer<T>* home = &gpart;
-  if (N > 1) {
-    const int64_t n = plans[size_t(me)].total;
-    std::vector<Request> fin;
-    fin.push_back(comm.irecv(gin.comm_data(), size_t(n), prev, ring_tag(kTagGrad, N)));
-    fin.push_back(std::move(send_req));
-    st.steps.back().wait_s += timed_wait(comm, fin);
-    st.steps.back().bytes_received += n * int64_t(sizeof(T));
-    gin.from_comm(n);
-    home = &gin;
-  }
+  auto pair_backward = [&](size_t ai, const ChunkFields<const T>& b, const ChunkFields<T>& gb,
+                           const ChunkFields<T>& tb) {
+    QuerySide& q = qs[ai];
+    sdpa_backward<T>(pair_args(chunks[ai], b), q.lse, q.delta, q.dout, q.dq2_tmp, tb.k, tb.v,
+                     q.dbq_tmp, tb.fox);
+    accumulate(q.dq2.data(), q.dq2_tmp.data(), int64_t(q.dq2.span()));
+    if (fox) accumulate(q.dbq.data(), q.dbq_tmp.data(), int64_t(q.dbq.span()));
+    accumulate(gb.k.data(), tb.k.data(), int64_t(gb.k.span()));
+    accumulate(gb.v.data(), tb.v.data(), int64_t(gb.v.span()));
+    if (fox) accumulate(gb.fox.data(), tb.fox.data(), int64_t(gb.fox.span()));
+  };
+  const CommBuffer<T>* home = &ring_backward_steps(comm, layout, msg, plans, cur, nxt, gbuf, chunks,
+                                                   in.q_pos0, 0, st, pair_backward);
 
   // Lane gradients -> dq, dk and parameter gradients; values, FoX lanes, sink.
   const auto tp = Clock::now();

@@ -11,6 +11,7 @@
 #include "parallel/comm/communicator.hpp"
 #include "parallel/ring/buffers.hpp"
 #include "parallel/ring/layout.hpp"
+#include "parallel/ring/merge.hpp"
 #include "parallel/ring/message.hpp"
 #include "parallel/ring/shard.hpp"
 #include "parallel/ring/stats.hpp"
@@ -266,6 +267,109 @@ void ring_forward_steps(Communicator& comm, const SeqLayout& layout, const RingM
     }
     st.steps.push_back(ss);
   }
+}
+
+// The backward's key-side gradient buffers, packed like the K/V message: gpart sums the
+// held chunks' gradient of this step, gsend is in flight to the next rank, gin comes from
+// the previous one; gtmp is one block's scratch.
+template <class T>
+struct RingGradBuffers {
+  CommBuffer<T> gpart, gsend, gin;
+  View1<T> gtmp;
+  RingGradBuffers(int64_t cap, BufferSpace space, int N)
+      : gpart(cap, space),
+        gsend(N > 1 ? cap : 0, space),
+        gin(N > 1 ? cap : 0, space),
+        gtmp("lcr::ring_grad_block", size_t(cap)) {}
+};
+
+// The backward step loop of the dot-product and PaTH rings. K/V travel as in the forward;
+// the gradient of the held key chunks (same packing) travels one step behind, summing every
+// rank's share, and arrives home after N hops. For every unmasked (visiting chunk b, local
+// query chunk chunks[ai]), block(ai, b, gb, tb) runs that block's backward and ADDS its
+// key-side gradient into gb (tb: scratch fields of the same chunk). Returns the buffer
+// holding this rank's own chunks' summed key-side gradients.
+template <class T, class C, class Block>
+const CommBuffer<T>& ring_backward_steps(Communicator& comm, const SeqLayout& layout,
+                                         const RingMessage& msg,
+                                         const std::vector<PackedPlan>& plans, CommBuffer<T>& cur,
+                                         CommBuffer<T>& nxt, RingGradBuffers<T>& g,
+                                         const std::vector<C>& chunks, int64_t q_pos0,
+                                         int64_t first_step_bytes, RingStats& st, Block&& block) {
+  const int N = comm.size(), me = comm.rank(), prev = (me - 1 + N) % N, next = (me + 1) % N;
+  Request send_req;
+  for (int s = 0; s < N; ++s) {
+    RingStepStats ss;
+    ss.step = s;
+    if (s == 0) ss.bytes_sent = ss.bytes_received = first_step_bytes;
+    const int owner = (me - s + N) % N, next_owner = (me - s - 1 + N) % N;
+    const PackedPlan& plan = plans[size_t(owner)];
+    std::vector<Request> reqs;
+    if (s + 1 < N)
+      reqs = post_kv_exchange(comm, cur, nxt, plan.total, plans[size_t(next_owner)].total, s, ss);
+    if (s > 0) {  // the gradient of the block we now hold, accumulated by ranks before us
+      reqs.push_back(
+          comm.irecv(g.gin.comm_data(), size_t(plan.total), prev, ring_tag(kTagGrad, s)));
+      ss.bytes_received += plan.total * int64_t(sizeof(T));
+    }
+
+    const auto tc = Clock::now();
+    g.gpart.zero(plan.total);
+    for (int slot = 0; slot < int(plan.chunks.size()); ++slot) {
+      const auto b = chunk_fields<const T>(cur.data(), msg, plan, slot, layout, q_pos0);
+      const auto gb = chunk_fields<T>(g.gpart.data(), msg, plan, slot, layout, q_pos0);
+      const auto tb = chunk_fields<T>(g.gtmp.data(), msg, plan, slot, layout, q_pos0);
+      for (size_t ai = 0; ai < chunks.size(); ++ai) {
+        if (masked(chunks[ai].ch.index, b.index)) {
+          ++ss.blocks_skipped;
+          continue;
+        }
+        block(ai, b, gb, tb);
+        ++ss.blocks_computed;
+        drive_progress(comm, reqs);
+      }
+    }
+    Kokkos::fence();
+    ss.compute_s = seconds_since(tc);
+
+    ss.wait_s = timed_wait(comm, reqs);  // K/V for the next step and the incoming gradient
+    if (N > 1) {
+      const auto ta = Clock::now();
+      if (s > 0) {
+        g.gin.from_comm(plan.total);
+        accumulate(g.gpart.data(), g.gin.data(), plan.total);
+      }
+      Kokkos::fence();
+      ss.compute_s += seconds_since(ta);
+      // Pass the accumulated gradient on; the previous step's send used gsend's buffer.
+      if (send_req.pending()) {
+        const auto tw = Clock::now();
+        comm.wait(send_req);
+        ss.wait_s += seconds_since(tw);
+      }
+      g.gpart.swap(g.gsend);
+      g.gsend.to_comm(plan.total);
+      send_req =
+          comm.isend(g.gsend.comm_data(), size_t(plan.total), next, ring_tag(kTagGrad, s + 1));
+      ss.bytes_sent += plan.total * int64_t(sizeof(T));
+    }
+    if (s + 1 < N) {
+      nxt.from_comm(plans[size_t(next_owner)].total);
+      cur.swap(nxt);
+    }
+    st.steps.push_back(ss);
+  }
+
+  // Our own chunks' gradients come home from the previous rank (after N hops).
+  if (N == 1) return g.gpart;
+  const int64_t n = plans[size_t(me)].total;
+  std::vector<Request> fin;
+  fin.push_back(comm.irecv(g.gin.comm_data(), size_t(n), prev, ring_tag(kTagGrad, N)));
+  fin.push_back(std::move(send_req));
+  st.steps.back().wait_s += timed_wait(comm, fin);
+  st.steps.back().bytes_received += n * int64_t(sizeof(T));
+  g.gin.from_comm(n);
+  return g.gin;
 }
 
 template <class T>
