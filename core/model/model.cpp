@@ -31,28 +31,19 @@ void Model<T>::ensure_buffers(int64_t B, int64_t L) {
   work_ = make_backward_work<T>(layout_, B, L);
 }
 
-namespace {
-
-// Counts tokens outside [0, V), labels outside [-1, V), and labelled rows (label >= 0).
-struct BatchCheck {
+int64_t check_batch(const int32_t* tokens, const int32_t* labels, int64_t n, int V) {
   int64_t bad_tokens = 0, bad_labels = 0, labelled = 0;
-};
-
-BatchCheck check_batch(const View2<int32_t>& tokens, const View2<int32_t>& labels, int V) {
-  // On the host: the batch is small next to the activations, and usually came from there.
-  auto t = Kokkos::create_mirror_view_and_copy(HostSpace(), tokens);
-  auto y = Kokkos::create_mirror_view_and_copy(HostSpace(), labels);
-  BatchCheck c;
-  for (size_t i = 0; i < t.extent(0); ++i)
-    for (size_t j = 0; j < t.extent(1); ++j) {
-      c.bad_tokens += (t(i, j) < 0 || t(i, j) >= V) ? 1 : 0;
-      c.bad_labels += (y(i, j) < -1 || y(i, j) >= V) ? 1 : 0;
-      c.labelled += y(i, j) >= 0 ? 1 : 0;
-    }
-  return c;
+  for (int64_t r = 0; r < n; ++r) {
+    bad_tokens += (tokens[r] < 0 || tokens[r] >= V) ? 1 : 0;
+    bad_labels += (labels[r] < -1 || labels[r] >= V) ? 1 : 0;
+    labelled += labels[r] >= 0 ? 1 : 0;
+  }
+  require(bad_tokens == 0, bad_tokens, " token ids lie outside [0, vocab_size = ", V,
+          "); check the data's tokenizer against model.vocab_size");
+  require(bad_labels == 0, bad_labels, " labels lie outside [-1, vocab_size = ", V,
+          ") (-1 marks an ignored position)");
+  return labelled;
 }
-
-}  // namespace
 
 // Kernel helpers live in a named namespace: nvcc's extended lambdas may not sit in
 // functions of an anonymous namespace.
@@ -82,14 +73,11 @@ double Model<T>::forward(const View2<const int32_t>& tokens, const View2<const i
   ensure_buffers(B, L);
   Kokkos::deep_copy(acts_.tokens, tokens);
   Kokkos::deep_copy(acts_.labels, labels);
-  const BatchCheck chk = check_batch(acts_.tokens, acts_.labels, layout_.V());
-  require(chk.bad_tokens == 0, chk.bad_tokens,
-          " token ids lie outside [0, vocab_size = ", layout_.V(),
-          "); check the data's tokenizer against model.vocab_size");
-  require(chk.bad_labels == 0, chk.bad_labels,
-          " labels lie outside [-1, vocab_size = ", layout_.V(),
-          ") (-1 marks an ignored position)");
-  labelled_ = chk.labelled;
+  {  // on the host: the batch is small next to the activations, and usually came from there
+    auto t = Kokkos::create_mirror_view_and_copy(HostSpace(), acts_.tokens);
+    auto y = Kokkos::create_mirror_view_and_copy(HostSpace(), acts_.labels);
+    labelled_ = check_batch(t.data(), y.data(), R, layout_.V());
+  }
   segs_ = runner.segments(L);
   int64_t covered = 0;
   for (const auto& sg : segs_) {

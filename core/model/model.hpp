@@ -25,6 +25,11 @@
 
 namespace lcr {
 
+// Checks a batch of n host values each: tokens in [0, V), labels in [-1, V) (-1 = ignored);
+// an Error naming the count and the fix otherwise. Returns the labelled rows (label >= 0).
+// Shared by Model and the GPU model (core/model/cuda).
+int64_t check_batch(const int32_t* tokens, const int32_t* labels, int64_t n, int V);
+
 template <class T>
 class Model {
  public:

@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_path.hpp"
+#include "core/model/model.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "kernels/schemes/path/params.hpp"
 
@@ -206,16 +207,7 @@ double GpuModel::forward(const int32_t* tokens, const int32_t* labels, int64_t B
   require(loss_norm >= 0, "model.forward: loss_norm must be >= 0, got ", loss_norm);
   have_forward_ = false;
   const int64_t R = B * L, D = layout_.D(), V = layout_.V();
-  int64_t bad_tokens = 0, bad_labels = 0, labelled = 0;
-  for (int64_t r = 0; r < R; ++r) {
-    bad_tokens += (tokens[r] < 0 || tokens[r] >= V) ? 1 : 0;
-    bad_labels += (labels[r] < -1 || labels[r] >= V) ? 1 : 0;
-    labelled += labels[r] >= 0 ? 1 : 0;
-  }
-  require(bad_tokens == 0, bad_tokens, " token ids lie outside [0, vocab_size = ", V,
-          "); check the data's tokenizer against model.vocab_size");
-  require(bad_labels == 0, bad_labels, " labels lie outside [-1, vocab_size = ", V,
-          ") (-1 marks an ignored position)");
+  const int64_t labelled = check_batch(tokens, labels, R, int(V));
   ensure_buffers(B, L);
   labelled_ = labelled;
   LCR_CUDA_CHECK(
