@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "core/model/cuda/gpu_adamw.hpp"
+#include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_model.hpp"
 #include "parallel/comm/backend.hpp"
 #ifdef LCR_HAVE_GPU_RING
@@ -36,6 +37,8 @@ int pick_device() {
 }
 
 #ifdef LCR_HAVE_GPU_RING
+using cuda::DeviceBuffer;
+
 // Attention over the context-parallel group: one cuda::RingAttention per layer (made at
 // the layer's first call, collectively: every rank runs the same layers in order). Its
 // backward sums dparams over the group, so only the group's rank 0 adds them (the
@@ -58,7 +61,128 @@ class GpuRingRunner : public cuda::model::GpuAttentionRunner {
   bool adds_dparams() const override { return comm_.rank() == 0; }
   bool whole_sequences() const override { return false; }
 
+  // FoX's gates over GLOBAL positions (the CPU ring's parallel/ring/fox_prefix.hpp on the
+  // GPU): each of this rank's chunks runs its local running sum, the chunk totals [B, H] are
+  // gathered over the group, and each chunk reruns with the sum of the earlier chunks'
+  // totals as its offset (summed in double on the host, chunk order).
+  void fox_gates(int B, int L, int H, const float* z, float* c, cuda::Workspace& ws,
+                 cudaStream_t s) override {
+    const auto& own = layout_.chunks_of(comm_.rank());
+    for (size_t k = 0; k < own.size(); ++k) {
+      const Chunk& ch = layout_.chunk(own[k]);
+      gather_rows(B, L, H, ch, z, z_seg(k, B, ch, H), s);
+      cuda::fox_cumulative_log_gates(B, int(ch.length), H, z_seg(k, B, ch, H), nullptr,
+                                     c_seg_.data(), ws, s);
+      // Total of the chunk = its last row of the running sum.
+      LCR_CUDA_CHECK(cudaMemcpy2DAsync(
+          mine(k, B, H), size_t(H) * 4, c_seg_.data() + (ch.length - 1) * H,
+          size_t(ch.length * H) * 4, size_t(H) * 4, size_t(B), cudaMemcpyDeviceToDevice, s));
+    }
+    const std::vector<double> before = chunk_sums(B, H, s, /*earlier=*/true);
+    for (size_t k = 0; k < own.size(); ++k) {
+      const Chunk& ch = layout_.chunk(own[k]);
+      upload_offset(before, own[k], B, H, s);
+      cuda::fox_cumulative_log_gates(B, int(ch.length), H, z_seg(k, B, ch, H), offset_.data(),
+                                     c_seg_.data(), ws, s);
+      scatter_rows(B, L, H, ch, c_seg_.data(), c, s);
+    }
+  }
+  // dz_t = sigmoid(-z_t) sum over GLOBAL t' >= t of dc_t': the chunk's local suffix sums
+  // (the API), plus sigmoid(-z_t) times the later chunks' dc totals.
+  void fox_gates_backward(int B, int L, int H, const float* z, const float* dc, float* dz,
+                          cuda::Workspace& ws, cudaStream_t s) override {
+    const auto& own = layout_.chunks_of(comm_.rank());
+    for (size_t k = 0; k < own.size(); ++k) {
+      const Chunk& ch = layout_.chunk(own[k]);
+      gather_rows(B, L, H, ch, z, z_seg(k, B, ch, H), s);
+      gather_rows(B, L, H, ch, dc, c_seg_.data(), s);
+      cuda::fox_cumulative_log_gates_backward(B, int(ch.length), H, z_seg(k, B, ch, H),
+                                              c_seg_.data(), dz_seg(k, B, ch, H), mine(k, B, H), ws,
+                                              s);
+    }
+    const std::vector<double> after = chunk_sums(B, H, s, /*earlier=*/false);
+    for (size_t k = 0; k < own.size(); ++k) {
+      const Chunk& ch = layout_.chunk(own[k]);
+      upload_offset(after, own[k], B, H, s);
+      cuda::model::fox_gate_add_suffix(B, ch.length, H, z_seg(k, B, ch, H), offset_.data(),
+                                       dz_seg(k, B, ch, H), s);
+      scatter_rows(B, L, H, ch, dz_seg(k, B, ch, H), dz, s);
+    }
+  }
+
  private:
+  // Rows of one chunk between the local [B, L, H] tensor and a contiguous [B, len, H] one.
+  static void gather_rows(int B, int L, int H, const Chunk& ch, const float* from, float* to,
+                          cudaStream_t s) {
+    LCR_CUDA_CHECK(cudaMemcpy2DAsync(to, size_t(ch.length * H) * 4, from + ch.local_offset * H,
+                                     size_t(L) * H * 4, size_t(ch.length * H) * 4, size_t(B),
+                                     cudaMemcpyDeviceToDevice, s));
+  }
+  static void scatter_rows(int B, int L, int H, const Chunk& ch, const float* from, float* to,
+                           cudaStream_t s) {
+    LCR_CUDA_CHECK(cudaMemcpy2DAsync(to + ch.local_offset * H, size_t(L) * H * 4, from,
+                                     size_t(ch.length * H) * 4, size_t(ch.length * H) * 4,
+                                     size_t(B), cudaMemcpyDeviceToDevice, s));
+  }
+  // Per own chunk k: contiguous z and dz copies (kept from the chunk pass to the offset pass).
+  float* z_seg(size_t k, int B, const Chunk& ch, int H) {
+    return seg_buffer(z_seg_, k, int64_t(B) * ch.length * H);
+  }
+  float* dz_seg(size_t k, int B, const Chunk& ch, int H) {
+    return seg_buffer(dz_seg_, k, int64_t(B) * ch.length * H);
+  }
+  float* seg_buffer(std::vector<DeviceBuffer<float>>& v, size_t k, int64_t n) {
+    if (v.size() <= k) v.resize(k + 1);
+    if (int64_t(v[k].size()) < n) v[k] = DeviceBuffer<float>(size_t(n));
+    if (int64_t(c_seg_.size()) < n) c_seg_ = DeviceBuffer<float>(size_t(n));
+    return v[k].data();
+  }
+  // This rank's chunk totals [chunks_per_rank, B, H], gathered over the group.
+  float* mine(size_t k, int B, int H) {
+    const size_t n = size_t(layout_.chunks_per_rank()) * size_t(B) * size_t(H);
+    if (mine_.size() != n) mine_ = DeviceBuffer<float>(n);
+    return mine_.data() + k * size_t(B) * size_t(H);
+  }
+  // For each global chunk: the sum (double) of the totals of the chunks before it (earlier)
+  // or after it, [num_chunks, B, H], from every rank's totals.
+  std::vector<double> chunk_sums(int B, int H, cudaStream_t s, bool earlier) {
+    const size_t per = size_t(B) * size_t(H), cpr = size_t(layout_.chunks_per_rank());
+    mine(0, B, H);
+    if (all_.size() != cpr * per * size_t(comm_.size()))
+      all_ = DeviceBuffer<float>(cpr * per * size_t(comm_.size()));
+    LCR_CUDA_CHECK(cudaStreamSynchronize(s));  // NCCL reads what the stream wrote
+    comm_.allgather(mine_.data(), all_.data(), cpr * per, DType::F32);
+    const std::vector<float> all = all_.download();
+    const int nc = layout_.num_chunks();
+    std::vector<double> total(size_t(nc) * per, 0.0), out(size_t(nc) * per, 0.0);
+    for (int r = 0; r < comm_.size(); ++r) {
+      const auto& chunks = layout_.chunks_of(r);
+      for (size_t k = 0; k < chunks.size(); ++k)
+        for (size_t i = 0; i < per; ++i)
+          total[size_t(chunks[k]) * per + i] = all[(size_t(r) * cpr + k) * per + i];
+    }
+    for (size_t i = 0; i < per; ++i) {
+      double run = 0;
+      for (int c = earlier ? 0 : nc - 1; earlier ? c < nc : c >= 0; c += earlier ? 1 : -1) {
+        out[size_t(c) * per + i] = run;
+        run += total[size_t(c) * per + i];
+      }
+    }
+    return out;
+  }
+  void upload_offset(const std::vector<double>& sums, int chunk, int B, int H, cudaStream_t s) {
+    const size_t per = size_t(B) * size_t(H);
+    offset_host_.assign(sums.begin() + long(size_t(chunk) * per),
+                        sums.begin() + long(size_t(chunk + 1) * per));
+    if (offset_.size() != per) offset_ = DeviceBuffer<float>(per);
+    LCR_CUDA_CHECK(cudaStreamSynchronize(s));  // the previous chunk's kernel read offset_
+    offset_.upload(offset_host_);
+  }
+
+  DeviceBuffer<float> c_seg_, mine_, all_, offset_;
+  std::vector<DeviceBuffer<float>> z_seg_, dz_seg_;
+  std::vector<float> offset_host_;
+
   cuda::RingAttention& ring(int l, const AttentionSpec& spec, int B) {
     auto& r = rings_[size_t(l)];
     if (!r || batch_[size_t(l)] != B) {

@@ -443,4 +443,23 @@ void bias_backward(int64_t R, int64_t N, const float* dy, float* db, float* part
   column_sum(R, N, dy, nullptr, nullptr, db, partial, s);
 }
 
+__global__ void fox_gate_add_suffix_kernel(int64_t B, int64_t L, int64_t H,
+                                           const float* __restrict__ z,
+                                           const float* __restrict__ after, float* dz) {
+  const int64_t n = B * L * H;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t b = i / (L * H), h = i % H;
+    dz[i] += after[b * H + h] * sigmoidf(-z[i]);  // d log sigmoid(z) / dz = sigmoid(-z)
+  }
+}
+
+void fox_gate_add_suffix(int64_t B, int64_t L, int64_t H, const float* z, const float* after,
+                         float* dz, cudaStream_t s) {
+  const int64_t n = B * L * H;
+  if (n <= 0) return;
+  fox_gate_add_suffix_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(B, L, H, z, after, dz);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace lcr::cuda::model

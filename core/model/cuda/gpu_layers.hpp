@@ -71,6 +71,11 @@ void to_bf16(int64_t n, const float* x, __nv_bfloat16* y, cudaStream_t s);
 void to_f32(int64_t n, const __nv_bfloat16* x, float* y, cudaStream_t s);
 void axpy(int64_t n, float a, const float* x, float* y, cudaStream_t s);  // y += a x
 
+// FoX under context parallelism: dz[b, t, h] += after[b, h] sigmoid(-z[b, t, h]) over
+// z, dz [B, L, H] (the gradient the later chunks' dc sum adds through log sigmoid).
+void fox_gate_add_suffix(int64_t B, int64_t L, int64_t H, const float* z, const float* after,
+                         float* dz, cudaStream_t s);
+
 // Number of NaN/Inf among n values (synchronises the stream; used after a bad loss only).
 int64_t count_nonfinite(int64_t n, const float* x, cudaStream_t s);
 

@@ -77,10 +77,6 @@ GpuModel::~GpuModel() {
 
 void GpuModel::set_runner(std::unique_ptr<GpuAttentionRunner> runner) {
   require(runner != nullptr, "GpuModel::set_runner: null runner");
-  require(runner->whole_sequences() || layout_.layer(0).fox_w < 0,
-          "attention.scheme = ", scheme_name(layout_.config().attention.scheme),
-          " with context parallelism does not train on the GPU yet (FoX's gates need ",
-          "cross-rank prefix sums); use parallel.cp = 1 or train.device = \"cpu\"");
   require(runner->whole_sequences() || !path_,
           "attention.scheme = ", scheme_name(layout_.config().attention.scheme),
           " with context parallelism does not train on the GPU yet (PaTH's convolution and ",
@@ -305,8 +301,7 @@ void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
   if (s.fox_w >= 0) {
     gemm(N, N, R, H, D, 1, a.xn1.data(), P + s.fox_w, 0, a.fox_z.data());
     add_bias(R, H, P + s.fox_b, a.fox_z.data(), stream_);
-    fox_cumulative_log_gates(int(B_), int(L_), int(H), a.fox_z.data(), nullptr, a.fox_c.data(),
-                             *a.ws, stream_);
+    runner_->fox_gates(int(B_), int(L_), int(H), a.fox_z.data(), a.fox_c.data(), *a.ws, stream_);
     fox_c = a.fox_c.data();
   }
   if (path_) {
@@ -436,8 +431,8 @@ void GpuModel::layer_backward(int l, const float* x_in) {
   if (fox) {
     // c feeds the query lane (+c_i) and the key lane (-c_j): dc = dcq + dck.
     axpy(R * H, 1.f, dfox_ck_.data(), dfox_cq_.data(), stream_);
-    fox_cumulative_log_gates_backward(int(B_), int(L_), int(H), a.fox_z.data(), dfox_cq_.data(),
-                                      dfox_z_.data(), nullptr, *a.ws, stream_);
+    runner_->fox_gates_backward(int(B_), int(L_), int(H), a.fox_z.data(), dfox_cq_.data(),
+                                dfox_z_.data(), *a.ws, stream_);
     gemm(N, Y, R, D, H, 1, dfox_z_.data(), P + s.fox_w, 1, dxn);
     gemm(Y, N, D, H, R, 1, xn1, dfox_z_.data(), 1, G + s.fox_w);
     bias_backward(R, H, dfox_z_.data(), G + s.fox_b, partial_.data(), stream_);

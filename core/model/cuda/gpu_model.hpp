@@ -55,8 +55,19 @@ class GpuAttentionRunner {
   // the gradients over every rank afterwards; a ring whose backward already summed dparams
   // over its group answers true on the group's rank 0 only, so the sum counts them once.
   virtual bool adds_dparams() const = 0;
-  // FoX's cumulative gates run over GLOBAL positions: a runner of a sequence shard says no.
+  // False for a runner of sequence shards (PaTH's convolution and transitions would need the
+  // previous shard's rows: not on the GPU yet).
   virtual bool whole_sequences() const = 0;
+  // FoX: c [B, L, H] = running sum over GLOBAL positions of log sigmoid(z) (z [B, L, H] this
+  // rank's rows), and its backward (dz overwritten). A ring adds the other chunks' totals.
+  virtual void fox_gates(int B, int L, int H, const float* z, float* c, Workspace& ws,
+                         cudaStream_t s) {
+    fox_cumulative_log_gates(B, L, H, z, nullptr, c, ws, s);
+  }
+  virtual void fox_gates_backward(int B, int L, int H, const float* z, const float* dc, float* dz,
+                                  Workspace& ws, cudaStream_t s) {
+    fox_cumulative_log_gates_backward(B, L, H, z, dc, dz, nullptr, ws, s);
+  }
 };
 
 // Whole sequences on this GPU: the CUDA attention API.
@@ -90,9 +101,9 @@ class GpuModel {
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;
 
-  // Replaces the attention runner (default LocalGpuAttention). Error: FoX, PaTH or PaTH-FoX
-  // with a runner of sequence shards (FoX's gates need cross-rank prefix sums, PaTH's
-  // convolution and transitions the previous shard's rows: the GPU model does neither yet).
+  // Replaces the attention runner (default LocalGpuAttention). Error: PaTH or PaTH-FoX with
+  // a runner of sequence shards (PaTH's convolution and transitions need the previous
+  // shard's rows: not on the GPU yet). FoX's gates cross ranks through the runner.
   void set_runner(std::unique_ptr<GpuAttentionRunner> runner);
 
   const ModelLayout& layout() const { return layout_; }

@@ -128,9 +128,9 @@ Result gpu_run(const Problem& p, bool backward, bool recompute_lanes) {
 
 double expect_within_naive(const std::string& what, const std::vector<double>& x,
                            const std::vector<double>& naive, const std::vector<double>& ref,
-                           double factor, double rel_floor) {
+                           double factor, double rel_floor, double abs_floor) {
   const double ex = lcr::test::max_abs_diff(x, ref), en = lcr::test::max_abs_diff(naive, ref);
-  const double floor = rel_floor * lcr::test::max_abs(ref) + kAbsFloor;
+  const double floor = rel_floor * lcr::test::max_abs(ref) + abs_floor;
   EXPECT_LE(ex, factor * en + floor) << what << ": error " << ex << ", naive bf16 error " << en
                                      << ", max|ref| " << lcr::test::max_abs(ref);
   return ex / std::max(en, floor);

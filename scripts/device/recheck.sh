@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# One device call (nvidia-h200-x2) that re-runs every CUDA suite at the committed state and
+# checks the GPU training paths not yet run on hardware, plus a hardware-counter profile of
+# the SDPA backward next to FlashAttention-2's. Pack first (here):
+#   scripts/device/bundle.sh recheck <lcr> <the five CUDA test binaries> <bench_cuda_sdpa>
+#   strip .devbundle/recheck/bin/.real/*; mkdir -p .devbundle/gpack
+#   tar cf - -C .devbundle recheck | xz -T2 > .devbundle/gpack/recheck.tar.xz
+#   run(command="tar xJf .devbundle/gpack/recheck.tar.xz -C .devbundle &&
+#                bash scripts/device/recheck.sh", carry=[".devbundle/gpack"], kind="nvidia-h200-x2")
+# GPU 0: SDPA, model and PaTH suites, then ncu on lcr's and FA2's backward (D = 64, 128).
+# GPU 1: the whole lanes suite (8 shards), then resume-from-checkpoint on the GPU (a run
+# stopped at step 20 and resumed to 40 against the uninterrupted 40 steps).
+# CPU meanwhile: the FoX default config with cp = 2 on two MPI ranks. Then both GPUs: the
+# NCCL suite on 2 ranks and the same FoX config with cp = 2 on the GPU ring.
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-/tmp/recheck}
+mkdir -p "$OUT"
+B=.devbundle/recheck/bin
+mpi=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE)
+quick=(train.log_every=5 eval.every=0 eval.at_end=false)
+t0=$SECONDS
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUT/summary.txt"
+
+shard() {  # gpu binary logname: 8 gtest shards (the float64 references are CPU work)
+  local pids="" i
+  for i in $(seq 0 7); do
+    CUDA_VISIBLE_DEVICES=$1 GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 150 "$2" \
+      --gtest_color=no >"$OUT/$3.$i" 2>&1 &
+    pids="$pids $!"
+  done
+  wait $pids
+  cat "$OUT/$3".? >"$OUT/$3.log"; rm -f "$OUT/$3".?
+}
+
+CUDA_VISIBLE_DEVICES= timeout 240 "${mpi[@]}" -np 2 "$B/lcr" train --config \
+  experiments/configs/default.toml "${quick[@]}" train.steps=60 attention.scheme=fox \
+  run.overwrite=true run.dir='"runs/cpu_fox"' >"$OUT/train_cpu_fox.log" 2>&1 &
+c0=$!
+(
+  CUDA_VISIBLE_DEVICES=0 timeout 100 "$B/lcr_cuda_sdpa_tests" --gtest_color=no >"$OUT/sdpa.log" 2>&1
+  CUDA_VISIBLE_DEVICES=0 timeout 150 "$B/lcr_cuda_model_tests" --gtest_color=no >"$OUT/model.log" 2>&1
+  shard 0 "$B/lcr_cuda_path_tests" path
+  ncu_opts=(--clock-control none -k regex:sdpa_bwd --launch-skip 2 --launch-count 1
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
+    --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats
+    --section InstructionStats)
+  for d in 64 128; do
+    CUDA_VISIBLE_DEVICES=0 timeout 120 ncu "${ncu_opts[@]}" "$B/.real/bench_cuda_sdpa" --B 1 \
+      --H 16 --L 16384 --D $d --bwd-only --reps 3 --warmup 1 --sets 1 >"$OUT/ncu_lcr_d$d.log" 2>&1
+  done
+  for d in 64 128; do
+    CUDA_VISIBLE_DEVICES=0 timeout 120 ncu "${ncu_opts[@]/regex:sdpa_bwd/regex:flash_bwd_dq}" \
+      python3 - $d >"$OUT/ncu_fa2_d$d.log" 2>&1 <<'PY'
+import sys, torch
+from torch.nn.attention import sdpa_kernel, SDPBackend
+d = int(sys.argv[1])
+q, k, v = (torch.randn(1, 16, 16384, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+           for _ in range(3))
+with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    for _ in range(4):
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        o.backward(torch.ones_like(o))
+torch.cuda.synchronize()
+PY
+  done
+) &
+g0=$!
+(
+  shard 1 "$B/lcr_cuda_lanes_tests" lanes
+  res=(--config experiments/configs/default.toml "${quick[@]}" train.device=cuda parallel.cp=1
+    train.steps=40 train.ckpt_every=20)
+  CUDA_VISIBLE_DEVICES=1 timeout 150 "$B/lcr" train "${res[@]}" run.overwrite=true \
+    run.dir='"runs/gpu_straight"' >"$OUT/train_straight.log" 2>&1
+  CUDA_VISIBLE_DEVICES=1 timeout 150 "$B/lcr" train "${res[@]}" run.overwrite=true \
+    train.stop_after=20 run.dir='"runs/gpu_resumed"' >"$OUT/train_part1.log" 2>&1
+  CUDA_VISIBLE_DEVICES=1 timeout 150 "$B/lcr" train "${res[@]}" run.dir='"runs/gpu_resumed"' \
+    >"$OUT/train_part2.log" 2>&1
+) &
+g1=$!
+wait $g0 $g1
+timeout 90 "${mpi[@]}" -np 2 "$B/lcr_nccl_tests" --gtest_color=no >"$OUT/nccl2.log" 2>&1
+wait $c0
+timeout 200 "${mpi[@]}" -np 2 "$B/lcr" train --config experiments/configs/default.toml \
+  "${quick[@]}" train.steps=60 attention.scheme=fox train.device=cuda run.overwrite=true \
+  run.dir='"runs/gpu_fox"' >"$OUT/train_gpu_fox.log" 2>&1
+echo "done at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+
+for f in sdpa model path lanes nccl2; do
+  echo "$f: passed $(grep -c '^\[       OK \]' "$OUT/$f.log") skipped $(grep -c '^\[  SKIPPED \]' "$OUT/$f.log")" \
+    "failed $(grep -c '^\[  FAILED  \].*ms)' "$OUT/$f.log")" | tee -a "$OUT/summary.txt"
+  grep -h '^\[  FAILED  \].*ms)' "$OUT/$f.log" | cut -c1-150 | head -12 | tee -a "$OUT/summary.txt"
+done
+grep -h -A4 'Failure' "$OUT/lanes.log" "$OUT/model.log" "$OUT/path.log" | head -40 | tee -a "$OUT/summary.txt"
+echo "=== train" | tee -a "$OUT/summary.txt"
+for f in train_cpu_fox train_gpu_fox train_straight train_part1 train_part2; do
+  echo "-- $f" | tee -a "$OUT/summary.txt"
+  grep -E "model on|resum|step +[0-9]+/|rror|what" "$OUT/$f.log" | tail -3 | cut -c1-240 | tee -a "$OUT/summary.txt"
+done
+python3 - <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import h5py, numpy as np
+def losses(d):
+    with h5py.File(f"runs/{d}/run.h5", "r") as f:
+        return np.asarray(f["metrics/step"]), np.asarray(f["metrics/loss"])
+for a, b, what in (("gpu_fox", "cpu_fox", "FoX cp=2: GPU ring vs CPU ring"),
+                   ("gpu_resumed", "gpu_straight", "GPU resume (20 + 20) vs 40 straight")):
+    try:
+        sa, la = losses(a); sb, lb = losses(b); n = min(len(la), len(lb))
+        print(what); print("  steps", sa.tolist()); print("  ", a, np.round(la, 5).tolist())
+        print("  ", b, np.round(lb, 5).tolist())
+        ok = len(la) == len(lb) and (sa == sb).all()
+        print("  same steps %s; max relative difference %.3e" % (ok, (np.abs(la[:n] - lb[:n]) / np.abs(lb[:n])).max()))
+    except Exception as e:
+        print(what, "comparison failed:", e)
+PY
+echo "=== ncu (SOL, pipes, stalls)" | tee -a "$OUT/summary.txt"
+for f in ncu_lcr_d64 ncu_fa2_d64 ncu_lcr_d128 ncu_fa2_d128; do
+  echo "-- $f" | tee -a "$OUT/summary.txt"
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|No Eligible|Shared Memory Configuration Size|Warp Cycles Per Issued|Bank" \
+    "$OUT/$f.log" | head -16 | tee -a "$OUT/summary.txt"
+done
+echo "total $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
+(cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
