@@ -7,7 +7,8 @@
 #   tar cf - -C .devbundle recheck | xz -T2 > .devbundle/gpack/recheck.tar.xz
 #   run(command="tar xJf .devbundle/gpack/recheck.tar.xz -C .devbundle &&
 #                bash scripts/device/recheck.sh", carry=[".devbundle/gpack"], kind="nvidia-h200-x2")
-# GPU 0: SDPA, model and PaTH suites, then ncu on lcr's and FA2's backward (D = 64, 128).
+# GPU 0: SDPA, model and PaTH suites, then ncu on lcr's and FA2's backward (D = 64, 128;
+# NCU=0 leaves the profile out). BUNDLE=.devbundle/NAME picks another bundle.
 # GPU 1: the whole lanes suite (8 shards), then resume-from-checkpoint on the GPU (a run
 # stopped at step 20 and resumed to 40 against the uninterrupted 40 steps).
 # CPU meanwhile: the FoX default config with cp = 2 on two MPI ranks. Then both GPUs: the
@@ -16,7 +17,7 @@ set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/recheck}
 mkdir -p "$OUT"
-B=.devbundle/recheck/bin
+B=${BUNDLE:-.devbundle/recheck}/bin
 mpi=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE)
 quick=(train.log_every=5 eval.every=0 eval.at_end=false)
 t0=$SECONDS
@@ -45,11 +46,11 @@ c0=$!
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis
     --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats
     --section InstructionStats)
-  for d in 64 128; do
+  for d in $( ((${NCU:-1})) && echo 64 128); do
     CUDA_VISIBLE_DEVICES=0 timeout 120 ncu "${ncu_opts[@]}" "$B/.real/bench_cuda_sdpa" --B 1 \
       --H 16 --L 16384 --D $d --bwd-only --reps 3 --warmup 1 --sets 1 >"$OUT/ncu_lcr_d$d.log" 2>&1
   done
-  for d in 64 128; do
+  for d in $( ((${NCU:-1})) && echo 64 128); do
     CUDA_VISIBLE_DEVICES=0 timeout 120 ncu "${ncu_opts[@]/regex:sdpa_bwd/regex:flash_bwd_dq}" \
       python3 - $d >"$OUT/ncu_fa2_d$d.log" 2>&1 <<'PY'
 import sys, torch
@@ -117,7 +118,7 @@ echo "=== ncu (SOL, pipes, stalls)" | tee -a "$OUT/summary.txt"
 for f in ncu_lcr_d64 ncu_fa2_d64 ncu_lcr_d128 ncu_fa2_d128; do
   echo "-- $f" | tee -a "$OUT/summary.txt"
   grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|No Eligible|Shared Memory Configuration Size|Warp Cycles Per Issued|Bank" \
-    "$OUT/$f.log" | head -16 | tee -a "$OUT/summary.txt"
+    "$OUT/$f.log" 2>/dev/null | head -16 | tee -a "$OUT/summary.txt"
 done
 echo "total $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)

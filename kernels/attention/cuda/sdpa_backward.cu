@@ -2,7 +2,8 @@
 // head-width class (BM query rows per step; the key tile is 16 rows per warp):
 //   D, Dv <= 64  : keys 128 (8 warps) x queries 128 (option path: x 64)
 //   D, Dv <= 128 : keys 128 (8 warps) x queries 64 (dK, dV, S^T, dP^T in ~200 registers)
-//   wider        : keys 64 (4 warps) x queries 32 (dK/dV of 256 lanes partly spill)
+//   wider        : keys 64 (4 warps) x queries 32 (dK/dV of 256 lanes partly spill);
+//                  PoPE's 256 / 128 plain path: keys 128 (8 warps) x queries 16
 // dq, dbias_q and dbias_q_sums are accumulated with fp32 atomics (sdpa_backward_kernel.cuh
 // says why); without `accumulate` they are zeroed first on the same stream.
 #include <utility>
@@ -38,7 +39,12 @@ const BwdVariant k64_64[] = {BwdVariant{"q128_w8/opts_q64", &launch_bwd<64, 64, 
 const BwdVariant k128_128[] = {LCR_BWD(128, 128, 64, 8), LCR_BWD_PLAIN(128, 128, 64, 4),
                                LCR_BWD_PLAIN(128, 128, 32, 8), LCR_BWD_PLAIN(128, 128, 32, 4)};
 const BwdVariant k128_64[] = {LCR_BWD(128, 64, 64, 8)};
-const BwdVariant k256_128[] = {LCR_BWD(256, 128, 32, 4)};
+// PoPE at d = 128 (QK 256 / V 128): 16-query steps and 8 warps keep dK, dV of 16 keys x 384
+// lanes per warp with few spills (measured 177 vs 151 (q16_w4) vs 128 (q32_w4) TFLOP/s at
+// 1x16x16384, H200, 2026-11-29); the option path keeps q32_w4.
+const BwdVariant k256_128[] = {BwdVariant{"q16_w8/opts_q32_w4", &launch_bwd<256, 128, 16, 8, false>,
+                                          &launch_bwd<256, 128, 32, 4, true>},
+                               LCR_BWD_PLAIN(256, 128, 16, 4), LCR_BWD_PLAIN(256, 128, 32, 4)};
 const BwdVariant k64_128[] = {LCR_BWD_OPTS(64, 128, 64, 8)};
 const BwdVariant k64_256[] = {LCR_BWD_OPTS(64, 256, 32, 4)};
 const BwdVariant k128_256[] = {LCR_BWD_OPTS(128, 256, 32, 4)};

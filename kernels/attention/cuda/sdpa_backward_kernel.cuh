@@ -66,9 +66,9 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
   const int64_t v_ld = int64_t(a.Hkv) * a.Dv, o_ld = int64_t(a.H) * a.Dv;
 
-  // Stage the Q / dO / lse / delta tile of step `it` into buffer `st`.
-  auto stage = [&](int it, int st) {
-    const int h = hk * G + it / per_head, i0 = (qt0 + it % per_head) * BM;
+  // Stage the Q / dO / lse / delta tile of (query head h, query tile qt) into buffer `st`.
+  auto stage = [&](int h, int qt, int st) {
+    const int i0 = qt * BM;
     const int nq = min(BM, a.Lq - i0);
     load_tile<BM, DP, NTH>(sQ + st * BM * DP,
                            a.q + (int64_t(b) * a.Lq + i0) * q_ld + int64_t(h) * a.D, q_ld, nq, a.D,
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
                            a.D, tid);
     load_tile<BN, DVP, NTH>(sV, a.v + (int64_t(b) * a.Lk + j0) * v_ld + int64_t(hk) * a.Dv, v_ld,
                             nk, a.Dv, tid);
-    stage(0, 0);
+    stage(hk * G, qt0, 0);
     cp_async_commit();
   }
 
@@ -128,15 +128,17 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   const uint32_t dot_off = Swz<DVP>::thread_off(rowT, cT);
   const uint32_t ds_off = Swz<BM>::thread_off(rowB, cB), kt_off = Swz<DP>::thread_off(rowT, cT);
 
+  // Steps walk (query head of the group, query tile) with counters, not divisions.
+  int h = hk * G, qt = qt0;
   for (int it = 0; it < n_steps; ++it) {
-    const int st = it & 1;
-    const int h = hk * G + it / per_head, i0 = (qt0 + it % per_head) * BM;
+    const int st = it & 1, i0 = qt * BM;
+    const bool head_done = qt == nqt - 1;  // the last tile of head h: next step, next head
     // Wait for this step's tiles; after the barrier every warp is done with step it-1
     // (its stage and its dS^T reads), so the next step's copy can start: two barriers per
     // step (this one and "dS^T complete").
     cp_async_wait<0>();
     __syncthreads();
-    if (it + 1 < n_steps) stage(it + 1, st ^ 1);
+    if (it + 1 < n_steps) stage(head_done ? h + 1 : h, head_done ? qt0 : qt + 1, st ^ 1);
     cp_async_commit();
     const uint32_t cQ = sQ_addr + st * BM * DP * 2, cdO = sdO_addr + st * BM * DVP * 2;
     const float* cL = sL + st * BM;
@@ -200,70 +202,86 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
     float dbq[BM / 8][2];
 #pragma unroll
     for (int n = 0; n < BM / 8; ++n) dbq[n][0] = dbq[n][1] = 0.f;
+    // Plain path on a tile every (key, query) pair sees, most of a long causal sequence's
+    // tiles: no visibility test (two instructions per element less).
+    const bool fast = !kOpts && full;
+    if (fast)
 #pragma unroll
-    for (int n = 0; n < BM / 8; ++n) {
-      const float2 l2 = *reinterpret_cast<const float2*>(cL + n * 8 + 2 * t);
-      const float2 dl = *reinterpret_cast<const float2*>(cDel + n * 8 + 2 * t);
-      // dbias_q_sums: this thread's shares of A, C, D (sdpa.hpp) for query columns c = 0, 1.
-      float rsum[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
+      for (int n = 0; n < BM / 8; ++n) {
+        const float2 l2 = *reinterpret_cast<const float2*>(cL + n * 8 + 2 * t);
+        const float2 dl = *reinterpret_cast<const float2*>(cDel + n * 8 + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int c = e & 1, r = e >> 1, qc = n * 8 + 2 * t + c, i = i0 + qc;
-        float pr, dcap = 1.f;
-        if constexpr (kOpts) {
-          float x = s[n][e] * a.scale;
-          if (a.alibi_slopes) x -= slope * (rel[r] + float(qc));
-          if (a.bias_q && i < a.Lq) x += __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h);
-          x -= bk[r];
-          if (a.softcap > 0.f) {
-            const float th = tanhf(x * inv_cap);
-            x = a.softcap * th;
-            dcap = 1.f - th * th;
-          }
-          pr = fast_exp2(fmaf(x, kLog2e, -(c ? l2.y : l2.x)));
-        } else {
-          pr = fast_exp2(fmaf(s[n][e], sl2, -(c ? l2.y : l2.x)));
-        }
-        if (!full && n * 8 + c < thr[r]) pr = 0.f;
-        const float del = c ? dl.y : dl.x;
-        const float ds = pr * (dp[n][e] - del) * dcap;
-        if constexpr (kOpts) {
-          if (p.dbias_q_sums) {  // from the fp32 P and dP, before dp becomes dS
-            const float pc = pr * dcap;
-            rsum[0][c] = fmaf(pc, dp[n][e], rsum[0][c]);
-            rsum[1][c] += pc;
-            rsum[2][c] = fmaf(pr, dp[n][e], rsum[2][c]);
-          }
-        }
-        s[n][e] = pr;
-        dp[n][e] = ds;
-        if constexpr (kOpts) {
-          dbk[e >> 1] -= ds;
-          dbq[n][e & 1] += ds;
+        for (int e = 0; e < 4; ++e) {
+          const float pr = fast_exp2(fmaf(s[n][e], sl2, -(e & 1 ? l2.y : l2.x)));
+          dp[n][e] = pr * (dp[n][e] - (e & 1 ? dl.y : dl.x));
+          s[n][e] = pr;
         }
       }
-      if constexpr (kOpts) {
-        if (p.dbias_q_sums) {
-          // Sum over the warp's 16 keys (g), then one atomic per sum and query per warp.
-          const int64_t plane = int64_t(a.B) * a.Lq * a.H;
+    else
 #pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int i = i0 + n * 8 + 2 * t + c;
+      for (int n = 0; n < BM / 8; ++n) {
+        const float2 l2 = *reinterpret_cast<const float2*>(cL + n * 8 + 2 * t);
+        const float2 dl = *reinterpret_cast<const float2*>(cDel + n * 8 + 2 * t);
+        // dbias_q_sums: this thread's shares of A, C, D (sdpa.hpp) for query columns c = 0, 1.
+        float rsum[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
-            for (int k = 0; k < 3; ++k) {
-              float v = rsum[k][c];
-              v += __shfl_xor_sync(0xffffffffu, v, 4);
-              v += __shfl_xor_sync(0xffffffffu, v, 8);
-              v += __shfl_xor_sync(0xffffffffu, v, 16);
-              if (g == 0 && i < a.Lq)
-                atomicAdd(p.dbias_q_sums + k * plane + (int64_t(b) * a.Lq + i) * a.H + h, v);
+        for (int e = 0; e < 4; ++e) {
+          const int c = e & 1, r = e >> 1, qc = n * 8 + 2 * t + c, i = i0 + qc;
+          float pr, dcap = 1.f;
+          if constexpr (kOpts) {
+            float x = s[n][e] * a.scale;
+            if (a.alibi_slopes) x -= slope * (rel[r] + float(qc));
+            if (a.bias_q && i < a.Lq) x += __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h);
+            x -= bk[r];
+            if (a.softcap > 0.f) {
+              const float th = tanhf(x * inv_cap);
+              x = a.softcap * th;
+              dcap = 1.f - th * th;
+            }
+            pr = fast_exp2(fmaf(x, kLog2e, -(c ? l2.y : l2.x)));
+          } else {
+            pr = fast_exp2(fmaf(s[n][e], sl2, -(c ? l2.y : l2.x)));
+          }
+          if (!full && n * 8 + c < thr[r]) pr = 0.f;
+          const float del = c ? dl.y : dl.x;
+          const float ds = pr * (dp[n][e] - del) * dcap;
+          if constexpr (kOpts) {
+            if (p.dbias_q_sums) {  // from the fp32 P and dP, before dp becomes dS
+              const float pc = pr * dcap;
+              rsum[0][c] = fmaf(pc, dp[n][e], rsum[0][c]);
+              rsum[1][c] += pc;
+              rsum[2][c] = fmaf(pr, dp[n][e], rsum[2][c]);
+            }
+          }
+          s[n][e] = pr;
+          dp[n][e] = ds;
+          if constexpr (kOpts) {
+            dbk[e >> 1] -= ds;
+            dbq[n][e & 1] += ds;
+          }
+        }
+        if constexpr (kOpts) {
+          if (p.dbias_q_sums) {
+            // Sum over the warp's 16 keys (g), then one atomic per sum and query per warp.
+            const int64_t plane = int64_t(a.B) * a.Lq * a.H;
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              const int i = i0 + n * 8 + 2 * t + c;
+#pragma unroll
+              for (int k = 0; k < 3; ++k) {
+                float v = rsum[k][c];
+                v += __shfl_xor_sync(0xffffffffu, v, 4);
+                v += __shfl_xor_sync(0xffffffffu, v, 8);
+                v += __shfl_xor_sync(0xffffffffu, v, 16);
+                if (g == 0 && i < a.Lq)
+                  atomicAdd(p.dbias_q_sums + k * plane + (int64_t(b) * a.Lq + i) * a.H + h, v);
+              }
             }
           }
         }
       }
-    }
 
-    // dV += P^T dO and dK += dS^T Q (the k index of both products is the query).
+      // dV += P^T dO and dK += dS^T Q (the k index of both products is the query).
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) {
       uint32_t pf[4], sf[4];
@@ -335,24 +353,53 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
           mma16816(dq[2 * np + 1], af, bf[2], bf[3]);
         }
       }
+      // One pointer per step (row g of the block, this thread's first column); rows g + 8
+      // and columns n * 8 are fixed offsets from it. A complete tile at the full width (all
+      // but the last query tile when D is 64 or 128) stores with no per-element test. The
+      // per-element form below is kept for the 64-wide class, where this one made ptxas
+      // spill in the 128-query tiling (H200, 2026-11-29: D = 128 bwd 264 -> 269 TFLOP/s,
+      // D = 64 247 -> 238).
+      if constexpr (DP >= 128) {
+        float* dq0 = p.dq + (int64_t(b) * a.Lq + i0 + rb * 16 + g) * q_ld + int64_t(h) * a.D +
+                     cg * T::kDqCols + 2 * t;
+        const int64_t row8 = 8 * q_ld;
+        auto add = [&](int r, int n) {
+          atomicAdd(reinterpret_cast<float2*>(dq0 + r * row8 + n * 8),
+                    make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
+        };
+        if (a.D == DP && i0 + BM <= a.Lq) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = i0 + rb * 16 + g + 8 * r;
-        if (i >= a.Lq) continue;
-        float* dqrow = p.dq + (int64_t(b) * a.Lq + i) * q_ld + int64_t(h) * a.D;
+          for (int r = 0; r < 2; ++r)
 #pragma unroll
-        for (int n = 0; n < T::kDqCols / 8; ++n) {
-          const int c = cg * T::kDqCols + n * 8 + 2 * t;
-          if (c < a.D)
-            atomicAdd(reinterpret_cast<float2*>(dqrow + c),
-                      make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
+            for (int n = 0; n < T::kDqCols / 8; ++n) add(r, n);
+        } else {
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int n = 0; n < T::kDqCols / 8; ++n)
+              if (i0 + rb * 16 + g + 8 * r < a.Lq && cg * T::kDqCols + n * 8 + 2 * t < a.D)
+                add(r, n);
+        }
+      } else {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int i = i0 + rb * 16 + g + 8 * r;
+          if (i >= a.Lq) continue;
+          float* dqrow = p.dq + (int64_t(b) * a.Lq + i) * q_ld + int64_t(h) * a.D;
+#pragma unroll
+          for (int n = 0; n < T::kDqCols / 8; ++n) {
+            const int c = cg * T::kDqCols + n * 8 + 2 * t;
+            if (c < a.D)
+              atomicAdd(reinterpret_cast<float2*>(dqrow + c),
+                        make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
+          }
         }
       }
     }
 
     // End of a query head: its dbias_k column is complete.
     if constexpr (kOpts) {
-      if (p.dbias_k && it % per_head == per_head - 1) {
+      if (p.dbias_k && head_done) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           float v = dbk[r];
@@ -367,6 +414,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         }
       }
     }
+    h += head_done, qt = head_done ? qt0 : qt + 1;
   }
   cp_async_wait<0>();
 

