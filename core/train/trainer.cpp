@@ -148,7 +148,8 @@ class Trainer {
           std::string line = progress.line(done, r.loss, r.lr, tps);
           if (gpu_) {
             const double per_gpu = tps / double(world_.size()) / 1e12;
-            line += fmt::format(" | {:.0f} TFLOP/s/GPU, MFU {:.1f}% (PaLM count {:.1f}%)",
+            // 3 significant digits: small demo models run at a fraction of a TFLOP/s.
+            line += fmt::format(" | {:.3g} TFLOP/s/GPU, MFU {:.3g}% (PaLM count {:.3g}%)",
                                 flops_.causal * per_gpu,
                                 100.0 * flops_.causal * per_gpu / cfg_.train.peak_tflops,
                                 100.0 * flops_.full * per_gpu / cfg_.train.peak_tflops);

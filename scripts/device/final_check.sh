@@ -15,6 +15,7 @@ mkdir -p "$OUT"
 bin=.devbundle/final/bin
 mpi=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE)
 TRAIN_S=${TRAIN_S:-300}
+source "$(dirname "$0")/common.sh"
 t0=$SECONDS
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUT/summary.txt"
 
@@ -26,24 +27,14 @@ for s in pope rope; do
     >"$OUT/train_$s.log" 2>&1 &
 done
 
-shard() {  # gpu binary filter logname (8 gtest shards: the float64 references are CPU work)
-  local pids="" i
-  for i in $(seq 0 7); do
-    CUDA_VISIBLE_DEVICES=$1 GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 120 "$2" \
-      --gtest_filter="$3" --gtest_color=no >"$OUT/$4.$i" 2>&1 &
-    pids="$pids $!"
-  done
-  wait $pids
-  cat "$OUT/$4".? >"$OUT/$4.log"; rm -f "$OUT/$4".?
-}
 # GPU 0: SDPA tests, PaTH tests, PaTH benchmark. GPU 1: lanes tests, then fla's PaTH.
 (
   CUDA_VISIBLE_DEVICES=0 timeout 100 "$bin/lcr_cuda_sdpa_tests" --gtest_color=no >"$OUT/sdpa.log" 2>&1
-  shard 0 "$bin/lcr_cuda_path_tests" '*' path
+  shard 0 "$bin/lcr_cuda_path_tests" path
   CUDA_VISIBLE_DEVICES=0 timeout 80 "$bin/bench_cuda_path" >"$OUT/path_bench.log" 2>&1
 ) &
 g0=$!
-shard 1 "$bin/lcr_cuda_lanes_tests" '*' lanes
+shard 1 "$bin/lcr_cuda_lanes_tests" lanes
 if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
   .whl/*.whl >/dev/null 2>&1; then
   CUDA_VISIBLE_DEVICES=1 PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout 120 \
@@ -55,11 +46,7 @@ timeout 30 "${mpi[@]}" -np 1 "$bin/lcr_nccl_tests" --gtest_color=no >"$OUT/nccl1
 echo "GPU work done at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 wait  # the training runs (bounded by TRAIN_S)
 
-for f in sdpa path lanes nccl2 nccl1; do
-  echo "$f: passed $(grep -c '^\[       OK \]' "$OUT/$f.log") skipped $(grep -c '^\[  SKIPPED \]' "$OUT/$f.log")" \
-    "failed $(grep -c '^\[  FAILED  \].*ms)' "$OUT/$f.log")" | tee -a "$OUT/summary.txt"
-  grep -h '^\[  FAILED  \].*ms)' "$OUT/$f.log" | head -8 | tee -a "$OUT/summary.txt"
-done
+suite_summary sdpa path lanes nccl2 nccl1
 echo "=== PaTH bench" | tee -a "$OUT/summary.txt"
 grep -E "lcr-path|error" "$OUT/path_bench.log" | tee -a "$OUT/summary.txt"
 grep -E "fla-path|rror" "$OUT/fla.log" | tail -6 | tee -a "$OUT/summary.txt"

@@ -4,6 +4,7 @@
 # fresh lanes run of the new build, then times NoPE and PoPE through the full API alone.
 #   NEW=.devbundle/fin2 OLD=.devbundle/old REPLAY="SEED:FILTER ..." bash scripts/device/lanes_replay.sh
 set -u
+source "$(dirname "$0")/common.sh"
 OUT=${OUT:-/tmp/lanes_replay}
 mkdir -p "$OUT"
 CUDA_VISIBLE_DEVICES=0 timeout 100 $NEW/bin/lcr_cuda_sdpa_tests --gtest_color=no >"$OUT/sdpa.log" 2>&1 &&
@@ -16,19 +17,9 @@ for r in $REPLAY; do
       --gtest_filter="*${r#*:}" --gtest_color=no 2>&1 | grep -E "^\[  (PASSED|FAILED) |error [0-9]" | head -4
   done
 done
-pids=""
-for i in $(seq 0 7); do
-  CUDA_VISIBLE_DEVICES=1 GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 150 \
-    $NEW/bin/lcr_cuda_lanes_tests --gtest_color=no >"$OUT/lanes.$i" 2>&1 &
-  pids="$pids $!"
-done
-wait $pids $g0
-cat "$OUT"/lanes.? >"$OUT/lanes.log"; rm -f "$OUT"/lanes.?
-for f in sdpa model lanes; do
-  echo "$f: passed $(grep -c '^\[       OK \]' "$OUT/$f.log") failed $(grep -c '^\[  FAILED  \].*ms)' "$OUT/$f.log")"
-  grep -h '^\[  FAILED  \].*ms)' "$OUT/$f.log" | cut -c1-150 | head -6
-done
-grep -h -A3 "Failure" "$OUT/lanes.log" "$OUT/model.log" | head -24
+shard 1 $NEW/bin/lcr_cuda_lanes_tests lanes
+wait $g0
+suite_summary sdpa model lanes
 grep -h '^\[ [a-z_0-9]* \]' "$OUT/model.log" | head -14
 CUDA_VISIBLE_DEVICES=0 timeout 100 $NEW/bin/bench_cuda_attention --schemes nope,goat,pope \
   --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 2>&1 | tee "$OUT/lanes_bench.txt"

@@ -20,19 +20,9 @@ mkdir -p "$OUT"
 B=${BUNDLE:-.devbundle/recheck}/bin
 mpi=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE)
 quick=(train.log_every=5 eval.every=0 eval.at_end=false)
+source "$(dirname "$0")/common.sh"
 t0=$SECONDS
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUT/summary.txt"
-
-shard() {  # gpu binary logname: 8 gtest shards (the float64 references are CPU work)
-  local pids="" i
-  for i in $(seq 0 7); do
-    CUDA_VISIBLE_DEVICES=$1 GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 150 "$2" \
-      --gtest_color=no >"$OUT/$3.$i" 2>&1 &
-    pids="$pids $!"
-  done
-  wait $pids
-  cat "$OUT/$3".? >"$OUT/$3.log"; rm -f "$OUT/$3".?
-}
 
 CUDA_VISIBLE_DEVICES= timeout 240 "${mpi[@]}" -np 2 "$B/lcr" train --config \
   experiments/configs/default.toml "${quick[@]}" train.steps=60 attention.scheme=fox \
@@ -87,38 +77,17 @@ timeout 200 "${mpi[@]}" -np 2 "$B/lcr" train --config experiments/configs/defaul
   run.dir='"runs/gpu_fox"' >"$OUT/train_gpu_fox.log" 2>&1
 echo "done at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 
-for f in sdpa model path lanes nccl2; do
-  echo "$f: passed $(grep -c '^\[       OK \]' "$OUT/$f.log") skipped $(grep -c '^\[  SKIPPED \]' "$OUT/$f.log")" \
-    "failed $(grep -c '^\[  FAILED  \].*ms)' "$OUT/$f.log")" | tee -a "$OUT/summary.txt"
-  grep -h '^\[  FAILED  \].*ms)' "$OUT/$f.log" | cut -c1-150 | head -12 | tee -a "$OUT/summary.txt"
-done
-grep -h -A4 'Failure' "$OUT/lanes.log" "$OUT/model.log" "$OUT/path.log" | head -40 | tee -a "$OUT/summary.txt"
-echo "=== train" | tee -a "$OUT/summary.txt"
-for f in train_cpu_fox train_gpu_fox train_straight train_part1 train_part2; do
-  echo "-- $f" | tee -a "$OUT/summary.txt"
-  grep -E "model on|resum|step +[0-9]+/|rror|what" "$OUT/$f.log" | tail -3 | cut -c1-240 | tee -a "$OUT/summary.txt"
-done
-python3 - <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
-import h5py, numpy as np
-def losses(d):
-    with h5py.File(f"runs/{d}/run.h5", "r") as f:
-        return np.asarray(f["metrics/step"]), np.asarray(f["metrics/loss"])
-for a, b, what in (("gpu_fox", "cpu_fox", "FoX cp=2: GPU ring vs CPU ring"),
-                   ("gpu_resumed", "gpu_straight", "GPU resume (20 + 20) vs 40 straight")):
-    try:
-        sa, la = losses(a); sb, lb = losses(b); n = min(len(la), len(lb))
-        print(what); print("  steps", sa.tolist()); print("  ", a, np.round(la, 5).tolist())
-        print("  ", b, np.round(lb, 5).tolist())
-        ok = len(la) == len(lb) and (sa == sb).all()
-        print("  same steps %s; max relative difference %.3e" % (ok, (np.abs(la[:n] - lb[:n]) / np.abs(lb[:n])).max()))
-    except Exception as e:
-        print(what, "comparison failed:", e)
-PY
-echo "=== ncu (SOL, pipes, stalls)" | tee -a "$OUT/summary.txt"
-for f in ncu_lcr_d64 ncu_fa2_d64 ncu_lcr_d128 ncu_fa2_d128; do
-  echo "-- $f" | tee -a "$OUT/summary.txt"
-  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|No Eligible|Shared Memory Configuration Size|Warp Cycles Per Issued|Bank" \
-    "$OUT/$f.log" 2>/dev/null | head -16 | tee -a "$OUT/summary.txt"
-done
+suite_summary sdpa model path lanes nccl2
+train_tail train_cpu_fox train_gpu_fox train_straight train_part1 train_part2
+compare_runs gpu_fox cpu_fox "FoX cp=2: GPU ring vs CPU ring"
+compare_runs gpu_resumed gpu_straight "GPU resume (20 + 20) vs 40 straight"
+if ((${NCU:-1})); then
+  echo "=== ncu (SOL, pipes, stalls)" | tee -a "$OUT/summary.txt"
+  for f in ncu_lcr_d64 ncu_fa2_d64 ncu_lcr_d128 ncu_fa2_d128; do
+    echo "-- $f" | tee -a "$OUT/summary.txt"
+    grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L1/TEX Hit|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc A|No Eligible|Shared Memory Configuration Size|Warp Cycles Per Issued|Bank" \
+      "$OUT/$f.log" | head -16 | tee -a "$OUT/summary.txt"
+  done
+fi
 echo "total $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)

@@ -17,6 +17,7 @@ OUT=${OUT:-/tmp/train_check}
 mkdir -p "$OUT"
 B=${BUNDLE:-.devbundle/gtrain}/bin
 mpi=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE)
+source "$(dirname "$0")/common.sh"
 t0=$SECONDS
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee -a "$OUT/summary.txt"
 quick=(train.steps=60 train.log_every=5 eval.every=0 eval.at_end=false run.overwrite=true)
@@ -48,32 +49,12 @@ timeout 200 "${mpi[@]}" -np 2 "$B/lcr" train --config experiments/configs/gpu_12
 wait $c0
 echo "done at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 
-for f in model lanes_goat lanes_seed; do
-  echo "$f: passed $(grep -c '^\[       OK \]' "$OUT/$f.log") skipped $(grep -c '^\[  SKIPPED \]' "$OUT/$f.log")" \
-    "failed $(grep -c '^\[  FAILED  \].*ms)' "$OUT/$f.log")" | tee -a "$OUT/summary.txt"
-  grep -h '^\[  FAILED  \].*ms)' "$OUT/$f.log" | cut -c1-150 | head -12 | tee -a "$OUT/summary.txt"
-done
+suite_summary model lanes_goat lanes_seed
 grep -h '^\[ [a-z_0-9]* \]' "$OUT/model.log" | head -12 | tee -a "$OUT/summary.txt"
-grep -h -A3 'Failure' "$OUT/lanes_goat.log" "$OUT/model.log" | head -30 | tee -a "$OUT/summary.txt"
-echo "=== train" | tee -a "$OUT/summary.txt"
-for f in train_cpu_cp2 train_gpu_cp2 train_gpu_dp2 train128k_cp2; do
-  echo "-- $f" | tee -a "$OUT/summary.txt"
-  grep -E "model on|step +[0-9]+/|rror|what" "$OUT/$f.log" | tail -3 | cut -c1-260 | tee -a "$OUT/summary.txt"
-done
+train_tail train_cpu_cp2 train_gpu_cp2 train_gpu_dp2 train128k_cp2
+compare_runs gpu_cp2 cpu_cp2 "GPU ring (cp 2) vs CPU ring (cp 2), default config"
 python3 - <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
 import h5py, numpy as np
-def losses(d):
-    with h5py.File(f"runs/{d}/run.h5", "r") as f:
-        return np.asarray(f["metrics/step"]), np.asarray(f["metrics/loss"])
-try:
-    s, g = losses("gpu_cp2"); _, c = losses("cpu_cp2")
-    n = min(len(g), len(c))
-    rel = np.abs(g[:n] - c[:n]) / np.abs(c[:n])
-    print("GPU ring (cp 2) vs CPU ring (cp 2), default config, every 5 steps:")
-    print("  steps", s[:n].tolist()); print("  gpu  ", np.round(g[:n], 4).tolist())
-    print("  cpu  ", np.round(c[:n], 4).tolist()); print("  max relative difference %.3e" % rel.max())
-except Exception as e:
-    print("loss comparison failed:", e)
 try:
     with h5py.File("runs/gpu128k_cp2/run.h5", "r") as f:
         print("128K cp2: tokens/s", np.round(f["metrics/tokens_per_s"][:], 0).tolist(),

@@ -1,0 +1,65 @@
+# Helpers shared by the device-call scripts in scripts/device (sourced, not run). Each
+# writes under $OUT and, where it reports, appends to $OUT/summary.txt as well as stdout.
+
+# shard GPU BINARY LOGNAME [FILTER]: a gtest binary in 8 shards on one GPU (the float64
+# references are CPU work, so shards keep the GPU busy); the shards' logs joined into
+# $OUT/LOGNAME.log.
+shard() {
+  local gpu=$1 bin=$2 name=$3 filter=${4:-*} pids="" i
+  for i in $(seq 0 7); do
+    CUDA_VISIBLE_DEVICES=$gpu GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 150 "$bin" \
+      --gtest_filter="$filter" --gtest_color=no >"$OUT/$name.$i" 2>&1 &
+    pids="$pids $!"
+  done
+  wait $pids
+  cat "$OUT/$name".? >"$OUT/$name.log"
+  rm -f "$OUT/$name".?
+}
+
+# suite_summary NAME...: passed / skipped / failed counts of $OUT/NAME.log and the failed
+# tests, then the first failure messages.
+suite_summary() {
+  local f
+  for f in "$@"; do
+    [[ -f $OUT/$f.log ]] || { echo "$f: no log" | tee -a "$OUT/summary.txt"; continue; }
+    echo "$f: passed $(grep -c '^\[       OK \]' "$OUT/$f.log")" \
+      "skipped $(grep -c '^\[  SKIPPED \]' "$OUT/$f.log")" \
+      "failed $(grep -c '^\[  FAILED  \].*ms)' "$OUT/$f.log")" | tee -a "$OUT/summary.txt"
+    grep -h '^\[  FAILED  \].*ms)' "$OUT/$f.log" | cut -c1-150 | head -12 | tee -a "$OUT/summary.txt"
+  done
+  for f in "$@"; do [[ -f $OUT/$f.log ]] && grep -h -A4 'Failure' "$OUT/$f.log"; done |
+    head -40 | tee -a "$OUT/summary.txt"
+}
+
+# train_tail NAME...: the last logged steps (or the error) of each `lcr train` log.
+train_tail() {
+  local f
+  echo "=== train" | tee -a "$OUT/summary.txt"
+  for f in "$@"; do
+    echo "-- $f" | tee -a "$OUT/summary.txt"
+    grep -E "model on|resum|stopping|step +[0-9]+/|rror|what" "$OUT/$f.log" | tail -3 |
+      cut -c1-240 | tee -a "$OUT/summary.txt"
+  done
+}
+
+# compare_runs A B WHAT: the loss columns of runs/A/run.h5 and runs/B/run.h5 side by side,
+# whether they logged the same steps, and their largest relative difference.
+compare_runs() {
+  python3 - "$1" "$2" "$3" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import sys
+import h5py, numpy as np
+a, b, what = sys.argv[1:4]
+def losses(d):
+    with h5py.File(f"runs/{d}/run.h5", "r") as f:
+        return np.asarray(f["metrics/step"]), np.asarray(f["metrics/loss"])
+try:
+    sa, la = losses(a); sb, lb = losses(b); n = min(len(la), len(lb))
+    print(what); print("  steps", sa.tolist())
+    print("  ", a, np.round(la, 5).tolist()); print("  ", b, np.round(lb, 5).tolist())
+    same = len(la) == len(lb) and bool((sa == sb).all())
+    print("  same steps %s; max relative difference %.3e"
+          % (same, (np.abs(la[:n] - lb[:n]) / np.abs(lb[:n])).max()))
+except Exception as e:
+    print(what, "comparison failed:", e)
+PY
+}
