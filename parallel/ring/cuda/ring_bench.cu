@@ -1,6 +1,6 @@
 // bench_cuda_ring: parallel efficiency of the GPU ring (docs/cuda.md, "NCCL ring").
 //
-//   mpirun -np 2 bench_cuda_ring [--L 131072] [--B 1] [--H 16] [--Hkv 16] [--D 64,128]
+//   mpirun -np 2 bench_cuda_ring [--L 131072] [--B 1] [--H 16] [--Hkv H] [--D 64,128]
 //                               [--layout zigzag] [--warmup 1] [--iters 3]
 //
 // For each head width: the whole causal sequence through the single-GPU SDPA kernel on
@@ -58,7 +58,7 @@ DeviceBuffer<bf16> random_bf16(int64_t n, uint64_t seed) {
 
 struct Options {
   int64_t L = 131072;
-  int B = 1, H = 16, Hkv = 16, warmup = 1, iters = 3;
+  int B = 1, H = 16, Hkv = 0, warmup = 1, iters = 3;  // Hkv 0: = H (no GQA)
   std::vector<int> D{64, 128};
   std::string layout = "zigzag";
 };
@@ -92,6 +92,7 @@ Options parse(int argc, char** argv) {
                        " (valid: --L --B --H --Hkv --D --layout --warmup --iters)");
   }
   lcr::require(o.iters >= 1 && o.warmup >= 0, "bench_cuda_ring: --iters >= 1, --warmup >= 0");
+  if (o.Hkv == 0) o.Hkv = o.H;  // --H 8 alone means 8 KV heads too, not GQA against 16
   return o;
 }
 
