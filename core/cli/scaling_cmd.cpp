@@ -581,6 +581,9 @@ int run_scaling_point(ScalingCommand cmd) {
     spec = cfg.model.attention;
   }
   const ProcessGrid grid(train::world_communicator(), cp);
+  // A training step with train.device = "cuda": GPUs and NCCL do the work, whatever the
+  // Kokkos backend of the host copies (kind = attention times the Kokkos path only).
+  const bool gpu_train = !attention && cfg.train.device == "cuda";
   const auto [nodes, per_node] = count_nodes(world);
   if (world.rank() == 0)
     spdlog::info(
@@ -589,31 +592,32 @@ int run_scaling_point(ScalingCommand cmd) {
         cmd.kind, scheme_name(spec.scheme), cmd.layout, cmd.seq_len, cmd.batch, spec.heads,
         spec.kv_heads, spec.head_dim, world.size(), grid.dp_size(), cp, nodes, cmd.reps);
 
-  Point p = {{"sweep", cmd.sweep},
-             {"kind", cmd.kind},
-             {"scheme", std::string(scheme_name(spec.scheme))},
-             {"layout", cmd.layout},
-             {"backend", backend_label(grid.cp())},
-             {"precision", cmd.precision},
-             {"host", node_name()},
-             {"git_rev", train::git_revision()},
-             {"timestamp", utc_now()},
-             {"slurm_job_id", env_or("SLURM_JOB_ID", "")},
-             {"scaling", cmd.scaling},
-             {"nodes", nodes},
-             {"ranks_per_node", per_node},
-             {"cp", int64_t(cp)},
-             {"dp", int64_t(grid.dp_size())},
-             {"seq_len", cmd.seq_len},
-             {"batch", cmd.batch},
-             {"heads", int64_t(spec.heads)},
-             {"kv_heads", int64_t(spec.kv_heads)},
-             {"head_dim", int64_t(spec.head_dim)},
-             {"reps", int64_t(cmd.reps)},
-             {"warmup", int64_t(cmd.warmup)},
-             {"world_size", int64_t(world.size())},
-             {"slurm_array_task_id", env_or("SLURM_ARRAY_TASK_ID", "")},
-             {"device", train::device_description()}};
+  Point p = {
+      {"sweep", cmd.sweep},
+      {"kind", cmd.kind},
+      {"scheme", std::string(scheme_name(spec.scheme))},
+      {"layout", cmd.layout},
+      {"backend", gpu_train ? std::string("nccl-cuda") : backend_label(grid.cp())},
+      {"precision", cmd.precision},
+      {"host", node_name()},
+      {"git_rev", train::git_revision()},
+      {"timestamp", utc_now()},
+      {"slurm_job_id", env_or("SLURM_JOB_ID", "")},
+      {"scaling", cmd.scaling},
+      {"nodes", nodes},
+      {"ranks_per_node", per_node},
+      {"cp", int64_t(cp)},
+      {"dp", int64_t(grid.dp_size())},
+      {"seq_len", cmd.seq_len},
+      {"batch", cmd.batch},
+      {"heads", int64_t(spec.heads)},
+      {"kv_heads", int64_t(spec.kv_heads)},
+      {"head_dim", int64_t(spec.head_dim)},
+      {"reps", int64_t(cmd.reps)},
+      {"warmup", int64_t(cmd.warmup)},
+      {"world_size", int64_t(world.size())},
+      {"slurm_array_task_id", env_or("SLURM_ARRAY_TASK_ID", "")},
+      {"device", gpu_train ? std::string("cuda (train.device)") : train::device_description()}};
   if (attention) {
     if (cmd.precision == "float64")
       measure_attention<double>(cmd, spec, grid, p);

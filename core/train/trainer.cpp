@@ -232,8 +232,10 @@ class Trainer {
         spdlog::warn("{} has no checkpoint to resume from: starting the run again", dir);
       else if (found_)
         spdlog::warn("{} is missing: starting a new run file at step {}", h5, start_);
-      run_file_.emplace(io::RunFile::create(
-          h5, layout_, provenance(cfg_, s_.config_toml, command_line_, world_.size()), true));
+      io::Provenance prov = provenance(cfg_, s_.config_toml, command_line_, world_.size());
+      // GPU training: the GPU does the work; the Kokkos space only holds the host copies.
+      if (gpu_) prov.devices = gpu_->describe() + "; host copies on " + prov.devices;
+      run_file_.emplace(io::RunFile::create(h5, layout_, prov, true));
     });
   }
 
