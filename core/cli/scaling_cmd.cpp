@@ -416,6 +416,8 @@ TrainConfig train_step_config(const ScalingCommand& cmd, const std::string& run_
                         "eval.at_end=false", "run.overwrite=true"})
     o.push_back(x);
   o.push_back("train.steps=" + std::to_string(cmd.warmup + cmd.reps));
+  // The statistics probe (CPU, seconds for a large model) once, at the last step.
+  o.push_back("train.probe_every=" + std::to_string(cmd.warmup + cmd.reps));
   o.push_back("run.dir=" + quoted(run_dir));
   return config::load_train_config(cmd.config, o);
 }

@@ -54,6 +54,9 @@ void bind_train(Table& root, TrainOptions& o) {
   t.field("probe_len", o.probe_len,
           "tokens of the statistics probe (the first sequence of the step's batch, run on the "
           "CPU); 0 = train.seq_len");
+  t.field("probe_every", o.probe_every,
+          "prior statistics every this many steps (a multiple of log_every; also at the last "
+          "step); 0 = with every metrics row");
   t.choice("device", o.device, {{"cpu", std::string("cpu")}, {"cuda", std::string("cuda")}},
            "where the model trains: cpu (every scheme, context parallelism) or cuda (one GPU "
            "per rank, data parallelism; a build with -DLCR_ENABLE_CUDA=ON)");
@@ -182,6 +185,10 @@ void check_train_config(const TrainConfig& c) {
   require(t.warmup >= 0, "train.warmup must be >= 0, got ", t.warmup);
   require(t.probe_rows >= 1, "train.probe_rows must be >= 1, got ", t.probe_rows);
   require(t.probe_len >= 0, "train.probe_len must be >= 0 (0 = train.seq_len), got ", t.probe_len);
+  require(t.probe_every >= 0 && (t.probe_every == 0 || t.probe_every % t.log_every == 0),
+          "train.probe_every must be 0 (with every metrics row) or a multiple of "
+          "train.log_every = ",
+          t.log_every, ", got ", t.probe_every);
   require(std::isfinite(t.peak_tflops) && t.peak_tflops > 0, "train.peak_tflops must be > 0, got ",
           t.peak_tflops);
   if (t.device == "cuda") {

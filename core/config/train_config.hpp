@@ -49,6 +49,10 @@ struct TrainOptions {
   std::string sampling = "shuffled_chunks";  // text/shards: shuffled_chunks | random_offsets
   int probe_rows = 32;                       // query rows per head for attention statistics
   int64_t probe_len = 0;  // tokens of the statistics probe sequence (0 = train.seq_len)
+  // Prior statistics every this many steps (a multiple of log_every; also at the last and a
+  // stopping step); 0 = at every metrics row. The probe runs on the CPU copy of the model,
+  // seconds per probe for a 125M model, so GPU runs space it out.
+  int64_t probe_every = 0;
   // Where the model trains: "cpu" (Kokkos, every scheme, context parallelism) or "cuda"
   // (core/model/cuda: one GPU per rank, data parallelism; needs -DLCR_ENABLE_CUDA=ON).
   std::string device = "cpu";

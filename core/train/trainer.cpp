@@ -143,7 +143,9 @@ class Trainer {
       const bool last = done == cfg_.train.steps;
       if (done % cfg_.train.log_every == 0 || last || stop) {
         const double tps = double(tokens_per_step * interval_steps) / interval_time;
-        log_step(done, r, tps, interval_time / double(interval_steps));
+        const int64_t pe = cfg_.train.probe_every;
+        const bool probe = pe == 0 || done % pe == 0 || last || stop;
+        log_step(done, r, tps, interval_time / double(interval_steps), probe);
         if (s_.writer()) {
           std::string line = progress.line(done, r.loss, r.lr, tps);
           if (gpu_) {
@@ -325,7 +327,9 @@ class Trainer {
     return *eval_model_;
   }
 
-  void log_step(int64_t done, const StepResult& r, double tokens_per_s, double step_time) {
+  // The metrics row; with `probe` also the prior statistics rows (train.probe_every).
+  void log_step(int64_t done, const StepResult& r, double tokens_per_s, double step_time,
+                bool probe) {
     if (!s_.writer()) return;
     // Model TFLOP/s per device (flops.hpp), and its fraction of the GPU's peak (cuda only).
     const double per_gpu = tokens_per_s / double(world_.size()) / 1e12;
@@ -333,18 +337,21 @@ class Trainer {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const double mfu = gpu_ ? model_tflops / cfg_.train.peak_tflops : nan;
     const double mfu_palm = gpu_ ? flops_.full * per_gpu / cfg_.train.peak_tflops : nan;
-    // The probe: the first sequence of this step's batch (its first train.probe_len
-    // tokens), on this rank alone, on the CPU.
-    Model<T>& probe = eval_model();
-    const int64_t L = cfg_.train.probe_len > 0
-                          ? std::min(cfg_.train.probe_len, probe_batch_.seq_len)
-                          : probe_batch_.seq_len;
-    std::vector<int32_t> tok(probe_batch_.tokens.begin(), probe_batch_.tokens.begin() + L);
-    std::vector<int32_t> lab(probe_batch_.labels.begin(), probe_batch_.labels.begin() + L);
-    LocalAttention<T> local;
-    probe.forward(device_rows(tok, 1, L, "probe_tokens"), device_rows(lab, 1, L, "probe_labels"),
-                  local);
-    auto rows = prior_rows(probe, shapes_, cfg_.train.probe_rows);
+    std::vector<std::pair<std::string, io::Row>> rows;
+    if (probe) {
+      // The probe: the first sequence of this step's batch (its first train.probe_len
+      // tokens), on this rank alone, on the CPU.
+      Model<T>& pm = eval_model();
+      const int64_t L = cfg_.train.probe_len > 0
+                            ? std::min(cfg_.train.probe_len, probe_batch_.seq_len)
+                            : probe_batch_.seq_len;
+      std::vector<int32_t> tok(probe_batch_.tokens.begin(), probe_batch_.tokens.begin() + L);
+      std::vector<int32_t> lab(probe_batch_.labels.begin(), probe_batch_.labels.begin() + L);
+      LocalAttention<T> local;
+      pm.forward(device_rows(tok, 1, L, "probe_tokens"), device_rows(lab, 1, L, "probe_labels"),
+                 local);
+      rows = prior_rows(pm, shapes_, cfg_.train.probe_rows);
+    }
     io::Row m = {{"loss", {r.loss}},
                  {"lr", {r.lr}},
                  {"grad_norm", {r.grad_norm}},

@@ -101,5 +101,26 @@ TEST(TrainPrior, CopyMixtureLearnsFirstTokenColumnAndRelativeStripe) {
   EXPECT_NE(out.find("peak_lag"), std::string::npos) << out;
 }
 
+// train.probe_every thins the prior statistics only: metrics every log_every steps, priors
+// at the multiples of probe_every and at the last step.
+TEST(TrainPrior, ProbeEveryThinsThePriorRowsOnly) {
+  const std::string dir = scratch() + "/probe_every";
+  std::string out;
+  auto args = tiny_args(dir, "goat");
+  args.insert(args.end(), {"train.log_every=2", "train.probe_every=6"});
+  ASSERT_EQ(run_lcr(train_args(args), 0, "probe_every", &out), 0) << out;
+  io::RunReader r = io::RunReader::open(dir + "/run.h5");
+  EXPECT_EQ(r.steps("metrics"), (std::vector<int64_t>{2, 4, 6, 8, 10, 12, 14, 16, 18, 20}));
+  for (const char* t : {"priors/layer_0", "priors/layer_1"})
+    EXPECT_EQ(r.steps(t), (std::vector<int64_t>{6, 12, 18, 20})) << t;
+  // Not a multiple of log_every: refused before training, naming both keys.
+  args.back() = "train.probe_every=5";
+  ASSERT_EQ(run_lcr(train_args(args), 0, "probe_every_bad", &out), 1) << out;
+  EXPECT_NE(out.find("train.probe_every must be 0 (with every metrics row) or a multiple of "
+                     "train.log_every = 2, got 5"),
+            std::string::npos)
+      << out;
+}
+
 }  // namespace
 }  // namespace lcr::test
