@@ -44,10 +44,8 @@ __device__ __forceinline__ MaxSum absorb1(MaxSum a, float x) {
   return {m, a.s * expf(a.m - ms) + expf(x - ms)};
 }
 
-// Fixed-order block reduction of MaxSum (blockDim.x a multiple of 32, at most 1024); the
-// result is valid in thread 0.
-__device__ MaxSum block_combine(MaxSum v) {
-  __shared__ MaxSum warp_part[32];
+// Fixed-order reduction of MaxSum over a warp; the result is valid in lane 0.
+__device__ __forceinline__ MaxSum warp_combine(MaxSum v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     MaxSum other;
@@ -55,18 +53,19 @@ __device__ MaxSum block_combine(MaxSum v) {
     other.s = __shfl_down_sync(kFullMask, v.s, o);
     v = combine(v, other);
   }
+  return v;
+}
+
+// Fixed-order block reduction of MaxSum (blockDim.x a multiple of 32, at most 1024); the
+// result is valid in thread 0.
+__device__ MaxSum block_combine(MaxSum v) {
+  __shared__ MaxSum warp_part[32];
+  v = warp_combine(v);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   if (lane == 0) warp_part[warp] = v;
   __syncthreads();
   if (warp == 0) {
-    v = lane < nwarps ? warp_part[lane] : MaxSum{-INFINITY, 0.f};
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      MaxSum other;
-      other.m = __shfl_down_sync(kFullMask, v.m, o);
-      other.s = __shfl_down_sync(kFullMask, v.s, o);
-      v = combine(v, other);
-    }
+    v = warp_combine(lane < nwarps ? warp_part[lane] : MaxSum{-INFINITY, 0.f});
   }
   __syncthreads();  // warp_part is reused by the next row
   return v;

@@ -269,10 +269,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
               const int i = i0 + n * 8 + 2 * t + c;
 #pragma unroll
               for (int k = 0; k < 3; ++k) {
-                float v = rsum[k][c];
-                v += __shfl_xor_sync(0xffffffffu, v, 4);
-                v += __shfl_xor_sync(0xffffffffu, v, 8);
-                v += __shfl_xor_sync(0xffffffffu, v, 16);
+                const float v = sum_over_rows(rsum[k][c]);
                 if (g == 0 && i < a.Lq)
                   atomicAdd(p.dbias_q_sums + k * plane + (int64_t(b) * a.Lq + i) * a.H + h, v);
               }
@@ -322,10 +319,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         for (int n = 0; n < BM / 8; ++n)
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
-            float v = dbq[n][c];
-            v += __shfl_xor_sync(0xffffffffu, v, 4);
-            v += __shfl_xor_sync(0xffffffffu, v, 8);
-            v += __shfl_xor_sync(0xffffffffu, v, 16);
+            const float v = sum_over_rows(dbq[n][c]);
             const int i = i0 + n * 8 + 2 * t + c;
             if (g == 0 && i < a.Lq) atomicAdd(p.dbias_q + (int64_t(b) * a.Lq + i) * a.H + h, v);
           }

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <iomanip>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -64,12 +65,39 @@ std::string sizes(const char* a, int64_t x, const char* b, int64_t y) {
 
 struct Stream {
   cudaStream_t s = nullptr;
-  Stream() { LCR_CUDA_CHECK(cudaStreamCreate(&s)); }
-  ~Stream() { cudaStreamDestroy(s); }
+  Stream() = default;  // create(): only once a GPU is known to be there
+  ~Stream() {
+    if (s) cudaStreamDestroy(s);
+  }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
+  void create() { LCR_CUDA_CHECK(cudaStreamCreate(&s)); }
   void sync() const { LCR_CUDA_CHECK(cudaStreamSynchronize(s)); }
 };
+
+// Every test here: a GPU (or a skip with the reason), fresh random inputs whose seed is in
+// the trace of every failure, and a stream of its own.
+class GpuKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    lcr::cuda::test::require_gpu();
+    if (IsSkipped()) return;
+    const uint64_t seed = fresh_seed();
+    trace_.emplace(__FILE__, __LINE__, "seed " + std::to_string(seed));
+    rng.seed(seed);
+    st.create();
+  }
+  void TearDown() override { trace_.reset(); }
+
+  std::mt19937_64 rng;
+  Stream st;
+
+ private:
+  std::optional<::testing::ScopedTrace> trace_;
+};
+using GpuLayers = GpuKernelTest;
+using GpuLoss = GpuKernelTest;
+using GpuAdamW = GpuKernelTest;
 
 // ---- host views for the float64 reference ----
 
@@ -181,12 +209,7 @@ std::vector<float> rstd_of(const std::vector<float>& x, int64_t R, int64_t D, do
 
 // ---- RMSNorm ----
 
-TEST(GpuLayers, RmsNormForwardMatchesFloat64) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, RmsNormForwardMatchesFloat64) {
   const float eps = 1e-5f;
   for (int64_t R : kRows)
     for (int64_t D : kNormCols) {
@@ -210,12 +233,7 @@ TEST(GpuLayers, RmsNormForwardMatchesFloat64) {
     }
 }
 
-TEST(GpuLayers, RmsNormBackwardMatchesFloat64) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, RmsNormBackwardMatchesFloat64) {
   for (int64_t R : kRows)
     for (int64_t D : kNormCols) {
       SCOPED_TRACE(sizes("R", R, "D", D));
@@ -281,12 +299,7 @@ std::vector<float> gate_values(size_t n, std::mt19937_64& rng) {
   return z;
 }
 
-TEST(GpuLayers, SwiGluForwardAndBackwardMatchFloat64) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, SwiGluForwardAndBackwardMatchFloat64) {
   for (int64_t R : kRows)
     for (int64_t F : kCols) {
       SCOPED_TRACE(sizes("R", R, "F", F));
@@ -324,12 +337,7 @@ TEST(GpuLayers, SwiGluForwardAndBackwardMatchFloat64) {
 
 // ---- embedding ----
 
-TEST(GpuLayers, EmbeddingForwardCopiesRows) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, EmbeddingForwardCopiesRows) {
   for (int64_t R : kRows)
     for (int64_t D : kCols) {
       SCOPED_TRACE(sizes("R", R, "D", D));
@@ -349,11 +357,7 @@ TEST(GpuLayers, EmbeddingForwardCopiesRows) {
     }
 }
 
-TEST(GpuLayers, EmbeddingPlanGroupsRowsByToken) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+TEST_F(GpuLayers, EmbeddingPlanGroupsRowsByToken) {
   for (int64_t R : kRows)
     for (int32_t V : {3, 1000}) {
       SCOPED_TRACE(sizes("R", R, "V", V));
@@ -402,12 +406,7 @@ std::vector<float> gpu_embedding_backward(const std::vector<int32_t>& tok, int64
   return dEd.download();
 }
 
-TEST(GpuLayers, EmbeddingBackwardMatchesFloat64WithRepeatedTokens) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, EmbeddingBackwardMatchesFloat64WithRepeatedTokens) {
   for (int64_t R : kRows)
     for (int64_t D : kCols)
       for (int64_t V : {int64_t(3), 2 * R + 1}) {  // 3: every token repeats; 2R+1: sparse
@@ -442,12 +441,7 @@ TEST(GpuLayers, EmbeddingBackwardMatchesFloat64WithRepeatedTokens) {
 
 // ---- bias ----
 
-TEST(GpuLayers, AddBiasAndBiasBackwardMatchFloat64) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, AddBiasAndBiasBackwardMatchFloat64) {
   for (int64_t R : kRows)
     for (int64_t N : kCols) {
       SCOPED_TRACE(sizes("R", R, "N", N));
@@ -479,12 +473,7 @@ TEST(GpuLayers, AddBiasAndBiasBackwardMatchFloat64) {
 
 // ---- determinism of the reductions ----
 
-TEST(GpuLayers, ReductionsAreBitwiseDeterministic) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, ReductionsAreBitwiseDeterministic) {
   const int64_t R = 1000;  // 4 row blocks of kRowBlock
   for (int64_t D : {int64_t(129), int64_t(300)}) {
     SCOPED_TRACE("D " + std::to_string(D));
@@ -535,12 +524,7 @@ struct CeCase {
   int64_t R, V;
 };
 
-TEST(GpuLoss, CrossEntropyMatchesFloat64) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLoss, CrossEntropyMatchesFloat64) {
   std::vector<CeCase> cases;
   for (int64_t R : kRows)
     for (int64_t V : kCols) cases.push_back({R, V});
@@ -625,11 +609,7 @@ TEST(GpuLoss, CrossEntropyMatchesFloat64) {
 
 // R V > 2^31 logits: every row offset past 2^31 elements must be computed in 64 bits. Rows
 // are zero (lse = log V) except the first and last, which hold random logits.
-TEST(GpuLoss, CrossEntropyIndexesPast2To31) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
+TEST_F(GpuLoss, CrossEntropyIndexesPast2To31) {
   const int64_t V = 50257, R = 42800;  // R V = 2,150,999,600 > 2^31
   const size_t bytes = sz(R * V) * sizeof(float);
   size_t free_b = 0, total_b = 0;
@@ -637,7 +617,6 @@ TEST(GpuLoss, CrossEntropyIndexesPast2To31) {
   if (free_b < bytes + (sz(1) << 30))
     GTEST_SKIP() << "needs " << (bytes >> 20) << " MiB of free GPU memory, " << (free_b >> 20)
                  << " MiB free";
-  Stream st;
   DeviceBuffer<float> ld(sz(R * V));
   ld.fill_bytes(0);
   const auto first = test::random_normal(sz(V), rng, 3.f);
@@ -705,12 +684,7 @@ TEST(GpuLoss, CrossEntropyIndexesPast2To31) {
 
 // ---- conversions, vector ops ----
 
-TEST(GpuLayers, ToBf16RoundsLikeTheHost) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, ToBf16RoundsLikeTheHost) {
   // Ties to even, sub-normals, overflow to inf, infinities, NaN, signed zeros; then random
   // bit patterns (every exponent) and N(0, 1) values.
   std::vector<float> special = {0.f,
@@ -754,12 +728,7 @@ TEST(GpuLayers, ToBf16RoundsLikeTheHost) {
   }
 }
 
-TEST(GpuLayers, ToF32IsExactOnEveryBf16) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, ToF32IsExactOnEveryBf16) {
   std::vector<__nv_bfloat16> all(65536);
   for (uint32_t u = 0; u < 65536; ++u) all[u] = bf16_of(uint16_t(u));
   std::shuffle(all.begin(), all.end(), rng);
@@ -795,12 +764,7 @@ TEST(GpuLayers, ToF32IsExactOnEveryBf16) {
   }
 }
 
-TEST(GpuLayers, AxpyMatchesFloat64) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, AxpyMatchesFloat64) {
   for (int64_t n : {int64_t(1), int64_t(7), int64_t(129), int64_t(300), int64_t(100003)}) {
     SCOPED_TRACE("n " + std::to_string(n));
     const auto x = test::random_normal(sz(n), rng), y0 = test::random_normal(sz(n), rng);
@@ -818,12 +782,7 @@ TEST(GpuLayers, AxpyMatchesFloat64) {
   }
 }
 
-TEST(GpuLayers, CountNonfiniteCountsNanAndInf) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuLayers, CountNonfiniteCountsNanAndInf) {
   const float bad_values[] = {std::numeric_limits<float>::quiet_NaN(),
                               std::numeric_limits<float>::infinity(),
                               -std::numeric_limits<float>::infinity(), float_of(0xFFC00001u)};
@@ -848,12 +807,7 @@ TEST(GpuLayers, CountNonfiniteCountsNanAndInf) {
 
 // ---- AdamW ----
 
-TEST(GpuAdamW, SumsqChunksMatchesFloat64) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuAdamW, SumsqChunksMatchesFloat64) {
   for (int64_t n : {int64_t(1), int64_t(7), int64_t(129), int64_t(300), kNormChunk, kNormChunk + 1,
                     3 * kNormChunk + 129, int64_t(1000003)}) {
     SCOPED_TRACE("n " + std::to_string(n));
@@ -879,12 +833,7 @@ TEST(GpuAdamW, SumsqChunksMatchesFloat64) {
   }
 }
 
-TEST(GpuAdamW, UpdateMatchesFloat64AdamWStep) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuAdamW, UpdateMatchesFloat64AdamWStep) {
   for (int64_t n : {int64_t(7), int64_t(20001)})
     for (double clip : {0.5, 0.0}) {  // 0.5: clipped to half the norm; 0: clipping off
       SCOPED_TRACE("n " + std::to_string(n) + " clip " + std::to_string(clip));
@@ -979,12 +928,7 @@ TEST(GpuAdamW, UpdateMatchesFloat64AdamWStep) {
     }
 }
 
-TEST(GpuAdamW, ClampValuesMatchesTheHostClamp) {
-  LCR_REQUIRE_GPU();
-  const uint64_t seed = fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  Stream st;
+TEST_F(GpuAdamW, ClampValuesMatchesTheHostClamp) {
   for (int64_t n : {int64_t(1), int64_t(7), int64_t(129), int64_t(300), int64_t(100003)}) {
     SCOPED_TRACE("n " + std::to_string(n));
     auto x = test::random_normal(sz(n), rng, 5.f);
@@ -999,9 +943,7 @@ TEST(GpuAdamW, ClampValuesMatchesTheHostClamp) {
   }
 }
 
-TEST(GpuLayers, ZeroSizesLaunchNothing) {
-  LCR_REQUIRE_GPU();
-  Stream st;
+TEST_F(GpuLayers, ZeroSizesLaunchNothing) {
   float f = 1.f;
   float* nf = nullptr;
   const int32_t* ni = nullptr;
