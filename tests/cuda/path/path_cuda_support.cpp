@@ -112,7 +112,8 @@ struct GpuMem {
 };
 
 template <class Mem>
-KernelResult run_on(Mem& mem, const GpuCase& c, const PathProblem& p, bool backward, Device dev) {
+KernelResult run_on(Mem& mem, const GpuCase& c, const PathProblem& p, bool backward, Device dev,
+                    const FoldSeeds* seeds) {
   namespace P = cuda::path;
   P::Args a = args_of(c);
   a.q = mem.put(cuda::test::to_bf16(to_float(p.q)));
@@ -127,19 +128,33 @@ KernelResult run_on(Mem& mem, const GpuCase& c, const PathProblem& p, bool backw
   const size_t no = size_t(c.B) * c.L * c.H * c.D, nl = size_t(c.B) * c.H * c.L;
   auto* o = mem.template poisoned<__nv_bfloat16>(no);
   auto* lse = mem.template poisoned<float>(nl);
-  const size_t fws = P::forward_workspace_bytes(a);
+  const size_t fws = P::forward_workspace_bytes(a, seeds != nullptr);
   auto* ws = mem.template poisoned<unsigned char>(fws);
+  const size_t nk = size_t(c.B) * c.L * c.Hkv * c.D, np = size_t(c.B) * c.Hkv * c.D * c.D;
+  P::Folds folds;
+  if (seeds) {
+    folds.q = mem.template poisoned<float>(no);
+    folds.k = mem.template poisoned<__nv_bfloat16>(nk);
+    folds.p = mem.template poisoned<float>(np);
+  }
+  const P::Folds* fp = seeds ? &folds : nullptr;
   if (dev == Device::Emulator)
-    P::emu::forward(a, o, lse, ws, fws);
+    P::emu::forward(a, o, lse, ws, fws, fp);
   else
-    P::forward(a, o, lse, ws, fws, nullptr);
+    P::forward(a, o, lse, ws, fws, nullptr, fp);
   KernelResult r;
+  if (seeds) {
+    r.fold["q"] = mem.get(folds.q, no);
+    r.fold["k"] = cuda::test::from_bf16(mem.get(folds.k, nk));
+    r.fold["p"] = mem.get(folds.p, np);
+    for (const auto& [name, x] : r.fold) r.all_written = r.all_written && !any_nan(x);
+  }
   r.o = cuda::test::from_bf16(mem.get(o, no));
   r.lse = mem.get(lse, nl);
-  r.all_written = !any_nan(r.o) && !any_nan(r.lse);
+  r.all_written = r.all_written && !any_nan(r.o) && !any_nan(r.lse);
   if (!backward) return r;
   // The backward gets the kernel's own (bf16) o, as it would in training.
-  const size_t nk = size_t(c.B) * c.L * c.Hkv * c.D, nbeta = size_t(c.B) * c.L * c.Hkv;
+  const size_t nbeta = size_t(c.B) * c.L * c.Hkv;
   auto* dout = mem.put(cuda::test::to_bf16(to_float(p.dout)));
   P::Grads g;
   g.dq = mem.template poisoned<float>(no);
@@ -151,12 +166,19 @@ KernelResult run_on(Mem& mem, const GpuCase& c, const PathProblem& p, bool backw
     g.dfox_q = mem.template poisoned<float>(nl);
     g.dfox_k = mem.template poisoned<float>(nl);
   }
-  const size_t bws = P::backward_workspace_bytes(a);
+  const size_t bws = P::backward_workspace_bytes(a, seeds != nullptr);
   auto* bwsp = mem.template poisoned<unsigned char>(bws);
+  P::FoldGrads fg;
+  if (seeds) {
+    fg.dq = mem.put(seeds->dq);
+    fg.dk = mem.put(seeds->dk);
+    fg.dp = mem.put(seeds->dp);
+  }
+  const P::FoldGrads* fgp = seeds ? &fg : nullptr;
   if (dev == Device::Emulator)
-    P::emu::backward(a, o, lse, dout, g, bwsp, bws);
+    P::emu::backward(a, o, lse, dout, g, bwsp, bws, fgp);
   else
-    P::backward(a, o, lse, dout, g, bwsp, bws, nullptr);
+    P::backward(a, o, lse, dout, g, bwsp, bws, nullptr, fgp);
   r.grad["q"] = mem.get(g.dq, no);
   r.grad["k"] = mem.get(g.dk, nk);
   r.grad["v"] = mem.get(g.dv, nk);
@@ -215,13 +237,14 @@ Problems make_problems(const GpuCase& c) {
   return ps;
 }
 
-KernelResult run_kernels(const GpuCase& c, const PathProblem& p, bool backward, Device dev) {
+KernelResult run_kernels(const GpuCase& c, const PathProblem& p, bool backward, Device dev,
+                         const FoldSeeds* folds) {
   if (dev == Device::Emulator) {
     HostMem mem;
-    return run_on(mem, c, p, backward, dev);
+    return run_on(mem, c, p, backward, dev, folds);
   }
   GpuMem mem;
-  KernelResult r = run_on(mem, c, p, backward, dev);
+  KernelResult r = run_on(mem, c, p, backward, dev, folds);
   LCR_CUDA_CHECK(cudaDeviceSynchronize());
   return r;
 }

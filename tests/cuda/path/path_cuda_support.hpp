@@ -36,6 +36,7 @@ inline void PrintTo(const GpuCase& c, std::ostream* os) { *os << c.name; }
 struct KernelResult {
   std::vector<float> o, lse;
   std::map<std::string, std::vector<float>> grad;
+  std::map<std::string, std::vector<float>> fold;  // "q", "k", "p" when folds were asked for
   bool all_written = true;  // no poison (NaN) left in any output
 };
 
@@ -48,9 +49,15 @@ struct Problems {
 };
 Problems make_problems(const GpuCase& c);
 
-// Runs the CUDA kernels on p (its values must already be bf16/fp32-representable).
+// Gradients of the span boundary folds (path.hpp FoldGrads) to feed the backward with.
+struct FoldSeeds {
+  std::vector<float> dq, dk, dp;  // [B, L, H, D], [B, L, Hkv, D], [B, Hkv, D, D]
+};
+
+// Runs the CUDA kernels on p (its values must already be bf16/fp32-representable); with
+// folds, the forward also returns the span's folds and the backward takes their gradients.
 KernelResult run_kernels(const GpuCase& c, const pathtest::PathProblem& p, bool backward,
-                         Device dev);
+                         Device dev, const FoldSeeds* folds = nullptr);
 
 double rel_error(const std::vector<float>& a, const std::vector<double>& b);
 

@@ -41,6 +41,18 @@ inline K::Params make_params(const Args& a, const Plan& pl, void* ws) {
   p.dkf = at<float>(ws, pl.dkf);
   p.dpf = at<float>(ws, pl.dpf);
   p.dps = at<float>(ws, pl.dps);
+  p.rg = pl.rg, p.ng = pl.ng;
+  p.fpre = at<float>(ws, pl.fpre);
+  p.fsuf = at<float>(ws, pl.fsuf);
+  p.flp = at<float>(ws, pl.flp);
+  p.fls = at<float>(ws, pl.fls);
+  p.fgg = at<float>(ws, pl.fgg);
+  p.fgp = at<float>(ws, pl.fgp);
+  p.fgs = at<float>(ws, pl.fgs);
+  p.fdgg = at<float>(ws, pl.fdgg);
+  p.fdgp = at<float>(ws, pl.fdgp);
+  p.fdgs = at<float>(ws, pl.fdgs);
+  p.fold_p = at<float>(ws, pl.ftot);  // the backward's scratch; forward points it at Folds::p
   return p;
 }
 
@@ -58,11 +70,41 @@ void prep_and_chain(const K::Params& p, const Plan& pl, bool forward, cudaStream
          s, p, !forward);
 }
 
+// The span's boundary products (device/fold.cuh), from prep's pf: lp, ls, gg, gp, gs, the
+// total (fold_p), Pre and Suf.
+template <int D>
+void fold_chains(const K::Params& p, const Plan& pl, cudaStream_t s) {
+  const std::size_t two = smem_bytes<K::FoldSmem<D>>();
+  launch("fold_local", K::fold_local_kernel<D>, Grid3{pl.ng, p.Hkv, p.B}, 256, two, s, p);
+  launch("fold_group", K::fold_group_kernel<D>, Grid3{1, p.Hkv, p.B}, 256, two, s, p);
+  launch("fold_combine", K::fold_combine_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256, 0, s, p);
+}
+
+// Reverse mode of fold_chains plus the folds' application: adds to dqf, dkf and dpf (before
+// block_backward reads them).
+template <int D>
+void fold_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
+  fold_chains<D>(p, pl, s);
+  const std::size_t two = smem_bytes<K::FoldSmem<D>>();
+  launch("fold_apply_backward", K::fold_apply_backward_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256,
+         smem_bytes<K::FoldApplyBwdSmem<D>>(), s, p);
+  launch("fold_combine_backward", K::fold_combine_backward_kernel<D>, Grid3{pl.ng, p.Hkv, p.B},
+         256, two, s, p);
+  launch("fold_group_backward", K::fold_group_backward_kernel<D>, Grid3{1, p.Hkv, p.B}, 256, two,
+         s, p);
+  launch("fold_local_backward", K::fold_local_backward_kernel<D>, Grid3{pl.ng, p.Hkv, p.B}, 256,
+         two, s, p);
+}
+
 template <int D, int MT, int KN>
 void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   prep_and_chain<D>(p, pl, true, s);
   launch("forward_scan", K::forward_kernel<D, MT, KN>, Grid3{pl.Lp / 128, p.H, p.B}, 256 / MT,
          smem_bytes<K::FwdSmem<D, MT, KN>>(), s, p);
+  if (p.fold_q) {
+    fold_chains<D>(p, pl, s);
+    launch("fold_apply", K::fold_apply_kernel<D>, Grid3{pl.nb, p.H + p.Hkv, p.B}, 256, 0, s, p);
+  }
 }
 
 template <int D, int MT, int BMT>
@@ -92,6 +134,7 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
          smem_bytes<K::OuterSmem<D>>(), s, p, false);
   launch("chain_backward", K::chain_backward_kernel<D>, Grid3{pl.nS, p.Hkv, p.B}, 256,
          smem_bytes<K::ChainBwdSmem<D>>(), s, p);
+  if (pl.ng > 0) fold_backward<D>(p, pl, s);
   launch("block_backward", K::block_backward_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256,
          smem_bytes<K::BlockBwdSmem<D>>(), s, p);
 }
@@ -99,16 +142,20 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
 }  // namespace launch_detail
 
 void forward_impl(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::size_t ws_bytes,
-                  cudaStream_t s) {
+                  cudaStream_t s, const Folds* folds) {
   using namespace launch_detail;
   check(a);
   require(o != nullptr && lse != nullptr, "cuda path forward: o and lse must be given");
-  const Plan pl = detail::make_plan(a, false);
+  require(!folds || (folds->q && folds->k && folds->p),
+          "cuda path forward: Folds needs all of q, k and p (or pass no Folds)");
+  const Plan pl = detail::make_plan(a, false, folds != nullptr);
   require(ws != nullptr && ws_bytes >= pl.bytes, "cuda path forward: workspace of ", ws_bytes,
-          " bytes is too small; forward_workspace_bytes() says ", pl.bytes);
+          " bytes is too small; forward_workspace_bytes(args, ", folds != nullptr, ") says ",
+          pl.bytes);
   K::Params p = make_params(a, pl, ws);
   p.o = o;
   p.lse = lse;
+  if (folds) p.fold_q = folds->q, p.fold_k = folds->k, p.fold_p = folds->p;
   const int v = pl.mt * 1000 + pl.kn;
   if (a.D == 64) {
     if (v == 1064) run_forward<64, 1, 64>(p, pl, s);
@@ -123,7 +170,7 @@ void forward_impl(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::si
 
 void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
                    const __nv_bfloat16* dout, const Grads& g, void* ws, std::size_t ws_bytes,
-                   cudaStream_t s) {
+                   cudaStream_t s, const FoldGrads* fg) {
   using namespace launch_detail;
   check(a);
   require(o && lse && dout, "cuda path backward: o, lse and dout must be given");
@@ -131,10 +178,12 @@ void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
           "cuda path backward: dq, dk, dv, dw and dbeta must all be given");
   require(a.fox_q == nullptr || (g.dfox_q && g.dfox_k),
           "cuda path backward: PaTH-FoX needs dfox_q and dfox_k");
-  const Plan pl = detail::make_plan(a, true);
+  const Plan pl = detail::make_plan(a, true, fg != nullptr);
   require(ws != nullptr && ws_bytes >= pl.bytes, "cuda path backward: workspace of ", ws_bytes,
-          " bytes is too small; backward_workspace_bytes() says ", pl.bytes);
+          " bytes is too small; backward_workspace_bytes(args, ", fg != nullptr, ") says ",
+          pl.bytes);
   K::Params p = make_params(a, pl, ws);
+  if (fg) p.dfold_q = fg->dq, p.dfold_k = fg->dk, p.dfold_p = fg->dp;
   p.o_in = o;
   p.lse_in = lse;
   p.dout = dout;
@@ -150,4 +199,55 @@ void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
     if (v == 11) run_backward<128, 1, 1>(p, pl, s);
     if (v == 21) run_backward<128, 2, 1>(p, pl, s);
   }
+}
+
+void carry_impl(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
+                __nv_bfloat16* y, cudaStream_t s) {
+  using namespace launch_detail;
+  require(B > 0 && L >= 0 && Hkv > 0 && H % Hkv == 0 && (D == 64 || D == 128) && M && q && y,
+          "cuda path carry: bad dimensions or a null tensor (B ", B, ", L ", L, ", H ", H, ", Hkv ",
+          Hkv, ", D ", D, ")");
+  if (L == 0) return;
+  K::RingCarryArgs a;
+  a.B = B, a.L = L, a.H = H, a.Hkv = Hkv, a.M = M, a.q = q, a.y = y;
+  const Grid3 grid{(L + 63) / 64, H, B};
+  K::SmemCarver c;
+  if (D == 64)
+    launch("carry", K::ring_carry_kernel<64>, grid, 256, K::RingCarrySmem<64>::carve(c, nullptr, false), s,
+           a);
+  else
+    launch("carry", K::ring_carry_kernel<128>, grid, 256, K::RingCarrySmem<128>::carve(c, nullptr, false),
+           s, a);
+}
+
+void carry_backward_impl(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
+                         const float* dy, float* dq, float* dM, cudaStream_t s) {
+  using namespace launch_detail;
+  require(B > 0 && L >= 0 && Hkv > 0 && H % Hkv == 0 && (D == 64 || D == 128) && M && q && dy &&
+              dq && dM,
+          "cuda path carry_backward: bad dimensions or a null tensor");
+  if (L == 0) return;
+  K::RingCarryArgs a;
+  a.B = B, a.L = L, a.H = H, a.Hkv = Hkv, a.M = M, a.q = q, a.dy = dy, a.dq = dq, a.dM = dM;
+  const Grid3 grid{(L + 63) / 64, Hkv, B};
+  K::SmemCarver c;
+  if (D == 64)
+    launch("carry_backward", K::ring_carry_backward_kernel<64>, grid, 256,
+           K::RingCarrySmem<64>::carve(c, nullptr, true), s, a);
+  else
+    launch("carry_backward", K::ring_carry_backward_kernel<128>, grid, 256,
+           K::RingCarrySmem<128>::carve(c, nullptr, true), s, a);
+}
+
+void mat_products_impl(int batch, int D, const float* A, bool ta, const float* B, bool tb,
+                       float* C, bool accumulate, cudaStream_t s) {
+  require(batch >= 0 && (D == 64 || D == 128) && A && B && C,
+          "cuda path mat_products: bad dimensions or a null matrix");
+  if (batch == 0) return;
+  K::MatProductArgs a;
+  a.A = A, a.B = B, a.C = C, a.ta = ta, a.tb = tb, a.accumulate = accumulate;
+  if (D == 64)
+    launch("mat_products", K::mat_product_kernel<64>, Grid3{batch, 1, 1}, 256, 0, s, a);
+  else
+    launch("mat_products", K::mat_product_kernel<128>, Grid3{batch, 1, 1}, 256, 0, s, a);
 }

@@ -127,12 +127,25 @@ void check_values(const Args& a, cudaStream_t s) {
 }
 
 void forward(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::size_t ws_bytes,
-             cudaStream_t s) {
-  forward_impl(a, o, lse, ws, ws_bytes, s);
+             cudaStream_t s, const Folds* folds) {
+  forward_impl(a, o, lse, ws, ws_bytes, s, folds);
 }
 
 void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* dout,
-              const Grads& g, void* ws, std::size_t ws_bytes, cudaStream_t s) {
-  backward_impl(a, o, lse, dout, g, ws, ws_bytes, s);
+              const Grads& g, void* ws, std::size_t ws_bytes, cudaStream_t s,
+              const FoldGrads* fold_grads) {
+  backward_impl(a, o, lse, dout, g, ws, ws_bytes, s, fold_grads);
+}
+
+void carry(int B, int L, int H, int Hkv, int D, const float* M, const float* q, __nv_bfloat16* y, cudaStream_t s) {
+  carry_impl(B, L, H, Hkv, D, M, q, y, s);
+}
+void carry_backward(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
+                    const float* dy, float* dq, float* dM, cudaStream_t s) {
+  carry_backward_impl(B, L, H, Hkv, D, M, q, dy, dq, dM, s);
+}
+void mat_products(int batch, int D, const float* A, bool ta, const float* B, bool tb, float* C,
+                  bool accumulate, cudaStream_t s) {
+  mat_products_impl(batch, D, A, ta, B, tb, C, accumulate, s);
 }
 }  // namespace lcr::cuda::path

@@ -52,21 +52,55 @@ struct Grads {
   float* dfox_k = nullptr;
 };
 
+// Context parallelism (parallel/ring/cuda/path_ring.hpp): a span's boundary quantities,
+// computed by forward when asked for, over the span's own positions s..e (definitions in
+// kernels/schemes/path/ring.hpp):
+//   q [B, L, H, D] fp32     q_fold_i = H_s ... H_i q_i       queries folded to the left end
+//   k [B, L, Hkv, D] bf16   k_fold_j = H_e ... H_{j+1} k_j   keys folded to the right end
+//   p [B, Hkv, D, D] fp32   P = H_s ... H_e                  the span's transition
+// and backward takes their gradients (fp32, shaped alike; null = zero) and adds what they
+// contribute to dq, dk, dw, dbeta. fp32 products on the CUDA cores, about 6 nb D^3 flops
+// per KV head forward (nb = L / 64 blocks); docs/cuda.md, PaTH section.
+struct Folds {
+  float* q = nullptr;
+  __nv_bfloat16* k = nullptr;
+  float* p = nullptr;
+};
+struct FoldGrads {
+  const float* dq = nullptr;
+  const float* dk = nullptr;
+  const float* dp = nullptr;
+};
+
+// The ring's carried query and its product chain (parallel/ring/cuda/path_ring.hpp), D = 64
+// or 128, fp32 on the CUDA cores:
+//   carry:          y = M q per query head (M [B, Hkv, D, D], q [B, L, H, D] fp32, y bf16)
+//   carry_backward: dq += M^T dy, dM += sum over rows and the group's heads of dy q^T
+//   mat_products:   C_i (+)= op(A_i) op(B_i) for a batch of dense D x D matrices
+void carry(int B, int L, int H, int Hkv, int D, const float* M, const float* q, __nv_bfloat16* y,
+           cudaStream_t stream);
+void carry_backward(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
+                    const float* dy, float* dq, float* dM, cudaStream_t stream);
+void mat_products(int batch, int D, const float* A, bool transpose_a, const float* B,
+                  bool transpose_b, float* C, bool accumulate, cudaStream_t stream);
+
 // lcr::Error naming the first problem: dimensions, head width (64 or 128), H % Hkv, null or
 // misaligned tensors, q_pos0 != k_pos0, negative softcap, a bad superchunk or warp_rows.
 void check(const Args& a);
 
 // Device workspace the calls need (bytes); pass at least this much.
-std::size_t forward_workspace_bytes(const Args& a);
-std::size_t backward_workspace_bytes(const Args& a);
+// (with_folds: room for the Folds / FoldGrads work as well).
+std::size_t forward_workspace_bytes(const Args& a, bool with_folds = false);
+std::size_t backward_workspace_bytes(const Args& a, bool with_folds = false);
 
 // o [B, L, H, D] bf16, lse [B, H, L] fp32.
 void forward(const Args& a, __nv_bfloat16* o, float* lse, void* workspace,
-             std::size_t workspace_bytes, cudaStream_t stream);
+             std::size_t workspace_bytes, cudaStream_t stream, const Folds* folds = nullptr);
 
 // Given the forward's o and its FINAL lse (after a sink, if any) and dout [B, L, H, D] bf16.
 void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* dout,
-              const Grads& g, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+              const Grads& g, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
+              const FoldGrads* fold_grads = nullptr);
 
 // Value checks that need a look at the data (a device reduction and a synchronisation, so
 // not part of forward): every input finite, beta in [0, 2), w of unit norm (|<w,w> - 1| <=
@@ -77,9 +111,15 @@ void check_values(const Args& a, cudaStream_t stream);
 // on machines without a GPU. Exact same arithmetic, about a million times slower.
 namespace emu {
 void forward(const Args& a, __nv_bfloat16* o, float* lse, void* workspace,
-             std::size_t workspace_bytes);
+             std::size_t workspace_bytes, const Folds* folds = nullptr);
 void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* dout,
-              const Grads& g, void* workspace, std::size_t workspace_bytes);
+              const Grads& g, void* workspace, std::size_t workspace_bytes,
+              const FoldGrads* fold_grads = nullptr);
+void carry(int B, int L, int H, int Hkv, int D, const float* M, const float* q, __nv_bfloat16* y);
+void carry_backward(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
+                    const float* dy, float* dq, float* dM);
+void mat_products(int batch, int D, const float* A, bool transpose_a, const float* B,
+                  bool transpose_b, float* C, bool accumulate);
 }  // namespace emu
 
 }  // namespace lcr::cuda::path

@@ -1,5 +1,6 @@
 // Argument checks and workspace plan of the CUDA PaTH (path.hpp, plan.hpp); host only, shared
 // by the GPU build and the emulator build.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -49,7 +50,7 @@ void check(const Args& a) {
 
 namespace detail {
 
-Plan make_plan(const Args& a, bool backward) {
+Plan make_plan(const Args& a, bool backward, bool folds) {
   Plan p;
   p.Lp = (a.L + 127) / 128 * 128;
   p.nb = p.Lp / 64;
@@ -102,19 +103,39 @@ Plan make_plan(const Args& a, bool backward) {
     p.dpf = take(B * Hkv * nb * D * D * 4);
     p.dps = take(B * Hkv * nS * D * D * 4);
   }
+  p.fpre = p.fsuf = p.flp = p.fls = p.fgg = p.fgp = p.fgs = p.fdgg = p.fdgp = p.fdgs = p.ftot =
+      none;
+  if (folds) {  // groups of about sqrt(nb) blocks (device/fold.cuh)
+    p.rg = std::max(1, int(std::ceil(std::sqrt(double(p.nb)))));
+    p.ng = (p.nb + p.rg - 1) / p.rg;
+    const std::size_t per_block = B * Hkv * nb * D * D * 4, per_group = B * Hkv * p.ng * D * D * 4;
+    p.fpre = take(per_block);
+    p.fsuf = take(per_block);
+    p.flp = take(per_block);
+    p.fls = take(per_block);
+    p.fgg = take(per_group);
+    p.fgp = take(per_group);
+    p.fgs = take(per_group);
+    if (backward) {
+      p.fdgg = take(per_group);
+      p.fdgp = take(per_group);
+      p.fdgs = take(per_group);
+      p.ftot = take(B * Hkv * D * D * 4);
+    }
+  }
   p.bytes = off;
   return p;
 }
 
 }  // namespace detail
 
-std::size_t forward_workspace_bytes(const Args& a) {
+std::size_t forward_workspace_bytes(const Args& a, bool folds) {
   check(a);
-  return detail::make_plan(a, false).bytes;
+  return detail::make_plan(a, false, folds).bytes;
 }
-std::size_t backward_workspace_bytes(const Args& a) {
+std::size_t backward_workspace_bytes(const Args& a, bool folds) {
   check(a);
-  return detail::make_plan(a, true).bytes;
+  return detail::make_plan(a, true, folds).bytes;
 }
 
 }  // namespace lcr::cuda::path

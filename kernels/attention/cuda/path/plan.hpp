@@ -17,12 +17,15 @@ struct Plan {
   // Byte offsets of the workspace arrays (params.cuh names them); SIZE_MAX = not used.
   std::size_t qf, kf, ks, pf, ps, o_part, m_part, l_part;
   std::size_t suf, delta, xf, gf, zc, gc, dqf, dks, dkf, dpf, dps;
+  // Span boundary folds (device/fold.cuh), only when asked for.
+  int rg = 0, ng = 0;
+  std::size_t fpre, fsuf, flp, fls, fgg, fgp, fgs, fdgg, fdgp, fdgs, ftot;
   std::size_t bytes = 0;
 };
 
 // Superchunk length R fine blocks: about sqrt(number of blocks), which balances the fine
 // transitions (R/2 per query) against the coarse ones (nS/2), even, >= 2.
-Plan make_plan(const Args& a, bool backward);
+Plan make_plan(const Args& a, bool backward, bool folds = false);
 
 // Per-kernel timing for the benchmark (GPU build): while on, every launch is bracketed by CUDA
 // events; the report synchronises and lists the summed milliseconds per kernel name.

@@ -5,5 +5,6 @@
 #include "kernels/attention/cuda/path/device/bwd_chain.cuh"
 #include "kernels/attention/cuda/path/device/bwd_dkv.cuh"
 #include "kernels/attention/cuda/path/device/bwd_dq.cuh"
+#include "kernels/attention/cuda/path/device/fold.cuh"
 #include "kernels/attention/cuda/path/device/forward.cuh"
 #include "kernels/attention/cuda/path/device/prep.cuh"

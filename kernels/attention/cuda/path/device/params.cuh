@@ -72,6 +72,20 @@ struct Params {
   float* dps = nullptr;    // [B, Hkv, nS, D, D]   d P^s
   int64_t zrows = 0;
 
+  // Span boundary folds (fold.cuh; path.hpp Folds / FoldGrads), when asked for. Groups of rg
+  // fine blocks, ng of them. fp32 [B, Hkv, nb, D, D]: fpre (Pre_m, then dPre_m, then d lp_m),
+  // fsuf (likewise Suf_m), flp, fls; [B, Hkv, ng, D, D]: fgg, fgp, fgs, fdgg, fdgp, fdgs.
+  int rg = 0, ng = 0;
+  float *fpre = nullptr, *fsuf = nullptr, *flp = nullptr, *fls = nullptr;
+  float *fgg = nullptr, *fgp = nullptr, *fgs = nullptr;
+  float *fdgg = nullptr, *fdgp = nullptr, *fdgs = nullptr;
+  float* fold_q = nullptr;  // [B, L, H, D]    out: queries folded to the span's left end
+  bf16* fold_k = nullptr;   // [B, L, Hkv, D]  out: keys folded to its right end
+  float* fold_p = nullptr;  // [B, Hkv, D, D]  out: the span's transition (workspace in backward)
+  const float* dfold_q = nullptr;  // gradients of those (backward; null = zero)
+  const float* dfold_k = nullptr;
+  const float* dfold_p = nullptr;
+
   LCR_HD int G() const { return H / Hkv; }
   LCR_HD int S() const { return 64 * R; }
   LCR_HD bool fox() const { return fox_q != nullptr; }

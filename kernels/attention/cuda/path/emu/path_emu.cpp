@@ -33,12 +33,25 @@ void launch(const char*, Kernel kernel, Grid3 grid, int threads, std::size_t sme
 
 }  // namespace
 
-void forward(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::size_t ws_bytes) {
-  forward_impl(a, o, lse, ws, ws_bytes, nullptr);
+void forward(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::size_t ws_bytes,
+             const Folds* folds) {
+  forward_impl(a, o, lse, ws, ws_bytes, nullptr, folds);
 }
 
 void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* dout,
-              const Grads& g, void* ws, std::size_t ws_bytes) {
-  backward_impl(a, o, lse, dout, g, ws, ws_bytes, nullptr);
+              const Grads& g, void* ws, std::size_t ws_bytes, const FoldGrads* fold_grads) {
+  backward_impl(a, o, lse, dout, g, ws, ws_bytes, nullptr, fold_grads);
+}
+
+void carry(int B, int L, int H, int Hkv, int D, const float* M, const float* q, __nv_bfloat16* y) {
+  carry_impl(B, L, H, Hkv, D, M, q, y, nullptr);
+}
+void carry_backward(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
+                    const float* dy, float* dq, float* dM) {
+  carry_backward_impl(B, L, H, Hkv, D, M, q, dy, dq, dM, nullptr);
+}
+void mat_products(int batch, int D, const float* A, bool ta, const float* B, bool tb, float* C,
+                  bool accumulate) {
+  mat_products_impl(batch, D, A, ta, B, tb, C, accumulate, nullptr);
 }
 }  // namespace lcr::cuda::path::emu
