@@ -21,18 +21,20 @@ void put_rows(const float* src, int64_t W, const Chunk& ch, int B, int64_t Lr, f
 
 RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, const float* lse,
                              const __nv_bfloat16* dout, const RingSdpaGrads& g,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, RingPairHook* hook) {
   const auto t0 = std::chrono::steady_clock::now();
   State& S = *st_;
-  S.check(a);
+  S.check(a, hook != nullptr);
   require(o && lse && dout, "GPU ring backward: o, lse and dout must be device pointers");
-  require(g.dq && g.dk && g.dv && (!S.bias || (g.dbias_q && g.dbias_k)) && (!S.sink || g.dsink),
+  require((g.dq || hook) && g.dk && g.dv && (!S.bias || (g.dbias_q && g.dbias_k)) && (!S.sink || g.dsink),
           "GPU ring backward: dq, dk, dv are required, and dbias_q/dbias_k with bias lanes, "
           "dsink with a sink");
   NcclCommunicator& comm = *S.comm;
   const int N = S.N, me = S.me, next = (me + 1) % N, prev = (me - 1 + N) % N;
   const int B = S.B, H = S.H;
   const bool alias = S.one_chunk || B == 1;  // a chunk's [B, rows, ...] rows are in place
+  // With a hook each pair's dq goes to a scratch buffer that the hook consumes.
+  const bool dq_alias = alias && !hook;
   LCR_CUDA_CHECK(cudaSetDevice(comm.device()));
   if (S.g_part[0].size() < size_t(S.grad.capacity)) {
     for (auto& b : S.g_part) b = DeviceBuffer<uint8_t>(size_t(S.grad.capacity));
@@ -50,7 +52,7 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
   for (auto& q : S.qc) {
     Side x{};
     const int64_t rows = q.ch.length;
-    x.q = chunk_rows(a.q, int64_t(H) * S.D, q.ch, S.one_chunk, B, S.Lr, q.q, stream);
+    x.q = hook ? nullptr : chunk_rows(a.q, int64_t(H) * S.D, q.ch, S.one_chunk, B, S.Lr, q.q, stream);
     x.bq =
         a.bias_q ? chunk_rows(a.bias_q, H, q.ch, S.one_chunk, B, S.Lr, q.bias_q, stream) : nullptr;
     x.dout = chunk_rows(dout, int64_t(H) * S.Dv, q.ch, S.one_chunk, B, S.Lr, q.dout, stream);
@@ -61,9 +63,9 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
     if (q.delta.size() < size_t(B) * H * rows) q.delta = DeviceBuffer<float>(size_t(B) * H * rows);
     sdpa_row_delta(B, int(rows), H, S.Dv, op, x.dout, q.delta.data(), stream);
     const size_t nq = size_t(B) * rows * H * S.D, nb = size_t(B) * rows * H;
-    if (!alias && q.dq.size() < nq) q.dq = DeviceBuffer<float>(nq);
+    if (!dq_alias && q.dq.size() < nq) q.dq = DeviceBuffer<float>(nq);
     if (!alias && S.bias && q.dbq.size() < nb) q.dbq = DeviceBuffer<float>(nb);
-    x.dq = alias ? g.dq + (S.one_chunk ? 0 : q.ch.local_offset * H * S.D) : q.dq.data();
+    x.dq = dq_alias ? g.dq + (S.one_chunk ? 0 : q.ch.local_offset * H * S.D) : q.dq.data();
     x.dbq = !S.bias ? nullptr
             : alias ? g.dbias_q + (S.one_chunk ? 0 : q.ch.local_offset * H)
                     : q.dbq.data();
@@ -109,16 +111,21 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
       const auto& gs = S.grad.slots[size_t(owner)][&slot - S.kv.slots[size_t(owner)].data()];
       for (size_t i = 0; i < S.qc.size(); ++i) {
         const auto& q = S.qc[i];
-        if (masked(q.ch.index, slot.chunk)) {
-          ++ss.blocks_skipped;
+        if (masked(q.ch.index, slot.chunk) || (hook && q.ch.index == slot.chunk)) {
+          ++ss.blocks_skipped;  // (own blocks under a hook: its owner's job)
           continue;
         }
-        const SdpaArgs args = S.pair_args(a, q, qs[i].q, qs[i].bq, slot, S.kv_cur.data());
+        const __nv_bfloat16* qq = hook ? hook->query(int(i), slot.chunk, stream) : qs[i].q;
+        if (hook)
+          LCR_CUDA_CHECK(cudaMemsetAsync(qs[i].dq, 0,
+                                         size_t(B) * q.ch.length * H * S.D * sizeof(float), stream));
+        const SdpaArgs args = S.pair_args(a, q, qq, qs[i].bq, slot, S.kv_cur.data());
         sdpa_backward(args, qs[i].lse, q.delta.data(), qs[i].dout, qs[i].dq,
                       reinterpret_cast<float*>(gp + gs.off[0]),
                       reinterpret_cast<float*>(gp + gs.off[1]), qs[i].dbq,
                       S.bias ? reinterpret_cast<float*>(gp + gs.off[2]) : nullptr,
                       /*accumulate=*/true, stream);
+        if (hook) hook->query_grad(int(i), slot.chunk, qs[i].dq, stream);
         ++ss.blocks_computed;
       }
     }
@@ -168,7 +175,7 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
                stream);
       if (!alias) put_rows(qs[i].dbq, H, ch, B, S.Lr, g.dbias_q, stream);
     }
-    if (!alias) put_rows(qs[i].dq, int64_t(H) * S.D, ch, B, S.Lr, g.dq, stream);
+    if (!dq_alias && !hook) put_rows(qs[i].dq, int64_t(H) * S.D, ch, B, S.Lr, g.dq, stream);
     if (S.sink)
       ring::sink_backward(a.sink, qs[i].lse, S.qc[i].delta.data(), B, H, ch.length, g.dsink,
                           /*accumulate=*/i > 0, stream);

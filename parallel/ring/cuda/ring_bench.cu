@@ -1,11 +1,11 @@
 // bench_cuda_ring: parallel efficiency of the GPU ring (docs/cuda.md, "NCCL ring").
 //
 //   mpirun -np 2 bench_cuda_ring [--L 131072] [--B 1] [--H 16] [--Hkv H] [--D 64,128]
-//                               [--layout zigzag] [--warmup 1] [--iters 3]
+//                               [--layout zigzag] [--warmup 1] [--iters 3] [--scheme sdpa]
 //
-// For each head width: the whole causal sequence through the single-GPU SDPA kernel on
-// rank 0's GPU (forward; backward = row delta + sdpa_backward), then the ring on all ranks
-// (each holding L / N positions). Efficiency = t_1gpu / (N t_ring), with the median time
+// For each head width: the whole causal sequence through the single-GPU kernel on rank 0's
+// GPU (sdpa: forward; backward = row delta + sdpa_backward; path: the CUDA PaTH kernel,
+// path_ring_cuda.hpp), then the ring on all ranks (each holding L / N positions). Efficiency = t_1gpu / (N t_ring), with the median time
 // of `iters` runs after `warmup`, t_ring the slowest rank's. Also the per-step compute
 // and wait (compute stream idle on a transfer) of the last ring run, per rank. Rank 0
 // prints a table and one "RESULT,..." CSV line per (D, pass) for the benchmark driver.
@@ -25,6 +25,10 @@
 #include "kernels/attention/cuda/sdpa.hpp"
 #include "parallel/comm/mpi/mpi_communicator.hpp"
 #include "parallel/ring/cuda/ring_cuda.hpp"
+#if defined(LCR_HAVE_CUDA_PATH_RING)
+#include "kernels/attention/cuda/path/path.hpp"
+#include "parallel/ring/cuda/path_ring_cuda.hpp"
+#endif
 
 namespace {
 
@@ -49,6 +53,34 @@ DeviceBuffer<T> buffer(int64_t n) {
   return DeviceBuffer<T>(static_cast<size_t>(n));
 }
 
+// PaTH's inputs: unit rows w [rows, D] from the same generator, beta in (0, 1.99).
+__global__ void unit_rows_kernel(float* w, int64_t rows, int D, uint64_t seed) {
+  const int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= rows) return;
+  float* x = w + r * D;
+  float ss = 0.f;
+  for (int c = threadIdx.x % 32; c < D; c += 32) {
+    uint64_t z = seed + uint64_t(r * D + c) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    x[c] = float(z >> 40) * (1.f / 16777216.f) - 0.5f;
+    ss += x[c] * x[c];
+  }
+  for (int m = 16; m > 0; m >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, m);
+  const float inv = rsqrtf(ss);
+  for (int c = threadIdx.x % 32; c < D; c += 32) x[c] *= inv;
+}
+__global__ void beta_kernel(float* b, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    uint64_t z = seed + uint64_t(i) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+    z ^= z >> 29;
+    b[i] = 1.99f * float(z >> 40) * (1.f / 16777216.f);
+  }
+}
+
 DeviceBuffer<bf16> random_bf16(int64_t n, uint64_t seed) {
   DeviceBuffer<bf16> b(static_cast<size_t>(n));
   fill_kernel<<<1024, 256>>>(b.data(), n, seed);
@@ -61,6 +93,7 @@ struct Options {
   int B = 1, H = 16, Hkv = 0, warmup = 1, iters = 3;  // Hkv 0: = H (no GQA)
   std::vector<int> D{64, 128};
   std::string layout = "zigzag";
+  std::string scheme = "sdpa";  // sdpa | path
 };
 
 Options parse(int argc, char** argv) {
@@ -83,16 +116,25 @@ Options parse(int argc, char** argv) {
       o.iters = std::stoi(v);
     else if (a == "--layout")
       o.layout = v;
+    else if (a == "--scheme")
+      o.scheme = v;
     else if (a == "--D") {
       o.D.clear();
       std::stringstream ss(v);
       for (std::string t; std::getline(ss, t, ',');) o.D.push_back(std::stoi(t));
     } else
       lcr::throw_error("bench_cuda_ring: unknown option ", a,
-                       " (valid: --L --B --H --Hkv --D --layout --warmup --iters)");
+                       " (valid: --L --B --H --Hkv --D --layout --warmup --iters --scheme)");
   }
   lcr::require(o.iters >= 1 && o.warmup >= 0, "bench_cuda_ring: --iters >= 1, --warmup >= 0");
   if (o.Hkv == 0) o.Hkv = o.H;  // --H 8 alone means 8 KV heads too, not GQA against 16
+#if defined(LCR_HAVE_CUDA_PATH_RING)
+  lcr::require(o.scheme == "sdpa" || o.scheme == "path",
+               "bench_cuda_ring: --scheme is sdpa or path, got ", o.scheme);
+#else
+  lcr::require(o.scheme == "sdpa", "bench_cuda_ring: --scheme ", o.scheme,
+               " needs the CUDA PaTH kernels in the build; this one has sdpa only");
+#endif
   return o;
 }
 
@@ -146,6 +188,50 @@ Times single_gpu(const Options& o, int D, cudaStream_t s) {
   return t;
 }
 
+#if defined(LCR_HAVE_CUDA_PATH_RING)
+struct PathInputs {
+  DeviceBuffer<bf16> q, k, v, dout;
+  DeviceBuffer<float> w, beta;
+};
+PathInputs path_inputs(const Options& o, int64_t L, int D, uint64_t seed) {
+  const int64_t nq = o.B * L * o.H, nk = o.B * L * o.Hkv;
+  PathInputs in{random_bf16(nq * D, seed), random_bf16(nk * D, seed + 1),
+                random_bf16(nk * D, seed + 2), random_bf16(nq * D, seed + 3), buffer<float>(nk * D),
+                buffer<float>(nk)};
+  unit_rows_kernel<<<int((nk + 7) / 8), 256>>>(in.w.data(), nk, D, seed + 4);
+  beta_kernel<<<1024, 256>>>(in.beta.data(), nk, seed + 5);
+  LCR_CUDA_CHECK_LAUNCH();
+  return in;
+}
+
+Times single_gpu_path(const Options& o, int D, cudaStream_t s) {
+  namespace P = lcr::cuda::path;
+  const int64_t L = o.L, nq = o.B * L * o.H, nk = o.B * L * o.Hkv;
+  PathInputs in = path_inputs(o, L, D, 1);
+  P::Args a;
+  a.B = o.B, a.L = int(L), a.H = o.H, a.Hkv = o.Hkv, a.D = D;
+  a.q = in.q.data(), a.k = in.k.data(), a.v = in.v.data(), a.w = in.w.data(), a.beta = in.beta.data();
+  auto out = buffer<bf16>(nq * D);
+  auto lse = buffer<float>(nq), dq = buffer<float>(nq * D), dk = buffer<float>(nk * D);
+  auto dv = buffer<float>(nk * D), dw = buffer<float>(nk * D), db = buffer<float>(nk);
+  DeviceBuffer<unsigned char> ws(std::max(P::forward_workspace_bytes(a), P::backward_workspace_bytes(a)));
+  P::Grads g;
+  g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data(), g.dw = dw.data(), g.dbeta = db.data();
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  Times t;
+  const auto nothing = [] {};
+  t.fwd = time_runs(o, nothing, [&] {
+    P::forward(a, out.data(), lse.data(), ws.data(), ws.size(), s);
+    LCR_CUDA_CHECK(cudaStreamSynchronize(s));
+  });
+  t.bwd = time_runs(o, nothing, [&] {
+    P::backward(a, out.data(), lse.data(), in.dout.data(), g, ws.data(), ws.size(), s);
+    LCR_CUDA_CHECK(cudaStreamSynchronize(s));
+  });
+  return t;
+}
+#endif
+
 double max_over_ranks(double x) {
   double m = 0;
   MPI_Allreduce(&x, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -182,14 +268,21 @@ void run(const Options& o) {
   cudaStream_t s;
   LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (me == 0)
-    std::printf("bench_cuda_ring: L=%lld B=%d H=%d Hkv=%d layout=%s ranks=%d warmup=%d iters=%d\n",
-                (long long)o.L, o.B, o.H, o.Hkv, o.layout.c_str(), N, o.warmup, o.iters);
+    std::printf(
+        "bench_cuda_ring: scheme=%s L=%lld B=%d H=%d Hkv=%d layout=%s ranks=%d warmup=%d "
+        "iters=%d\n",
+        o.scheme.c_str(), (long long)o.L, o.B, o.H, o.Hkv, o.layout.c_str(), N, o.warmup, o.iters);
   std::printf("rank %d: GPU %d, %lld local positions\n", me, comm->device(), (long long)Lr);
   std::fflush(stdout);
   std::vector<std::string> rows;
+  const bool path = o.scheme == "path";
   for (int D : o.D) {
     Times one;
+#if defined(LCR_HAVE_CUDA_PATH_RING)
+    if (me == 0) one = path ? single_gpu_path(o, D, s) : single_gpu(o, D, s);
+#else
     if (me == 0) one = single_gpu(o, D, s);
+#endif
     comm->barrier();
     const int64_t nq = o.B * Lr * o.H, nk = o.B * Lr * o.Hkv;
     auto q = random_bf16(nq * D, 11 + me), k = random_bf16(nk * D, 21 + me);
@@ -207,10 +300,31 @@ void run(const Options& o) {
     lcr::RingStats fst, bst;
     Times tr;
     const auto align = [&] { comm->barrier(); };  // start every rank together, untimed
-    tr.fwd = max_over_ranks(
-        time_runs(o, align, [&] { fst = ring.forward(a, out.data(), lse.data(), s); }));
-    tr.bwd = max_over_ranks(time_runs(
-        o, align, [&] { bst = ring.backward(a, out.data(), lse.data(), dout.data(), g, s); }));
+    if (!path) {
+      tr.fwd = max_over_ranks(
+          time_runs(o, align, [&] { fst = ring.forward(a, out.data(), lse.data(), s); }));
+      tr.bwd = max_over_ranks(time_runs(
+          o, align, [&] { bst = ring.backward(a, out.data(), lse.data(), dout.data(), g, s); }));
+    }
+#if defined(LCR_HAVE_CUDA_PATH_RING)
+    if (path) {
+      PathInputs in = path_inputs(o, Lr, D, 101 + 10 * uint64_t(me));
+      lcr::cuda::PathRing pring(*comm, layout, o.B, o.H, o.Hkv, D, false);
+      lcr::cuda::PathRingArgs pa;
+      pa.B = o.B, pa.H = o.H, pa.Hkv = o.Hkv, pa.D = D;
+      pa.q = in.q.data(), pa.k = in.k.data(), pa.v = in.v.data(), pa.w = in.w.data();
+      pa.beta = in.beta.data();
+      auto dw = buffer<float>(nk * D), db = buffer<float>(nk);
+      lcr::cuda::PathRingGrads pg;
+      pg.dq = dq.data(), pg.dk = dk.data(), pg.dv = dv.data(), pg.dw = dw.data(), pg.dbeta = db.data();
+      LCR_CUDA_CHECK(cudaDeviceSynchronize());
+      tr.fwd = max_over_ranks(
+          time_runs(o, align, [&] { fst = pring.forward(pa, out.data(), lse.data(), s); }));
+      tr.bwd = max_over_ranks(time_runs(o, align, [&] {
+        bst = pring.backward(pa, out.data(), lse.data(), in.dout.data(), pg, s);
+      }));
+    }
+#endif
     const auto fsteps = gather_text(step_text(fst), N), bsteps = gather_text(step_text(bst), N);
     if (me != 0) continue;
     const double flop = 4.0 * o.B * o.H * double(o.L) * double(o.L) * D / 2;
@@ -226,10 +340,10 @@ void run(const Options& o) {
                     f / N / t * 1e-12, steps.c_str());
       rows.push_back(line);
       std::printf(
-          "RESULT,ring,L=%lld,B=%d,H=%d,D=%d,%s,ranks=%d,layout=%s,t1_ms=%.3f,ring_ms=%.3f,"
-          "efficiency=%.4f\n",
-          (long long)o.L, o.B, o.H, D, p ? "bwd" : "fwd", N, o.layout.c_str(), 1e3 * t1, 1e3 * t,
-          eff);
+          "RESULT,ring,scheme=%s,L=%lld,B=%d,H=%d,D=%d,%s,ranks=%d,layout=%s,t1_ms=%.3f,"
+          "ring_ms=%.3f,efficiency=%.4f\n",
+          o.scheme.c_str(), (long long)o.L, o.B, o.H, D, p ? "bwd" : "fwd", N, o.layout.c_str(),
+          1e3 * t1, 1e3 * t, eff);
     }
     std::fflush(stdout);
   }

@@ -54,6 +54,22 @@ struct RingSdpaGrads {
   float* dsink = nullptr;    // [H], required iff sink is given; summed over the ring's ranks
 };
 
+// For a scheme whose blocks across chunks are plain dot products with a query that depends
+// on the (query chunk, key chunk) pair, and whose own-chunk block is another kernel (PaTH:
+// path_ring_cuda.hpp). RingSdpa calls it on the compute stream, in ring order; `slot` is the
+// local chunk's index among this rank's chunks, `key_chunk` the visiting chunk's global
+// index (never the slot's own chunk for query / query_grad).
+class RingPairHook {
+ public:
+  virtual ~RingPairHook() = default;
+  // The query lanes [B, rows, H, D] bf16 of the pair (forward and backward).
+  virtual const __nv_bfloat16* query(int slot, int key_chunk, cudaStream_t s) = 0;
+  // Forward: the own block's partial result, o [B, rows, H, Dv] fp32 and lse [B, H, rows].
+  virtual void own_block(int slot, float* o, float* lse, cudaStream_t s) = 0;
+  // Backward: the gradient [B, rows, H, D] fp32 of the pair's query (valid during the call).
+  virtual void query_grad(int slot, int key_chunk, const float* dq, cudaStream_t s) = 0;
+};
+
 // A ring for one problem shape: owns the message buffers, per-chunk accumulators, and the
 // timing events, so repeated calls (training steps, benchmark iterations) allocate nothing.
 class RingSdpa {
@@ -68,11 +84,16 @@ class RingSdpa {
   // o [B, Lr, H, Dv] bf16, lse [B, H, Lr] fp32 (sink included). The work runs after what
   // is queued on `stream` and on it (transfers on the communicator's stream); the call
   // returns once it has finished, with the per-step compute / wait times of the GPU.
-  RingStats forward(const RingSdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t stream);
+  // With a hook, a.q is not read (may be null) and own blocks come from the hook.
+  RingStats forward(const RingSdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t stream,
+                    RingPairHook* hook = nullptr);
 
-  // Given this rank's forward o, lse and the output gradient dout [B, Lr, H, Dv] bf16.
+  // Given this rank's forward o, lse and the output gradient dout [B, Lr, H, Dv] bf16. With a
+  // hook, own blocks are skipped (the hook's owner differentiates them), the queries'
+  // gradients go to hook->query_grad and g.dq is not written (may be null).
   RingStats backward(const RingSdpaArgs& a, const __nv_bfloat16* o, const float* lse,
-                     const __nv_bfloat16* dout, const RingSdpaGrads& g, cudaStream_t stream);
+                     const __nv_bfloat16* dout, const RingSdpaGrads& g, cudaStream_t stream,
+                     RingPairHook* hook = nullptr);
 
   struct State;  // buffers and plans (ring_cuda.cpp)
 

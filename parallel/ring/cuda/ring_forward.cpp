@@ -10,10 +10,10 @@
 namespace lcr::cuda {
 
 RingStats RingSdpa::forward(const RingSdpaArgs& a, __nv_bfloat16* o, float* lse,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, RingPairHook* hook) {
   const auto t0 = std::chrono::steady_clock::now();
   State& S = *st_;
-  S.check(a);
+  S.check(a, hook != nullptr);
   require(o && lse, "GPU ring forward: o and lse must be device pointers, one is null");
   NcclCommunicator& comm = *S.comm;
   const int N = S.N, me = S.me, next = (me + 1) % N, prev = (me - 1 + N) % N;
@@ -24,7 +24,9 @@ RingStats RingSdpa::forward(const RingSdpaArgs& a, __nv_bfloat16* o, float* lse,
   std::vector<const __nv_bfloat16*> qp;
   std::vector<const float*> bqp;
   for (auto& q : S.qc) {
-    qp.push_back(chunk_rows(a.q, int64_t(S.H) * S.D, q.ch, S.one_chunk, S.B, S.Lr, q.q, stream));
+    qp.push_back(hook ? nullptr
+                      : chunk_rows(a.q, int64_t(S.H) * S.D, q.ch, S.one_chunk, S.B, S.Lr, q.q,
+                                   stream));
     bqp.push_back(a.bias_q
                       ? chunk_rows(a.bias_q, S.H, q.ch, S.one_chunk, S.B, S.Lr, q.bias_q, stream)
                       : nullptr);
@@ -59,12 +61,19 @@ RingStats RingSdpa::forward(const RingSdpaArgs& a, __nv_bfloat16* o, float* lse,
           ++ss.blocks_skipped;
           continue;
         }
-        const SdpaArgs args = S.pair_args(a, q, qp[i], bqp[i], slot, S.kv_cur.data());
-        if (!started[i]) {  // the chunk's first block: straight into the accumulator
-          sdpa_forward(args, nullptr, q.o_acc.data(), q.lse_acc.data(), stream);
+        // The chunk's first block goes straight into the accumulator.
+        float* o_out = started[i] ? q.o_blk.data() : q.o_acc.data();
+        float* lse_out = started[i] ? q.lse_blk.data() : q.lse_acc.data();
+        if (hook && q.ch.index == slot.chunk) {
+          hook->own_block(int(i), o_out, lse_out, stream);
+        } else {
+          const __nv_bfloat16* qq = hook ? hook->query(int(i), slot.chunk, stream) : qp[i];
+          sdpa_forward(S.pair_args(a, q, qq, bqp[i], slot, S.kv_cur.data()), nullptr, o_out,
+                       lse_out, stream);
+        }
+        if (!started[i]) {
           started[i] = true;
         } else {
-          sdpa_forward(args, nullptr, q.o_blk.data(), q.lse_blk.data(), stream);
           ring::merge_partial(q.o_acc.data(), q.lse_acc.data(), q.o_blk.data(), q.lse_blk.data(),
                               S.B, q.ch.length, S.H, S.Dv, stream);
         }

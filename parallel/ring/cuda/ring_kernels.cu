@@ -106,6 +106,13 @@ __global__ void add_kernel(float* __restrict__ dst, const float* __restrict__ sr
     dst[t] += src[t];
 }
 
+__global__ void to_f32_kernel(float* __restrict__ dst, const __nv_bfloat16* __restrict__ src,
+                              int64_t n) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < n;
+       t += int64_t(gridDim.x) * blockDim.x)
+    dst[t] = __bfloat162float(src[t]);
+}
+
 // One block per head: a block-wide sum over (b, i).
 __global__ void sink_backward_kernel(const float* __restrict__ sink, const float* __restrict__ lse,
                                      const float* __restrict__ delta, int B, int H, int64_t L,
@@ -169,6 +176,12 @@ void finish_forward(const float* o_acc, const float* lse_acc, const float* sink,
 void add_inplace(float* dst, const float* src, int64_t n, cudaStream_t s) {
   if (n == 0) return;
   add_kernel<<<blocks_for(n, kThreads * 4), kThreads, 0, s>>>(dst, src, n);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void to_f32(float* dst, const __nv_bfloat16* src, int64_t n, cudaStream_t s) {
+  if (n == 0) return;
+  to_f32_kernel<<<blocks_for(n, kThreads * 4), kThreads, 0, s>>>(dst, src, n);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -32,6 +32,9 @@ void finish_forward(const float* o_acc, const float* lse_acc, const float* sink,
 // dst[i] += src[i], i < n.
 void add_inplace(float* dst, const float* src, int64_t n, cudaStream_t s);
 
+// dst[i] = float(src[i]), i < n.
+void to_f32(float* dst, const __nv_bfloat16* src, int64_t n, cudaStream_t s);
+
 // dsink[h] (+)= -sum_{b,i} exp(sink_h - lse[b,h,i]) delta[b,h,i] over [B, H, L];
 // accumulate = false overwrites.
 void sink_backward(const float* sink, const float* lse, const float* delta, int B, int H, int64_t L,

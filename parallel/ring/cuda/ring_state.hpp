@@ -64,7 +64,7 @@ struct RingSdpa::State {
   std::array<cudaEvent_t, 4> ev_pass{};
 
   State(NcclCommunicator& c, const SeqLayout& l) : comm(&c), layout(l) {}
-  void check(const RingSdpaArgs& a) const;
+  void check(const RingSdpaArgs& a, bool hook) const;
   SdpaArgs pair_args(const RingSdpaArgs& a, const QChunk& q, const __nv_bfloat16* qp,
                      const float* bq, const Packing::Slot& b, const uint8_t* msg) const;
   void pack_own(const RingSdpaArgs& a, cudaStream_t s);
