@@ -13,6 +13,10 @@
 #include "parallel/comm/nccl/nccl_communicator.hpp"
 #include "parallel/ring/cuda/ring_attention_cuda.hpp"
 #endif
+#if defined(LCR_HAVE_GPU_RING) && defined(LCR_HAVE_CUDA_PATH_RING)
+#include "core/train/gpu_path_shards.hpp"
+#define LCR_GPU_PATH_SHARDS 1
+#endif
 
 namespace lcr::train {
 
@@ -46,7 +50,11 @@ using cuda::DeviceBuffer;
 class GpuRingRunner : public cuda::model::GpuAttentionRunner {
  public:
   GpuRingRunner(NcclCommunicator& comm, SeqLayout layout, int layers)
-      : comm_(comm), layout_(std::move(layout)), rings_(size_t(layers)), batch_(size_t(layers)) {}
+      : comm_(comm), layout_(std::move(layout)), rings_(size_t(layers)), batch_(size_t(layers)) {
+#ifdef LCR_GPU_PATH_SHARDS
+    path_ = std::make_unique<GpuPathShards>(comm, layout_, layers);
+#endif
+  }
   void forward(int l, const AttentionSpec& spec, const cuda::DeviceParams& params,
                const cuda::AttentionInputs& in, const cuda::AttentionOutputs& out, cuda::Workspace&,
                cudaStream_t s) override {
@@ -60,6 +68,26 @@ class GpuRingRunner : public cuda::model::GpuAttentionRunner {
   }
   bool adds_dparams() const override { return comm_.rank() == 0; }
   bool whole_sequences() const override { return false; }
+#ifdef LCR_GPU_PATH_SHARDS
+  // PaTH: gpu_path_shards.hpp (the convolution's rows across chunks, the GPU PaTH ring).
+  bool handles_path() const override { return true; }
+  void path_w_forward(int B, int L, int Hkv, int d, bool silu, const float* u, const float* conv,
+                      float* w, cudaStream_t s) override {
+    path_->w_forward(B, L, Hkv, d, silu, u, conv, w, s);
+  }
+  void path_w_backward(int B, int L, int Hkv, int d, bool silu, const float* u, const float* conv,
+                       float* dw, float* du, float* dconv, cudaStream_t s) override {
+    path_->w_backward(B, L, Hkv, d, silu, u, conv, dw, du, dconv, s);
+  }
+  void path_forward(int l, const cuda::path::Args& a, cuda::bf16* o, float* lse,
+                    cudaStream_t s) override {
+    path_->forward(l, a, o, lse, s);
+  }
+  void path_backward(int l, const cuda::path::Args& a, const cuda::bf16* o, const float* lse,
+                     const cuda::bf16* dout, const cuda::path::Grads& g, cudaStream_t s) override {
+    path_->backward(l, a, o, lse, dout, g, s);
+  }
+#endif
 
   // FoX's gates over GLOBAL positions (the CPU ring's parallel/ring/fox_prefix.hpp on the
   // GPU): each of this rank's chunks runs its local running sum, the chunk totals [B, H] are
@@ -195,6 +223,9 @@ class GpuRingRunner : public cuda::model::GpuAttentionRunner {
   SeqLayout layout_;
   std::vector<std::unique_ptr<cuda::RingAttention>> rings_;
   std::vector<int> batch_;
+#ifdef LCR_GPU_PATH_SHARDS
+  std::unique_ptr<GpuPathShards> path_;
+#endif
 };
 #endif
 

@@ -15,25 +15,32 @@ LayoutKind parse_layout(const std::string& name) {
   throw_error("unknown sequence layout '", name, "' (valid: contiguous, zigzag)");
 }
 
-SeqLayout::SeqLayout(LayoutKind kind, int64_t length, int ranks)
-    : kind_(kind), length_(length), ranks_(ranks) {
+SeqLayout::SeqLayout(LayoutKind kind, int64_t length, int ranks, int split)
+    : kind_(kind), length_(length), ranks_(ranks), split_(split) {
   require(ranks >= 1, "a sequence layout needs at least one rank (got ", ranks, ")");
+  require(split >= 1, "a sequence layout's split must be at least 1 (got ", split, ")");
   const int64_t C = kind == LayoutKind::Zigzag ? 2 * int64_t(ranks) : ranks;
   require(length >= C, layout_name(kind), " layout over ", ranks, " ranks cuts the sequence into ",
           C, " chunks and needs at least ", C, " positions, but the sequence has ", length,
           kind == LayoutKind::Zigzag ? "; use the contiguous layout or fewer ranks"
                                      : "; use fewer ranks",
           "");
+  require(length >= C * split, layout_name(kind), " layout over ", ranks, " ranks with split ",
+          split, " needs at least ", C * split, " positions, but the sequence has ", length,
+          "; use a smaller split");
   const int64_t base = length / C, extra = length % C;
-  chunks_.resize(size_t(C));
   int64_t pos = 0;
-  for (int c = 0; c < C; ++c) {
-    Chunk& ch = chunks_[size_t(c)];
-    ch.index = c;
-    ch.start = pos;
-    ch.length = base + (c < extra ? 1 : 0);
-    ch.owner = kind == LayoutKind::Zigzag ? std::min<int>(c, int(C) - 1 - c) : c;
-    pos += ch.length;
+  for (int c = 0; c < C; ++c) {  // the layout's chunks, each cut into `split` pieces
+    const int64_t len = base + (c < extra ? 1 : 0), sb = len / split, se = len % split;
+    for (int p = 0; p < split; ++p) {
+      Chunk ch;
+      ch.index = int(chunks_.size());
+      ch.start = pos;
+      ch.length = sb + (p < se ? 1 : 0);
+      ch.owner = kind == LayoutKind::Zigzag ? std::min<int>(c, int(C) - 1 - c) : c;
+      pos += ch.length;
+      chunks_.push_back(ch);
+    }
   }
   owned_.assign(size_t(ranks), {});
   for (auto& ch : chunks_) {
@@ -66,7 +73,9 @@ std::vector<int64_t> SeqLayout::positions(int rank) const {
 
 std::string SeqLayout::describe() const {
   std::ostringstream os;
-  os << layout_name(kind_) << " L=" << length_ << " N=" << ranks_ << " chunks";
+  os << layout_name(kind_) << " L=" << length_ << " N=" << ranks_;
+  if (split_ > 1) os << " split=" << split_;
+  os << " chunks";
   for (const auto& c : chunks_) os << " [" << c.start << "," << c.end() << ")@" << c.owner;
   return os.str();
 }

@@ -10,6 +10,12 @@
 //
 // Lengths that do not divide: the first L % C chunks (in global order) get one extra
 // position. For both layouts the ranks' local lengths then differ by at most one.
+//
+// split > 1 cuts each of those chunks into `split` consecutive pieces (the same remainder
+// rule within the chunk) held by the same rank: local tensors and positions stay exactly
+// those of split = 1, only the chunk list is finer. The PaTH ring uses it to turn more of
+// the work into plain dot products (parallel/ring/cuda/path_ring_cuda.hpp); with one rank
+// that is the chunked single-GPU PaTH.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,7 +40,7 @@ struct Chunk {
 class SeqLayout {
  public:
   // Throws an Error naming the layout, L and N when the layout cannot take the length.
-  SeqLayout(LayoutKind kind, int64_t length, int ranks);
+  SeqLayout(LayoutKind kind, int64_t length, int ranks, int split = 1);
 
   LayoutKind kind() const { return kind_; }
   int64_t length() const { return length_; }
@@ -45,7 +51,8 @@ class SeqLayout {
 
   // Global chunk indices held by a rank, increasing (= their order in the local tensor).
   const std::vector<int>& chunks_of(int rank) const { return owned_.at(size_t(rank)); }
-  int chunks_per_rank() const { return kind_ == LayoutKind::Zigzag ? 2 : 1; }
+  int chunks_per_rank() const { return (kind_ == LayoutKind::Zigzag ? 2 : 1) * split_; }
+  int split() const { return split_; }
   int64_t local_length(int rank) const;
   int64_t max_local_length() const;
   // Global position of every local row of a rank (the position-index shard).
@@ -57,6 +64,7 @@ class SeqLayout {
   LayoutKind kind_;
   int64_t length_;
   int ranks_;
+  int split_ = 1;
   std::vector<Chunk> chunks_;
   std::vector<std::vector<int>> owned_;
 };

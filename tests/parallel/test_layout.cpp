@@ -55,6 +55,34 @@ TEST(SeqLayout, CoversEveryPositionOnceAndBalances) {
       }
 }
 
+// split > 1: finer chunks, same owners' rows: every rank's positions equal split = 1's, and
+// each rank's chunks are back-to-back pieces, in order, of the unsplit chunks.
+TEST(SeqLayout, SplitKeepsEveryRanksRowsAndCutsChunksInOrder) {
+  for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag})
+    for (int N : {1, 2, 3})
+      for (int split : {2, 3, 8})
+        for (int64_t L : {int64_t(2 * N * split), int64_t(61 * split + 5), int64_t(1000)}) {
+          SCOPED_TRACE(std::string(layout_name(k)) + " N=" + std::to_string(N) +
+                       " split=" + std::to_string(split) + " L=" + std::to_string(L));
+          const SeqLayout one(k, L, N), fine(k, L, N, split);
+          EXPECT_EQ(fine.num_chunks(), one.num_chunks() * split);
+          EXPECT_EQ(fine.chunks_per_rank(), one.chunks_per_rank() * split);
+          for (int r = 0; r < N; ++r) {
+            EXPECT_EQ(fine.positions(r), one.positions(r));
+            int64_t off = 0;
+            for (int c : fine.chunks_of(r)) {
+              const Chunk& ch = fine.chunk(c);
+              EXPECT_EQ(ch.owner, r);
+              EXPECT_EQ(ch.local_offset, off);
+              EXPECT_GT(ch.length, 0);
+              off += ch.length;
+            }
+          }
+        }
+  EXPECT_THROW(SeqLayout(LayoutKind::Contiguous, 7, 1, 8), Error);  // 8 pieces of 7 positions
+  EXPECT_THROW(SeqLayout(LayoutKind::Contiguous, 70, 1, 0), Error);
+}
+
 TEST(SeqLayout, ClearErrorWhenALayoutCannotTakeALength) {
   try {
     SeqLayout(LayoutKind::Zigzag, 7, 4);

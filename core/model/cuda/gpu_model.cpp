@@ -75,12 +75,37 @@ GpuModel::~GpuModel() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
+namespace {
+[[noreturn]] void no_path_ring() {
+  throw_error(
+      "this GPU attention runner takes sequence shards but not PaTH; PaTH with context "
+      "parallelism on the GPU needs the GPU PaTH ring (a CUDA + NCCL build)");
+}
+}  // namespace
+
+void GpuAttentionRunner::path_w_forward(int, int, int, int, bool, const float*, const float*,
+                                        float*, cudaStream_t) {
+  no_path_ring();
+}
+void GpuAttentionRunner::path_w_backward(int, int, int, int, bool, const float*, const float*,
+                                         float*, float*, float*, cudaStream_t) {
+  no_path_ring();
+}
+void GpuAttentionRunner::path_forward(int, const lcr::cuda::path::Args&, bf16*, float*,
+                                      cudaStream_t) {
+  no_path_ring();
+}
+void GpuAttentionRunner::path_backward(int, const lcr::cuda::path::Args&, const bf16*, const float*,
+                                       const bf16*, const lcr::cuda::path::Grads&, cudaStream_t) {
+  no_path_ring();
+}
+
 void GpuModel::set_runner(std::unique_ptr<GpuAttentionRunner> runner) {
   require(runner != nullptr, "GpuModel::set_runner: null runner");
-  require(runner->whole_sequences() || !path_,
+  require(runner->whole_sequences() || runner->handles_path() || !path_,
           "attention.scheme = ", scheme_name(layout_.config().attention.scheme),
-          " with context parallelism does not train on the GPU yet (PaTH's convolution and ",
-          "transitions need the previous shard's rows); use parallel.cp = 1 or ",
+          " with context parallelism on the GPU needs the GPU PaTH ring, which this build "
+          "lacks (build with -DLCR_ENABLE_CUDA=ON -DLCR_ENABLE_NCCL=ON); use parallel.cp = 1 or ",
           "train.device = \"cpu\"");
   runner_ = std::move(runner);
 }
@@ -176,8 +201,9 @@ void GpuModel::ensure_buffers(int64_t B, int64_t L) {
     grow(dpath_beta_, R * Hkv);
     partial = std::max(partial, path_conv_partial_floats(R, Hkv, dq));
     const lcr::cuda::path::Args pa = path_args(B, L, layers_.front());
-    grow(path_ws_, int64_t(std::max(lcr::cuda::path::forward_workspace_bytes(pa),
-                                    lcr::cuda::path::backward_workspace_bytes(pa))));
+    if (runner_->whole_sequences())  // else the runner's PaTH ring has its own
+      grow(path_ws_, int64_t(std::max(lcr::cuda::path::forward_workspace_bytes(pa),
+                                      lcr::cuda::path::backward_workspace_bytes(pa))));
   }
   grow(partial_, partial);
   B_ = B;
@@ -308,13 +334,20 @@ void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
     // u = xn1 Wu -> w (conv, act, normalise); z = xn1 Wb + b -> beta (path.hpp).
     const int64_t C = Hkv * dq;
     gemm(N, N, R, C, D, 1, a.xn1.data(), P + s.path_u, 0, a.path_u.data());
-    path_w_forward(B_, L_, Hkv, dq, c.path_w_silu, a.path_u.data(), P + s.path_conv,
-                   a.path_w.data(), stream_);
+    if (runner_->whole_sequences())
+      path_w_forward(B_, L_, Hkv, dq, c.path_w_silu, a.path_u.data(), P + s.path_conv,
+                     a.path_w.data(), stream_);
+    else
+      runner_->path_w_forward(int(B_), int(L_), int(Hkv), int(dq), c.path_w_silu, a.path_u.data(),
+                              P + s.path_conv, a.path_w.data(), stream_);
     gemm(N, N, R, Hkv, D, 1, a.xn1.data(), P + s.path_beta_w, 0, a.path_z.data());
     add_bias(R, Hkv, P + s.path_beta_b, a.path_z.data(), stream_);
     path_beta_forward(R * Hkv, a.path_z.data(), a.path_beta.data(), stream_);
-    lcr::cuda::path::forward(path_args(B_, L_, a), a.o.data(), a.lse.data(), path_ws_.data(),
-                             path_ws_.bytes(), stream_);
+    if (runner_->whole_sequences())
+      lcr::cuda::path::forward(path_args(B_, L_, a), a.o.data(), a.lse.data(), path_ws_.data(),
+                               path_ws_.bytes(), stream_);
+    else
+      runner_->path_forward(l, path_args(B_, L_, a), a.o.data(), a.lse.data(), stream_);
   } else {
     const DeviceParams dp{P + s.attn, layout_.attention().total()};
     runner_->forward(l, c.attention, dp,
@@ -409,8 +442,12 @@ void GpuModel::layer_backward(int l, const float* x_in) {
     pg.dbeta = dpath_beta_.data();
     pg.dfox_q = g.dfox_cq;
     pg.dfox_k = g.dfox_ck;
-    lcr::cuda::path::backward(path_args(B_, L_, a), a.o.data(), a.lse.data(), dout16_.data(), pg,
-                              path_ws_.data(), path_ws_.bytes(), stream_);
+    if (runner_->whole_sequences())
+      lcr::cuda::path::backward(path_args(B_, L_, a), a.o.data(), a.lse.data(), dout16_.data(), pg,
+                                path_ws_.data(), path_ws_.bytes(), stream_);
+    else
+      runner_->path_backward(l, path_args(B_, L_, a), a.o.data(), a.lse.data(), dout16_.data(), pg,
+                             stream_);
   } else {
     const AttentionInputs in =
         attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox ? a.fox_c.data() : nullptr);
@@ -445,8 +482,14 @@ void GpuModel::layer_backward(int l, const float* x_in) {
     gemm(N, Y, R, D, Hkv, 1, dz, P + s.path_beta_w, 1, dxn);
     gemm(Y, N, D, Hkv, R, 1, xn1, dz, 1, G + s.path_beta_w);
     bias_backward(R, Hkv, dz, G + s.path_beta_b, partial_.data(), stream_);
-    path_w_backward(B_, L_, Hkv, dq, layout_.config().path_w_silu, a.path_u.data(), P + s.path_conv,
-                    dpath_w_.data(), dpath_u_.data(), G + s.path_conv, partial_.data(), stream_);
+    if (runner_->whole_sequences())
+      path_w_backward(B_, L_, Hkv, dq, layout_.config().path_w_silu, a.path_u.data(),
+                      P + s.path_conv, dpath_w_.data(), dpath_u_.data(), G + s.path_conv,
+                      partial_.data(), stream_);
+    else
+      runner_->path_w_backward(int(B_), int(L_), int(Hkv), int(dq), layout_.config().path_w_silu,
+                               a.path_u.data(), P + s.path_conv, dpath_w_.data(), dpath_u_.data(),
+                               G + s.path_conv, stream_);
     const int64_t C = Hkv * dq;
     gemm(N, Y, R, D, C, 1, dpath_u_.data(), P + s.path_u, 1, dxn);
     gemm(Y, N, D, C, R, 1, xn1, dpath_u_.data(), 1, G + s.path_u);

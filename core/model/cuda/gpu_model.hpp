@@ -36,6 +36,7 @@
 
 namespace lcr::cuda::path {
 struct Args;
+struct Grads;
 }  // namespace lcr::cuda::path
 
 namespace lcr::cuda::model {
@@ -55,9 +56,24 @@ class GpuAttentionRunner {
   // the gradients over every rank afterwards; a ring whose backward already summed dparams
   // over its group answers true on the group's rank 0 only, so the sum counts them once.
   virtual bool adds_dparams() const = 0;
-  // False for a runner of sequence shards (PaTH's convolution and transitions would need the
-  // previous shard's rows: not on the GPU yet).
+  // False for a runner of sequence shards: then PaTH's w convolution and attention go through
+  // the path_* calls below (they need the other chunks' rows), which such a runner provides
+  // when handles_path() (the GPU PaTH ring, parallel/ring/cuda/path_ring_cuda.hpp).
   virtual bool whole_sequences() const = 0;
+  virtual bool handles_path() const { return false; }
+  // gpu_path.hpp's path_w_forward / path_w_backward over GLOBAL positions of this rank's
+  // rows (L = local rows), and the PaTH attention of path.hpp over the sequence; the
+  // backward follows its layer's forward with the same tensors.
+  virtual void path_w_forward(int B, int L, int Hkv, int d, bool silu, const float* u,
+                              const float* conv, float* w, cudaStream_t s);
+  virtual void path_w_backward(int B, int L, int Hkv, int d, bool silu, const float* u,
+                               const float* conv, float* dw, float* du, float* dconv,
+                               cudaStream_t s);
+  virtual void path_forward(int layer, const lcr::cuda::path::Args& a, bf16* o, float* lse,
+                            cudaStream_t s);
+  virtual void path_backward(int layer, const lcr::cuda::path::Args& a, const bf16* o,
+                             const float* lse, const bf16* dout, const lcr::cuda::path::Grads& g,
+                             cudaStream_t s);
   // FoX: c [B, L, H] = running sum over GLOBAL positions of log sigmoid(z) (z [B, L, H] this
   // rank's rows), and its backward (dz overwritten). A ring adds the other chunks' totals.
   virtual void fox_gates(int B, int L, int H, const float* z, float* c, Workspace& ws,

@@ -34,10 +34,10 @@ struct PathRing::State : RingPairHook {
     path::Args args;
   };
   std::vector<Slot> slots;
-  DeviceBuffer<bf16> kfold;                   // [B, Lr, Hkv, D] the ring's key lanes
-  DeviceBuffer<float> p_all, dp_all, ident;   // [chunks][PP]; ident [PP]
+  DeviceBuffer<bf16> kfold;                        // [B, Lr, Hkv, D] the ring's key lanes
+  DeviceBuffer<float> p_all, dp_all, ident;        // [chunks][PP]; ident [PP]
   DeviceBuffer<float> dkfold, dv_x, dfq_x, dfk_x;  // the ring's gradient outputs
-  DeviceBuffer<unsigned char> ws;
+  std::shared_ptr<DeviceBuffer<unsigned char>> ws;
   const void* last[5] = {};  // the inputs of the last forward (q, k, v, w, beta)
 
   State(NcclCommunicator& c, const SeqLayout& l) : comm(&c), layout(l) {}
@@ -112,7 +112,10 @@ struct PathRing::State : RingPairHook {
     for (const Slot& sl : slots)
       need = std::max(need, backward ? path::backward_workspace_bytes(sl.args, true)
                                      : path::forward_workspace_bytes(sl.args, true));
-    if (ws.size() < need) ws = DeviceBuffer<unsigned char>(need);
+    if (ws->size() < need) {
+      *ws = DeviceBuffer<unsigned char>();  // free first: the old and new may not both fit
+      *ws = DeviceBuffer<unsigned char>(need);
+    }
   }
 
   void allreduce(float* buf, int64_t n, cudaStream_t s) {
@@ -124,9 +127,10 @@ struct PathRing::State : RingPairHook {
 };
 
 PathRing::PathRing(NcclCommunicator& comm, const SeqLayout& layout, int B, int H, int Hkv, int D,
-                   bool fox)
+                   bool fox, std::shared_ptr<DeviceBuffer<unsigned char>> workspace)
     : st_(std::make_unique<State>(comm, layout)) {
   State& s = *st_;
+  s.ws = workspace ? std::move(workspace) : std::make_shared<DeviceBuffer<unsigned char>>();
   require(layout.ranks() == comm.size(), "GPU PaTH ring: the sequence layout is for ",
           layout.ranks(), " ranks but the communicator has ", comm.size());
   require(B > 0 && H > 0 && Hkv > 0 && H % Hkv == 0 && (D == 64 || D == 128),
@@ -186,7 +190,7 @@ RingStats PathRing::forward(const PathRingArgs& a, bf16* o, float* lse, cudaStre
     f.q = sl.qfold.data();
     f.k = sl.kfold.data();
     f.p = S.p_of(sl.ch.index);
-    path::forward(sl.args, sl.o_own.data(), sl.lse_own.data(), S.ws.data(), S.ws.size(), stream,
+    path::forward(sl.args, sl.o_own.data(), sl.lse_own.data(), S.ws->data(), S.ws->size(), stream,
                   &f);
     ring::copy_rows(sl.kfold.data(), sl.ch.length, 0, S.kfold.data(), S.Lr, sl.ch.local_offset, S.B,
                     sl.ch.length, int64_t(S.Hkv) * S.D * int64_t(sizeof(bf16)), stream);
@@ -199,8 +203,8 @@ RingStats PathRing::forward(const PathRingArgs& a, bf16* o, float* lse, cudaStre
     LCR_CUDA_CHECK(cudaMemcpyAsync(S.m_of(sl, a_idx - 1), S.ident.data(), S.PP * sizeof(float),
                                    cudaMemcpyDeviceToDevice, stream));
     for (int b = a_idx - 2; b >= 0; --b)
-      path::mat_products(batch, S.D, S.p_of(b + 1), false, S.m_of(sl, b + 1), false,
-                         S.m_of(sl, b), false, stream);
+      path::mat_products(batch, S.D, S.p_of(b + 1), false, S.m_of(sl, b + 1), false, S.m_of(sl, b),
+                         false, stream);
   }
   const RingSdpaArgs ra = S.ring_args(a);
   RingStats st = S.ring->forward(ra, o, lse, stream, &S);
@@ -255,7 +259,8 @@ RingStats PathRing::backward(const PathRingArgs& a, const bf16* o, const float* 
     const Chunk& ch = sl.ch;
     const int64_t rows = ch.length, off = S.one_chunk ? 0 : ch.local_offset;
     const bf16* o_c = chunk_rows(o, int64_t(H) * D, ch, S.one_chunk, B, S.Lr, sl.o, stream);
-    const bf16* dout_c = chunk_rows(dout, int64_t(H) * D, ch, S.one_chunk, B, S.Lr, sl.dout, stream);
+    const bf16* dout_c =
+        chunk_rows(dout, int64_t(H) * D, ch, S.one_chunk, B, S.Lr, sl.dout, stream);
     const float* lse_c =
         S.one_chunk ? lse : chunk_rows(lse, 1, ch, false, B * H, S.Lr, sl.lse, stream);
     path::FoldGrads fg;
@@ -279,7 +284,7 @@ RingStats PathRing::backward(const PathRingArgs& a, const bf16* o, const float* 
       pg.dfox_k = out(g.dfox_k, H, sl.dfk);
     }
     path::Args pa = sl.args;
-    path::backward(pa, o_c, lse_c, dout_c, pg, S.ws.data(), S.ws.size(), stream, &fg);
+    path::backward(pa, o_c, lse_c, dout_c, pg, S.ws->data(), S.ws->size(), stream, &fg);
     if (!direct) {
       auto put = [&](const float* src, int64_t W, float* dst) {
         ring::copy_rows(src, rows, 0, dst, S.Lr, ch.local_offset, B, rows,

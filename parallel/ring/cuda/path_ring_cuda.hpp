@@ -24,6 +24,7 @@
 
 #include <memory>
 
+#include "kernels/attention/cuda/device_buffer.hpp"
 #include "parallel/comm/nccl/nccl_communicator.hpp"
 #include "parallel/ring/layout.hpp"
 #include "parallel/ring/stats.hpp"
@@ -52,8 +53,10 @@ struct PathRingGrads {
 class PathRing {
  public:
   // Collective over comm. Errors: a layout for another rank count, D not 64 or 128.
-  PathRing(NcclCommunicator& comm, const SeqLayout& layout, int B, int H, int Hkv, int D,
-           bool fox);
+  // `workspace`: the chunk-local PaTH kernels' scratch, shareable between rings that never
+  // run at the same time (a model's layers); grown as needed. Null: the ring's own.
+  PathRing(NcclCommunicator& comm, const SeqLayout& layout, int B, int H, int Hkv, int D, bool fox,
+           std::shared_ptr<DeviceBuffer<unsigned char>> workspace = nullptr);
   ~PathRing();
   PathRing(const PathRing&) = delete;
   PathRing& operator=(const PathRing&) = delete;

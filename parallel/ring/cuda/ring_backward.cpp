@@ -20,13 +20,14 @@ void put_rows(const float* src, int64_t W, const Chunk& ch, int B, int64_t Lr, f
 }  // namespace
 
 RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, const float* lse,
-                             const __nv_bfloat16* dout, const RingSdpaGrads& g,
-                             cudaStream_t stream, RingPairHook* hook) {
+                             const __nv_bfloat16* dout, const RingSdpaGrads& g, cudaStream_t stream,
+                             RingPairHook* hook) {
   const auto t0 = std::chrono::steady_clock::now();
   State& S = *st_;
   S.check(a, hook != nullptr);
   require(o && lse && dout, "GPU ring backward: o, lse and dout must be device pointers");
-  require((g.dq || hook) && g.dk && g.dv && (!S.bias || (g.dbias_q && g.dbias_k)) && (!S.sink || g.dsink),
+  require((g.dq || hook) && g.dk && g.dv && (!S.bias || (g.dbias_q && g.dbias_k)) &&
+              (!S.sink || g.dsink),
           "GPU ring backward: dq, dk, dv are required, and dbias_q/dbias_k with bias lanes, "
           "dsink with a sink");
   NcclCommunicator& comm = *S.comm;
@@ -52,7 +53,8 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
   for (auto& q : S.qc) {
     Side x{};
     const int64_t rows = q.ch.length;
-    x.q = hook ? nullptr : chunk_rows(a.q, int64_t(H) * S.D, q.ch, S.one_chunk, B, S.Lr, q.q, stream);
+    x.q =
+        hook ? nullptr : chunk_rows(a.q, int64_t(H) * S.D, q.ch, S.one_chunk, B, S.Lr, q.q, stream);
     x.bq =
         a.bias_q ? chunk_rows(a.bias_q, H, q.ch, S.one_chunk, B, S.Lr, q.bias_q, stream) : nullptr;
     x.dout = chunk_rows(dout, int64_t(H) * S.Dv, q.ch, S.one_chunk, B, S.Lr, q.dout, stream);
@@ -117,8 +119,8 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
         }
         const __nv_bfloat16* qq = hook ? hook->query(int(i), slot.chunk, stream) : qs[i].q;
         if (hook)
-          LCR_CUDA_CHECK(cudaMemsetAsync(qs[i].dq, 0,
-                                         size_t(B) * q.ch.length * H * S.D * sizeof(float), stream));
+          LCR_CUDA_CHECK(cudaMemsetAsync(
+              qs[i].dq, 0, size_t(B) * q.ch.length * H * S.D * sizeof(float), stream));
         const SdpaArgs args = S.pair_args(a, q, qq, qs[i].bq, slot, S.kv_cur.data());
         sdpa_backward(args, qs[i].lse, q.delta.data(), qs[i].dout, qs[i].dq,
                       reinterpret_cast<float*>(gp + gs.off[0]),

@@ -2,10 +2,13 @@
 //
 //   mpirun -np 2 bench_cuda_ring [--L 131072] [--B 1] [--H 16] [--Hkv H] [--D 64,128]
 //                               [--layout zigzag] [--warmup 1] [--iters 3] [--scheme sdpa]
+//                               [--split 1]
 //
 // For each head width: the whole causal sequence through the single-GPU kernel on rank 0's
 // GPU (sdpa: forward; backward = row delta + sdpa_backward; path: the CUDA PaTH kernel,
-// path_ring_cuda.hpp), then the ring on all ranks (each holding L / N positions). Efficiency = t_1gpu / (N t_ring), with the median time
+// path_ring_cuda.hpp), then the ring on all ranks (each holding L / N positions), its
+// layout's chunks cut into `split` pieces (layout.hpp; with one rank and path, the chunked
+// single-GPU PaTH). Efficiency = t_1gpu / (N t_ring), with the median time
 // of `iters` runs after `warmup`, t_ring the slowest rank's. Also the per-step compute
 // and wait (compute stream idle on a transfer) of the last ring run, per rank. Rank 0
 // prints a table and one "RESULT,..." CSV line per (D, pass) for the benchmark driver.
@@ -90,7 +93,7 @@ DeviceBuffer<bf16> random_bf16(int64_t n, uint64_t seed) {
 
 struct Options {
   int64_t L = 131072;
-  int B = 1, H = 16, Hkv = 0, warmup = 1, iters = 3;  // Hkv 0: = H (no GQA)
+  int B = 1, H = 16, Hkv = 0, warmup = 1, iters = 3, split = 1;  // Hkv 0: = H (no GQA)
   std::vector<int> D{64, 128};
   std::string layout = "zigzag";
   std::string scheme = "sdpa";  // sdpa | path
@@ -118,13 +121,16 @@ Options parse(int argc, char** argv) {
       o.layout = v;
     else if (a == "--scheme")
       o.scheme = v;
+    else if (a == "--split")
+      o.split = std::stoi(v);
     else if (a == "--D") {
       o.D.clear();
       std::stringstream ss(v);
       for (std::string t; std::getline(ss, t, ',');) o.D.push_back(std::stoi(t));
     } else
-      lcr::throw_error("bench_cuda_ring: unknown option ", a,
-                       " (valid: --L --B --H --Hkv --D --layout --warmup --iters --scheme)");
+      lcr::throw_error(
+          "bench_cuda_ring: unknown option ", a,
+          " (valid: --L --B --H --Hkv --D --layout --warmup --iters --scheme --split)");
   }
   lcr::require(o.iters >= 1 && o.warmup >= 0, "bench_cuda_ring: --iters >= 1, --warmup >= 0");
   if (o.Hkv == 0) o.Hkv = o.H;  // --H 8 alone means 8 KV heads too, not GQA against 16
@@ -195,9 +201,9 @@ struct PathInputs {
 };
 PathInputs path_inputs(const Options& o, int64_t L, int D, uint64_t seed) {
   const int64_t nq = o.B * L * o.H, nk = o.B * L * o.Hkv;
-  PathInputs in{random_bf16(nq * D, seed), random_bf16(nk * D, seed + 1),
-                random_bf16(nk * D, seed + 2), random_bf16(nq * D, seed + 3), buffer<float>(nk * D),
-                buffer<float>(nk)};
+  PathInputs in{random_bf16(nq * D, seed),     random_bf16(nk * D, seed + 1),
+                random_bf16(nk * D, seed + 2), random_bf16(nq * D, seed + 3),
+                buffer<float>(nk * D),         buffer<float>(nk)};
   unit_rows_kernel<<<int((nk + 7) / 8), 256>>>(in.w.data(), nk, D, seed + 4);
   beta_kernel<<<1024, 256>>>(in.beta.data(), nk, seed + 5);
   LCR_CUDA_CHECK_LAUNCH();
@@ -210,11 +216,13 @@ Times single_gpu_path(const Options& o, int D, cudaStream_t s) {
   PathInputs in = path_inputs(o, L, D, 1);
   P::Args a;
   a.B = o.B, a.L = int(L), a.H = o.H, a.Hkv = o.Hkv, a.D = D;
-  a.q = in.q.data(), a.k = in.k.data(), a.v = in.v.data(), a.w = in.w.data(), a.beta = in.beta.data();
+  a.q = in.q.data(), a.k = in.k.data(), a.v = in.v.data(), a.w = in.w.data(),
+  a.beta = in.beta.data();
   auto out = buffer<bf16>(nq * D);
   auto lse = buffer<float>(nq), dq = buffer<float>(nq * D), dk = buffer<float>(nk * D);
   auto dv = buffer<float>(nk * D), dw = buffer<float>(nk * D), db = buffer<float>(nk);
-  DeviceBuffer<unsigned char> ws(std::max(P::forward_workspace_bytes(a), P::backward_workspace_bytes(a)));
+  DeviceBuffer<unsigned char> ws(
+      std::max(P::forward_workspace_bytes(a), P::backward_workspace_bytes(a)));
   P::Grads g;
   g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data(), g.dw = dw.data(), g.dbeta = db.data();
   LCR_CUDA_CHECK(cudaDeviceSynchronize());
@@ -263,15 +271,16 @@ std::vector<std::string> gather_text(const std::string& mine, int N) {
 void run(const Options& o) {
   auto comm = lcr::nccl_world();
   const int N = comm->size(), me = comm->rank();
-  const lcr::SeqLayout layout(lcr::parse_layout(o.layout), o.L, N);
+  const lcr::SeqLayout layout(lcr::parse_layout(o.layout), o.L, N, o.split);
   const int64_t Lr = layout.local_length(me);
   cudaStream_t s;
   LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (me == 0)
     std::printf(
-        "bench_cuda_ring: scheme=%s L=%lld B=%d H=%d Hkv=%d layout=%s ranks=%d warmup=%d "
-        "iters=%d\n",
-        o.scheme.c_str(), (long long)o.L, o.B, o.H, o.Hkv, o.layout.c_str(), N, o.warmup, o.iters);
+        "bench_cuda_ring: scheme=%s L=%lld B=%d H=%d Hkv=%d layout=%s split=%d ranks=%d "
+        "warmup=%d iters=%d\n",
+        o.scheme.c_str(), (long long)o.L, o.B, o.H, o.Hkv, o.layout.c_str(), o.split, N, o.warmup,
+        o.iters);
   std::printf("rank %d: GPU %d, %lld local positions\n", me, comm->device(), (long long)Lr);
   std::fflush(stdout);
   std::vector<std::string> rows;
@@ -316,7 +325,8 @@ void run(const Options& o) {
       pa.beta = in.beta.data();
       auto dw = buffer<float>(nk * D), db = buffer<float>(nk);
       lcr::cuda::PathRingGrads pg;
-      pg.dq = dq.data(), pg.dk = dk.data(), pg.dv = dv.data(), pg.dw = dw.data(), pg.dbeta = db.data();
+      pg.dq = dq.data(), pg.dk = dk.data(), pg.dv = dv.data(), pg.dw = dw.data(),
+      pg.dbeta = db.data();
       LCR_CUDA_CHECK(cudaDeviceSynchronize());
       tr.fwd = max_over_ranks(
           time_runs(o, align, [&] { fst = pring.forward(pa, out.data(), lse.data(), s); }));
@@ -340,10 +350,10 @@ void run(const Options& o) {
                     f / N / t * 1e-12, steps.c_str());
       rows.push_back(line);
       std::printf(
-          "RESULT,ring,scheme=%s,L=%lld,B=%d,H=%d,D=%d,%s,ranks=%d,layout=%s,t1_ms=%.3f,"
+          "RESULT,ring,scheme=%s,L=%lld,B=%d,H=%d,D=%d,%s,ranks=%d,layout=%s,split=%d,t1_ms=%.3f,"
           "ring_ms=%.3f,efficiency=%.4f\n",
           o.scheme.c_str(), (long long)o.L, o.B, o.H, D, p ? "bwd" : "fwd", N, o.layout.c_str(),
-          1e3 * t1, 1e3 * t, eff);
+          o.split, 1e3 * t1, 1e3 * t, eff);
     }
     std::fflush(stdout);
   }

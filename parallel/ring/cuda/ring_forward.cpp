@@ -24,9 +24,9 @@ RingStats RingSdpa::forward(const RingSdpaArgs& a, __nv_bfloat16* o, float* lse,
   std::vector<const __nv_bfloat16*> qp;
   std::vector<const float*> bqp;
   for (auto& q : S.qc) {
-    qp.push_back(hook ? nullptr
-                      : chunk_rows(a.q, int64_t(S.H) * S.D, q.ch, S.one_chunk, S.B, S.Lr, q.q,
-                                   stream));
+    qp.push_back(
+        hook ? nullptr
+             : chunk_rows(a.q, int64_t(S.H) * S.D, q.ch, S.one_chunk, S.B, S.Lr, q.q, stream));
     bqp.push_back(a.bias_q
                       ? chunk_rows(a.bias_q, S.H, q.ch, S.one_chunk, S.B, S.Lr, q.bias_q, stream)
                       : nullptr);

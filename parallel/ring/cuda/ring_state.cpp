@@ -114,8 +114,7 @@ void RingSdpa::State::check(const RingSdpaArgs& a, bool hook) const {
           "GPU ring: arguments (B=", a.B, " H=", a.H, " Hkv=", a.Hkv, " D=", a.D, " Dv=", a.Dv,
           ") differ from the ring's (B=", B, " H=", H, " Hkv=", Hkv, " D=", D, " Dv=", Dv,
           "); make a RingSdpa for this shape");
-  require((a.q || hook) && a.k && a.v,
-          "GPU ring: q, k and v must be device pointers, one is null");
+  require((a.q || hook) && a.k && a.v, "GPU ring: q, k and v must be device pointers, one is null");
   require((a.bias_q != nullptr) == bias && (a.bias_k != nullptr) == bias,
           "GPU ring: the ring was made ", bias ? "with" : "without",
           " bias lanes; pass both bias_q and bias_k or neither, as at construction");

@@ -37,13 +37,15 @@ struct PathRingCase {
   int B, H, Hkv, D;
   bool fox = false;
   float softcap = 0.f;
+  int split = 1;  // layout.hpp: finer chunks (more pairs through the SDPA kernel)
 };
 
 std::string case_name(const ::testing::TestParamInfo<PathRingCase>& i) {
   const PathRingCase& c = i.param;
-  return std::string(c.fox ? "PaTHFoX_" : "PaTH_") + c.layout + "_L" + std::to_string(c.L) +
-         "_B" + std::to_string(c.B) + "_H" + std::to_string(c.H) + "x" + std::to_string(c.Hkv) +
-         "_D" + std::to_string(c.D) + (c.softcap > 0 ? "_softcap" : "");
+  return std::string(c.fox ? "PaTHFoX_" : "PaTH_") + c.layout + "_L" + std::to_string(c.L) + "_B" +
+         std::to_string(c.B) + "_H" + std::to_string(c.H) + "x" + std::to_string(c.Hkv) + "_D" +
+         std::to_string(c.D) + (c.softcap > 0 ? "_softcap" : "") +
+         (c.split > 1 ? "_split" + std::to_string(c.split) : "");
 }
 
 class PathRingCuda : public ::testing::TestWithParam<PathRingCase> {};
@@ -53,7 +55,7 @@ TEST_P(PathRingCuda, ForwardAndBackwardMatchSingleGpu) {
   const PathRingCase c = GetParam();
   NcclCommunicator& comm = *nccl();
   const int N = comm.size(), me = comm.rank();
-  const SeqLayout layout(parse_layout(c.layout), c.L, N);
+  const SeqLayout layout(parse_layout(c.layout), c.L, N, c.split);
   uint64_t seed = std::random_device{}();
   MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   SCOPED_TRACE("seed " + std::to_string(seed) + ", " + layout.describe());
@@ -118,8 +120,8 @@ TEST_P(PathRingCuda, ForwardAndBackwardMatchSingleGpu) {
   DeviceBuffer<float> lcum(take(cum, B, L, H, pos));
   DeviceBuffer<__nv_bfloat16> o(sz(B * Lr * H * D));
   DeviceBuffer<float> llse(sz(B * H * Lr)), gq(sz(B * Lr * H * D)), gk(sz(B * Lr * Hkv * D)),
-      gv(sz(B * Lr * Hkv * D)), gw(sz(B * Lr * Hkv * D)), gb(sz(B * Lr * Hkv)),
-      gfq(sz(B * Lr * H)), gfk(sz(B * Lr * H));
+      gv(sz(B * Lr * Hkv * D)), gw(sz(B * Lr * Hkv * D)), gb(sz(B * Lr * Hkv)), gfq(sz(B * Lr * H)),
+      gfk(sz(B * Lr * H));
   for (auto* p : {&llse, &gq, &gk, &gv, &gw, &gb, &gfq, &gfk}) p->fill_bytes(0xFF);
   o.fill_bytes(0xFF);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -155,7 +157,8 @@ TEST_P(PathRingCuda, ForwardAndBackwardMatchSingleGpu) {
 }
 
 // Odd lengths (chunks that are not multiples of the kernels' 64/128 tiles), both layouts, GQA,
-// D = 64 and 128, PaTH-FoX with softcap, and chunks long enough for the two-level chains.
+// D = 64 and 128, PaTH-FoX with softcap, chunks long enough for the two-level chains, and
+// split layouts (several chunks per rank: on one rank, the chunked single-GPU PaTH).
 INSTANTIATE_TEST_SUITE_P(
     Cases, PathRingCuda,
     ::testing::Values(PathRingCase{"contiguous", 7, 2, 4, 2, 64},
@@ -163,7 +166,9 @@ INSTANTIATE_TEST_SUITE_P(
                       PathRingCase{"zigzag", 1000, 2, 4, 2, 64},
                       PathRingCase{"contiguous", 1000, 1, 4, 4, 128, true, 20.f},
                       PathRingCase{"zigzag", 4099, 1, 4, 2, 128},
-                      PathRingCase{"zigzag", 3001, 1, 2, 1, 64, true}),
+                      PathRingCase{"zigzag", 3001, 1, 2, 1, 64, true},
+                      PathRingCase{"contiguous", 2000, 1, 4, 2, 64, true, 0.f, 5},
+                      PathRingCase{"zigzag", 4099, 2, 2, 2, 128, false, 0.f, 3}),
     case_name);
 
 TEST(PathRingCudaArgs, ClearErrors) {
