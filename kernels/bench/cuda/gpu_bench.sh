@@ -10,7 +10,7 @@
 #   GOAT / PoPE vs NoPE through the full API (bench_cuda_attention, when present);
 #   PaTH (bench_cuda_path, when present) vs fla's Triton PaTH (peers.py --fla, when fla
 #     imports: install the carried wheels first, docs/cuda.md);
-#   ring on 2 GPUs (bench_cuda_ring under mpirun -np 2, when present);
+#   ring on 2 GPUs (bench_cuda_ring under mpirun -np 2 for SDPA and PaTH, when present);
 #   training on one GPU at 64K tokens (lcr train, experiments/configs/gpu_125m_64k_goat.toml,
 #     GOAT and NoPE, when lcr is present): tokens/s, model TFLOP/s, MFU (both FLOP counts).
 # A binary that is absent gives a row marked "not measured", never a silent gap.
@@ -108,9 +108,11 @@ unset CUDA_VISIBLE_DEVICES
 # 6. Ring on 2 GPUs (NCCL engineer's binary), once both GPUs are free.
 if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin bench_cuda_ring); then
   if ((ngpu >= 2)); then
-    note "bench_cuda_ring (mpirun -np 2)"
-    timeout "$lim" mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE "$b" 2>&1 |
-      tee "$ring_txt" | tee -a "$log"
+    for scheme in sdpa path; do  # the dot-product family's ring, then PaTH's
+      note "bench_cuda_ring --scheme $scheme (mpirun -np 2)"
+      timeout "$lim" mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE "$b" --scheme $scheme \
+        2>&1 | tee -a "$ring_txt" | tee -a "$log"
+    done
   else
     note "bench_cuda_ring needs 2 GPUs, this machine has $ngpu: not measured"
   fi

@@ -215,8 +215,8 @@ def table(args):
     md += ["", "## Ring attention on 2 GPUs (efficiency = 1-GPU time / (2 x ring time))", ""]
     ring = read_ring(args.ring)
     if ring:
-        md += ["| L | B,H,D | dir | layout | 1 GPU ms | ring ms | efficiency |",
-               "|---|---|---|---|---|---|---|"]
+        md += ["| scheme | L | B,H,D | dir | layout | 1 GPU ms | ring ms | efficiency |",
+               "|---|---|---|---|---|---|---|---|"]
         md += ring
     else:
         md += raw_section("ring (NCCL) benchmark", args.ring)
@@ -244,7 +244,8 @@ def read_kv_lines(path, prefix):
 
 
 def read_ring(path):
-    """RESULT,ring,L=..,B=..,H=..,D=..,fwd|bwd,ranks=..,layout=..,t1_ms=..,ring_ms=..,efficiency=.."""
+    """RESULT,ring,scheme=..,L=..,B=..,H=..,D=..,fwd|bwd,ranks=..,layout=..,split=..,t1_ms=..,
+    ring_ms=..,efficiency=.. (scheme: sdpa or path; lines without it are sdpa)"""
     out = []
     if not path or not os.path.exists(path):
         return out
@@ -255,7 +256,8 @@ def read_ring(path):
         kv = dict(x.partition("=")[::2] for x in f if "=" in x)
         d = next((x for x in f if x in ("fwd", "bwd")), "?")
         try:
-            out.append(f"| {kv['L']} | {kv['B']},{kv['H']},{kv['D']} | {d} | {kv.get('layout', '?')} | "
+            out.append(f"| {kv.get('scheme', 'sdpa')} | {kv['L']} | {kv['B']},{kv['H']},{kv['D']} | "
+                       f"{d} | {kv.get('layout', '?')} | "
                        f"{float(kv['t1_ms']):.1f} | {float(kv['ring_ms']):.1f} | "
                        f"{100 * float(kv['efficiency']):.1f}% |")
         except (KeyError, ValueError):
