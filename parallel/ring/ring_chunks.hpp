@@ -166,8 +166,8 @@ template <class T>
 void check_ring_inputs(const Communicator& comm, const SeqLayout& layout, const AttentionSpec& spec,
                        const AttentionInputs<T>& in, const ParamSet<T>& params) {
   require(spec.scheme != Scheme::PaTH && spec.scheme != Scheme::PaTHFoX,
-          "ring attention for PaTH / PaTH-FoX is not built yet (docs/ring.md, 'PaTH (next)'); "
-          "run PaTH with a context-parallel size of 1");
+          "ring_attention_forward / backward take the dot-product family; PaTH / PaTH-FoX have "
+          "their own ring (parallel/ring/path_ring.hpp: path_ring_forward / backward)");
   require(layout.ranks() == comm.size(), "the sequence layout is for ", layout.ranks(),
           " ranks but the context-parallel group has ", comm.size());
   check_inputs(spec, in, params);

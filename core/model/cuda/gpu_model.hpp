@@ -118,8 +118,8 @@ class GpuModel {
   GpuModel& operator=(const GpuModel&) = delete;
 
   // Replaces the attention runner (default LocalGpuAttention). Error: PaTH or PaTH-FoX with
-  // a runner of sequence shards (PaTH's convolution and transitions need the previous
-  // shard's rows: not on the GPU yet). FoX's gates cross ranks through the runner.
+  // a runner of sequence shards that does not handle PaTH (handles_path()). FoX's gates and
+  // PaTH's convolution rows cross ranks through the runner.
   void set_runner(std::unique_ptr<GpuAttentionRunner> runner);
 
   const ModelLayout& layout() const { return layout_; }
