@@ -30,6 +30,7 @@
 #include "parallel/ring/cuda/ring_cuda.hpp"
 #if defined(LCR_HAVE_CUDA_PATH_RING)
 #include "kernels/attention/cuda/path/path.hpp"
+#include "kernels/attention/cuda/path/plan.hpp"
 #include "parallel/ring/cuda/path_ring_cuda.hpp"
 #endif
 
@@ -333,6 +334,16 @@ void run(const Options& o) {
       tr.bwd = max_over_ranks(time_runs(o, align, [&] {
         bst = pring.backward(pa, out.data(), lse.data(), in.dout.data(), pg, s);
       }));
+      if (std::getenv("LCR_PATH_PROFILE") && me == 0) {  // the PaTH library's kernels, summed
+        namespace PD = lcr::cuda::path::detail;
+        PD::set_profiling(true);
+        pring.forward(pa, out.data(), lse.data(), s);
+        std::printf("profile D=%d forward (PaTH library kernels, ms):\n%s", D,
+                    PD::profile_report().c_str());
+        pring.backward(pa, out.data(), lse.data(), in.dout.data(), pg, s);
+        std::printf("profile D=%d backward:\n%s", D, PD::profile_report().c_str());
+        PD::set_profiling(false);
+      }
     }
 #endif
     const auto fsteps = gather_text(step_text(fst), N), bsteps = gather_text(step_text(bst), N);
