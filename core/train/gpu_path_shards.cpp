@@ -62,21 +62,27 @@ const float* GpuPathShards::prefix_row(int c, int back, int B, int b, int64_t C)
   return slots_.data() + ((int64_t(cc) * B + b) * 2 + row) * C;
 }
 
+int64_t GpuPathShards::extend(int c, int B, int L, int64_t C, const float* u, cudaStream_t s) {
+  const Chunk& ch = layout_.chunk(c);
+  const int64_t e = std::min<int64_t>(2, ch.start), Le = ch.length + e;
+  grow(ext_u_, B * Le * C);
+  for (int b = 0; b < B; ++b)
+    for (int64_t j = 0; j < e; ++j)
+      LCR_CUDA_CHECK(cudaMemcpyAsync(ext_u_.data() + (b * Le + j) * C,
+                                     prefix_row(c, int(e - j), B, b, C), size_t(C) * 4,
+                                     cudaMemcpyDeviceToDevice, s));
+  copy_rows(u, L, ch.local_offset, ext_u_.data(), Le, e, B, ch.length, C, s);
+  return e;
+}
+
 void GpuPathShards::w_forward(int B, int L, int Hkv, int d, bool silu, const float* u,
                               const float* conv, float* w, cudaStream_t s) {
   const int64_t C = int64_t(Hkv) * d;
   exchange_tails(B, L, C, u, s);
   for (int c : layout_.chunks_of(comm_.rank())) {
     const Chunk& ch = layout_.chunk(c);
-    const int64_t e = std::min<int64_t>(2, ch.start), n = ch.length, Le = n + e;
-    grow(ext_u_, B * Le * C);
+    const int64_t e = extend(c, B, L, C, u, s), n = ch.length, Le = n + e;
     grow(ext_w_, B * Le * C);
-    for (int b = 0; b < B; ++b)
-      for (int64_t j = 0; j < e; ++j)
-        LCR_CUDA_CHECK(cudaMemcpyAsync(ext_u_.data() + (b * Le + j) * C,
-                                       prefix_row(c, int(e - j), B, b, C), size_t(C) * 4,
-                                       cudaMemcpyDeviceToDevice, s));
-    copy_rows(u, L, ch.local_offset, ext_u_.data(), Le, e, B, n, C, s);
     cuda::model::path_w_forward(B, Le, Hkv, d, silu, ext_u_.data(), conv, ext_w_.data(), s);
     copy_rows(ext_w_.data(), Le, e, w, L, ch.local_offset, B, n, C, s);
   }
@@ -91,17 +97,10 @@ void GpuPathShards::w_backward(int B, int L, int Hkv, int d, bool silu, const fl
   LCR_CUDA_CHECK(cudaMemsetAsync(dslots_.data(), 0, size_t(nslots) * 4, s));
   for (int c : layout_.chunks_of(comm_.rank())) {
     const Chunk& ch = layout_.chunk(c);
-    const int64_t e = std::min<int64_t>(2, ch.start), n = ch.length, Le = n + e;
-    grow(ext_u_, B * Le * C);
+    const int64_t e = extend(c, B, L, C, u, s), n = ch.length, Le = n + e;
     grow(ext_w_, B * Le * C);  // d w of [prefix; chunk], zero on the prefix rows
     grow(ext_du_, B * Le * C);
     grow(partial_, cuda::model::path_conv_partial_floats(B * Le, Hkv, d));
-    for (int b = 0; b < B; ++b)
-      for (int64_t j = 0; j < e; ++j)
-        LCR_CUDA_CHECK(cudaMemcpyAsync(ext_u_.data() + (b * Le + j) * C,
-                                       prefix_row(c, int(e - j), B, b, C), size_t(C) * 4,
-                                       cudaMemcpyDeviceToDevice, s));
-    copy_rows(u, L, ch.local_offset, ext_u_.data(), Le, e, B, n, C, s);
     LCR_CUDA_CHECK(cudaMemsetAsync(ext_w_.data(), 0, size_t(B * Le * C) * 4, s));
     copy_rows(dw, L, ch.local_offset, ext_w_.data(), Le, e, B, n, C, s);
     cuda::model::path_w_backward(B, Le, Hkv, d, silu, ext_u_.data(), conv, ext_w_.data(),
@@ -127,10 +126,24 @@ void GpuPathShards::w_backward(int B, int L, int Hkv, int d, bool silu, const fl
   }
 }
 
+namespace {
+// The ring's chunks: the layout's, halved when they are long and D = 64 (layout.hpp's split;
+// local rows unchanged). Measured on 2x H200 at 128K (docs/cuda.md): split 2 gives the D = 64
+// ring 11% (32K chunks into 16K pieces: more of the work in the SDPA kernel, less in the
+// PaTH scan); at D = 128 it changes nothing (+-1%), so it stays 1 there.
+int ring_split(const SeqLayout& layout, int D) {
+  int64_t shortest = layout.length();
+  for (const Chunk& c : layout.chunks()) shortest = std::min(shortest, c.length);
+  return D == 64 && shortest >= 32768 ? 2 : 1;
+}
+}  // namespace
+
 cuda::PathRing& GpuPathShards::ring(int l, const cuda::path::Args& a) {
   auto& r = rings_[size_t(l)];
   if (!r || batch_[size_t(l)] != a.B) {
-    r = std::make_unique<cuda::PathRing>(comm_, layout_, a.B, a.H, a.Hkv, a.D, a.fox_q != nullptr,
+    const SeqLayout fine(layout_.kind(), layout_.length(), layout_.ranks(),
+                         ring_split(layout_, a.D));
+    r = std::make_unique<cuda::PathRing>(comm_, fine, a.B, a.H, a.Hkv, a.D, a.fox_q != nullptr,
                                          ws_);
     batch_[size_t(l)] = a.B;
   }

@@ -39,8 +39,11 @@ class GpuPathShards {
   cuda::PathRing& ring(int layer, const cuda::path::Args& a);
   // Every chunk's last two rows of x [B, L, C] into slots_ (summed over the group).
   void exchange_tails(int B, int L, int64_t C, const float* x, cudaStream_t s);
-  // Rows before own chunk c in slots_ (global positions start - e .. start - 1), e <= 2.
+  // Row of u at global position start - back (back = 1, 2) before own chunk c, in slots_.
   const float* prefix_row(int c, int back, int B, int b, int64_t C) const;
+  // ext_u_ = [u at the e = min(2, start) positions before chunk c; the chunk's rows of u],
+  // [B, e + length, C]; returns e.
+  int64_t extend(int c, int B, int L, int64_t C, const float* u, cudaStream_t s);
 
   NcclCommunicator& comm_;
   SeqLayout layout_;
