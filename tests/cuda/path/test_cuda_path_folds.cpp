@@ -213,10 +213,26 @@ void check_carry(const CarryCase& k, Device dev) {
     down(ddM, dM_k);
     down(dC, C_k);
   }
-  // y is rounded to bf16 once (2^-9 relative); the rest are fp32 sums of D or L G terms.
-  EXPECT_LE(rel(to_double(y_k), y), 4e-3) << "carry y";
-  EXPECT_LE(rel(to_double(dq_k), dq), 1e-5) << "carry_backward dq";
-  EXPECT_LE(rel(to_double(dM_k), dM), 1e-5) << "carry_backward dM";
+  // carry and carry_backward run on the tensor cores: M, q and dy are rounded to bf16 once
+  // (2^-9 relative each, about 1.1e-3 RMS), y once more on output; the products sum D or
+  // L G terms in fp32. Bound 8e-3: about 3x the combined RMS. mat_products is fp32
+  // throughout.
+  // dq and dM are checked on what the kernel added (their starting values are exact).
+  auto added = [](const std::vector<float>& got, const std::vector<double>& want,
+                  const std::vector<float>& start, std::vector<double>& ref) {
+    std::vector<double> a(got.size());
+    ref.resize(got.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      a[i] = double(got[i]) - start[i], ref[i] = want[i] - start[i];
+    return a;
+  };
+  std::vector<double> dq_ref, dM_ref;
+  const double e_y = rel(to_double(y_k), y), e_dq = rel(added(dq_k, dq, dq0, dq_ref), dq_ref),
+               e_dM = rel(added(dM_k, dM, dM0, dM_ref), dM_ref);
+  std::printf("  carry D=%d L=%d: y %.2e, dq %.2e, dM %.2e\n", k.D, k.L, e_y, e_dq, e_dM);
+  EXPECT_LE(e_y, 8e-3) << "carry y";
+  EXPECT_LE(e_dq, 8e-3) << "carry_backward dq";
+  EXPECT_LE(e_dM, 8e-3) << "carry_backward dM";
   EXPECT_LE(rel(to_double(C_k), C), 1e-5) << "mat_products";
 }
 

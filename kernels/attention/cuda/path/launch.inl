@@ -210,7 +210,7 @@ void carry_impl(int B, int L, int H, int Hkv, int D, const float* M, const float
   if (L == 0) return;
   K::RingCarryArgs a;
   a.B = B, a.L = L, a.H = H, a.Hkv = Hkv, a.M = M, a.q = q, a.y = y;
-  const Grid3 grid{(L + 63) / 64, H, B};
+  const Grid3 grid{(L + 64 * K::kCarryTiles - 1) / (64 * K::kCarryTiles), H, B};
   K::SmemCarver c;
   if (D == 64)
     launch("carry", K::ring_carry_kernel<64>, grid, 256, K::RingCarrySmem<64>::carve(c, nullptr, false), s,
@@ -229,7 +229,7 @@ void carry_backward_impl(int B, int L, int H, int Hkv, int D, const float* M, co
   if (L == 0) return;
   K::RingCarryArgs a;
   a.B = B, a.L = L, a.H = H, a.Hkv = Hkv, a.M = M, a.q = q, a.dy = dy, a.dq = dq, a.dM = dM;
-  const Grid3 grid{(L + 63) / 64, Hkv, B};
+  const Grid3 grid{(L + 64 * K::kCarryTiles - 1) / (64 * K::kCarryTiles), Hkv, B};
   K::SmemCarver c;
   if (D == 64)
     launch("carry_backward", K::ring_carry_backward_kernel<64>, grid, 256,

@@ -389,47 +389,57 @@ struct RingCarryArgs {
   float* dM = nullptr;        // [B, Hkv, D, D] added to (atomics across row tiles)
 };
 
+// The carry on the tensor cores (bf16 operands, fp32 accumulation): y is stored in bf16 and
+// the backward's gradients feed bf16 attention gradients, so rounding M, q~ and dy to bf16
+// once adds errors of the size those roundings already have. Each CTA takes kCarryTiles
+// tiles of 64 rows (one load of M, one atomic add of dM per CTA).
+constexpr int kCarryTiles = 4;
+
 template <int D>
 struct RingCarrySmem {
-  float *x, *z, *acc;  // x, z: 64 rows x (D + 1); acc: one matrix (backward)
+  bf16 *m, *x, *z;  // M: D x pad(D); x, z: 64 x pad(D) rows
+  float* acc;       // backward: dM partial, D x (D + 1)
   static LCR_HD std::size_t carve(SmemCarver& c, RingCarrySmem* s, bool backward) {
     RingCarrySmem t;
-    t.x = c.take<float>(std::size_t(kBlk) * kMatLd<D>);
-    t.z = backward ? c.take<float>(std::size_t(kBlk) * kMatLd<D>) : nullptr;
+    t.m = c.take<bf16>(std::size_t(D) * pad(D));
+    t.x = c.take<bf16>(std::size_t(kBlk) * pad(D));
+    t.z = backward ? c.take<bf16>(std::size_t(kBlk) * pad(D)) : nullptr;
     t.acc = backward ? c.take<float>(std::size_t(D) * kMatLd<D>) : nullptr;
     if (s) *s = t;
     return c.off;
   }
 };
 
-// Rows r0.. (64, zero past L) of head h of a [B, L, H, D] fp32 tensor into dst (ld D + 1).
+// Rows r0.. (64, zero past L) of head h of a [B, L, H, D] fp32 tensor, as bf16 into dst.
 template <int D>
-LCR_DEV void load_head_rows(float* dst, const float* x, int B_index, int L, int H, int h, int r0) {
-  for (int e = tid(); e < kBlk * D; e += nthreads()) {
-    const int r = e / D, c = e % D;
-    dst[r * kMatLd<D> + c] =
-        r0 + r < L ? x[((int64_t(B_index) * L + r0 + r) * H + h) * D + c] : 0.f;
-  }
-  sync_cta();
+LCR_DEV void load_head_rows(bf16* dst, const float* x, int b, int L, int H, int h, int r0) {
+  const int valid = L - r0 < kBlk ? L - r0 : kBlk;
+  convert_tile(dst, pad(D), x + ((int64_t(b) * L + r0) * H + h) * D, int64_t(H) * D, kBlk, D,
+               valid > 0 ? valid : 0);
 }
 
-// Per (64-row tile, query head, batch): y rows = q rows M^T.
+// Per (kCarryTiles x 64 rows, query head, batch): y rows = q rows M^T.
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void ring_carry_kernel(RingCarryArgs a) {
   RingCarrySmem<D> s;
   SmemCarver carver{smem_base()};
   RingCarrySmem<D>::carve(carver, &s, false);
-  const int r0 = bid_x() * kBlk, h = bid_y(), b = bid_z(), hk = h / (a.H / a.Hkv);
-  load_head_rows<D>(s.x, a.q, b, a.L, a.H, h, r0);
-  const float* M = a.M + (int64_t(b) * a.Hkv + hk) * D * D;
-  f32_gemm<kBlk, D>(D, mat(s.x, kMatLd<D>), mat(M, D, true), [&](int r, int c, float v) {
-    if (r0 + r < a.L) a.y[((int64_t(b) * a.L + r0 + r) * a.H + h) * D + c] = __float2bfloat16(v);
-  });
+  const int h = bid_y(), b = bid_z(), hk = h / (a.H / a.Hkv);
+  convert_tile(s.m, pad(D), a.M + (int64_t(b) * a.Hkv + hk) * D * D, D, D, D, D);
+  for (int t = 0; t < kCarryTiles; ++t) {
+    const int r0 = (bid_x() * kCarryTiles + t) * kBlk;
+    if (r0 >= a.L) break;
+    load_head_rows<D>(s.x, a.q, b, a.L, a.H, h, r0);
+    sync_cta();
+    cta_gemm(kBlk, D, D, op(s.x, pad(D)), op(s.m, pad(D), true), [&](int r, int c, float v) {
+      if (r0 + r < a.L) a.y[((int64_t(b) * a.L + r0 + r) * a.H + h) * D + c] = __float2bfloat16(v);
+    });
+  }
 }
 
-// Per (64-row tile, KV head, batch): dq rows += dy rows M; dM += sum over the tile's rows and
-// the group's heads of dy^T q.
+// Per (kCarryTiles x 64 rows, KV head, batch): dq rows += dy rows M; dM += sum over the rows
+// and the group's heads of dy^T q.
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void ring_carry_backward_kernel(RingCarryArgs a) {
@@ -437,18 +447,23 @@ void ring_carry_backward_kernel(RingCarryArgs a) {
   SmemCarver carver{smem_base()};
   RingCarrySmem<D>::carve(carver, &s, true);
   constexpr int ld = kMatLd<D>;
-  const int r0 = bid_x() * kBlk, hk = bid_y(), b = bid_z(), G = a.H / a.Hkv;
-  const float* M = a.M + (int64_t(b) * a.Hkv + hk) * D * D;
+  const int hk = bid_y(), b = bid_z(), G = a.H / a.Hkv;
+  convert_tile(s.m, pad(D), a.M + (int64_t(b) * a.Hkv + hk) * D * D, D, D, D, D);
   for (int e = tid(); e < D * D; e += nthreads()) s.acc[(e / D) * ld + e % D] = 0.f;
-  for (int gi = 0; gi < G; ++gi) {
-    const int h = hk * G + gi;
-    load_head_rows<D>(s.x, a.dy, b, a.L, a.H, h, r0);
-    load_head_rows<D>(s.z, a.q, b, a.L, a.H, h, r0);
-    f32_gemm<kBlk, D>(D, mat(s.x, ld), mat(M, D), [&](int r, int c, float v) {
-      if (r0 + r < a.L) a.dq[((int64_t(b) * a.L + r0 + r) * a.H + h) * D + c] += v;
-    });
-    f32_gemm<D, D>(kBlk, mat(s.x, ld, true), mat(s.z, ld),
-                   [&](int r, int c, float v) { s.acc[r * ld + c] += v; });
+  for (int t = 0; t < kCarryTiles; ++t) {
+    const int r0 = (bid_x() * kCarryTiles + t) * kBlk;
+    if (r0 >= a.L) break;
+    for (int gi = 0; gi < G; ++gi) {
+      const int h = hk * G + gi;
+      load_head_rows<D>(s.x, a.dy, b, a.L, a.H, h, r0);
+      load_head_rows<D>(s.z, a.q, b, a.L, a.H, h, r0);
+      sync_cta();
+      cta_gemm(kBlk, D, D, op(s.x, pad(D)), op(s.m, pad(D)), [&](int r, int c, float v) {
+        if (r0 + r < a.L) a.dq[((int64_t(b) * a.L + r0 + r) * a.H + h) * D + c] += v;
+      });
+      cta_gemm(D, D, kBlk, op(s.x, pad(D), true), op(s.z, pad(D)),
+               [&](int r, int c, float v) { s.acc[r * ld + c] += v; });
+    }
   }
   float* dM = a.dM + (int64_t(b) * a.Hkv + hk) * D * D;
   for (int e = tid(); e < D * D; e += nthreads()) atomic_add(dM + e, s.acc[(e / D) * ld + e % D]);
