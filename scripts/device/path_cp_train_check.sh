@@ -3,7 +3,8 @@
 # the GPUs (gpu_path_shards: the convolution's rows across chunks and the GPU PaTH ring).
 # The default task with a d = 64 PaTH model, cp = 2 on the two GPUs, against the same run on
 # the CPU ring (2 MPI ranks) and on one GPU (cp = 1); then the 125M model at 128K tokens
-# (64K per GPU) with cp = 2 for tokens/s (SMALL=0 / BIG=0 leave either part out). Pack here:
+# (64K per GPU) with cp = 2 for tokens/s (SMALL=0 / BIG=0 leave either part out; EXTRA adds
+# config overrides to the small runs, e.g. "attention.numerics.sink=true"). Pack here:
 #   scripts/device/bundle.sh pcp build-nccl/core/cli/lcr; strip .devbundle/pcp/bin/.real/*
 #   mkdir -p .devbundle/gpack; tar cf - -C .devbundle pcp | xz -T2 > .devbundle/gpack/pcp.tar.xz
 #   run(command="tar xJf .devbundle/gpack/pcp.tar.xz -C .devbundle &&
@@ -20,7 +21,8 @@ t0=$SECONDS
 : >"$OUT/summary.txt"
 for scheme in $( ((${SMALL:-1})) && echo path path_fox); do
   q=(train.steps=${STEPS:-40} train.log_every=5 eval.every=0 eval.at_end=false run.overwrite=true
-     attention.scheme=$scheme attention.heads=2 attention.kv_heads=2 attention.head_dim=64)
+     attention.scheme=$scheme attention.heads=2 attention.kv_heads=2 attention.head_dim=64
+     ${EXTRA:-})
   CUDA_VISIBLE_DEVICES= timeout 240 "${mpi[@]}" -np 2 "$G/lcr" train --config \
     experiments/configs/default.toml "${q[@]}" parallel.cp=2 run.dir="\"runs/cpu_cp2_$scheme\"" \
     >"$OUT/cpu_cp2_$scheme.log" 2>&1 &

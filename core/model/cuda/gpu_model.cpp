@@ -6,6 +6,7 @@
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_path.hpp"
 #include "core/model/model.hpp"
+#include "kernels/attention/cuda/lanes/lane_kernels.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "kernels/schemes/path/params.hpp"
 
@@ -24,6 +25,7 @@ struct GpuModel::Layer {
   DeviceBuffer<float> fox_z, fox_c;       // [R, H] (FoX only)
   DeviceBuffer<float> path_u, path_w;     // [R, Hkv d] (PaTH only)
   DeviceBuffer<float> path_z, path_beta;  // [R, Hkv] (PaTH only)
+  DeviceBuffer<bf16> qn, kn;              // QK-RMSNormed q, k (PaTH with qk_norm only)
   DeviceBuffer<float> x_mid, xn2, rstd2;  // [R, D], [R, D], [R]
   DeviceBuffer<float> gate, up, h;        // [R, F]
   std::unique_ptr<Workspace> ws;          // lanes kept from forward to backward
@@ -49,12 +51,6 @@ GpuModel::GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt) : layout_
     require(at.v_dim() == at.head_dim, "attention.scheme = ", name,
             " on the GPU needs attention.value_dim = head_dim (0), got ", at.v_dim(),
             "; use train.device = \"cpu\"");
-    require(!at.numerics.sink, "attention.numerics.sink with attention.scheme = ", name,
-            " does not train on the GPU yet (the CUDA PaTH kernels have no sink); use ",
-            "train.device = \"cpu\" or drop the sink");
-    require(!at.numerics.qk_norm, "attention.numerics.qk_norm with attention.scheme = ", name,
-            " does not train on the GPU yet (the CUDA PaTH kernels have no QK-norm); use ",
-            "train.device = \"cpu\" or drop qk_norm");
   }
   if (opt_.device >= 0) LCR_CUDA_CHECK(cudaSetDevice(opt_.device));
   LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -159,6 +155,10 @@ void GpuModel::ensure_buffers(int64_t B, int64_t L) {
       grow(a.path_w, R * Hkv * dq);
       grow(a.path_z, R * Hkv);
       grow(a.path_beta, R * Hkv);
+      if (layout_.config().attention.numerics.qk_norm) {
+        grow(a.qn, R * H * dq);
+        grow(a.kn, R * Hkv * dq);
+      }
     }
     grow(a.x_mid, R * D);
     grow(a.xn2, R * D);
@@ -200,6 +200,12 @@ void GpuModel::ensure_buffers(int64_t B, int64_t L) {
     grow(dpath_u_, R * Hkv * dq);
     grow(dpath_beta_, R * Hkv);
     partial = std::max(partial, path_conv_partial_floats(R, Hkv, dq));
+    const AttentionSpec& at = layout_.config().attention;
+    if (at.numerics.qk_norm) {  // dq / dk through the norm, the gains' partials
+      grow(path_dqn_, R * std::max(H, Hkv) * dq);
+      grow(path_gain_part_, int64_t(lcr::cuda::lanes::position_chunks(int(L))) * H * dq);
+    }
+    if (at.numerics.sink) grow(path_delta_, B * H * L);
     const lcr::cuda::path::Args pa = path_args(B, L, layers_.front());
     if (runner_->whole_sequences())  // else the runner's PaTH ring has its own
       grow(path_ws_, int64_t(std::max(lcr::cuda::path::forward_workspace_bytes(pa),
@@ -287,6 +293,42 @@ AttentionInputs attn_inputs(int64_t B, int64_t L, const bf16* q, const bf16* k, 
 
 }  // namespace
 
+// QK-RMSNorm of PaTH's q (query) or k through the lanes' row kernel (a plain copy lane with
+// the gain), the same norm as the dot-product schemes' lanes and the CPU's.
+lcr::cuda::lanes::RowLaneArgs GpuModel::path_norm_args(const float* attn, bool query,
+                                                       const bf16* x) const {
+  const AttentionSpec& at = layout_.config().attention;
+  const ParamLayout& pl = layout_.attention();
+  lcr::cuda::lanes::RowLaneArgs r;
+  r.kind = lcr::cuda::lanes::LaneKind::Copy;
+  r.is_query = query;
+  r.B = int(B_), r.L = int(L_), r.Hx = query ? at.heads : at.kv_heads;
+  r.d = r.dp = at.head_dim;
+  r.x = x;
+  r.gain = attn + pl.at(query ? "qk_norm.q_gain" : "qk_norm.k_gain").offset;
+  r.eps = float(at.numerics.qk_norm_eps);
+  return r;
+}
+
+void GpuModel::path_qk_norm(const Layer&, const float* attn, bool query, const bf16* x, bf16* y) {
+  lcr::cuda::lanes::lanes_forward(path_norm_args(attn, query, x), y, stream_);
+}
+
+// dx (d loss / d normed rows on entry) -> d loss / d rows; d gain added to dgain.
+void GpuModel::path_qk_norm_backward(const Layer& a, const float* attn, bool query, float* dx,
+                                     float* dgain) {
+  const auto r = path_norm_args(attn, query, query ? a.q.data() : a.k.data());
+  lcr::cuda::lanes::RowLaneGrads g;
+  g.dy = dx;
+  g.dx = path_dqn_.data();
+  g.gain_part = path_gain_part_.data();
+  lcr::cuda::lanes::lanes_backward(r, g, stream_);
+  lcr::cuda::lanes::reduce_partials(path_gain_part_.data(), lcr::cuda::lanes::position_chunks(r.L),
+                                    r.Hx, r.d, 0, r.d, /*sum_heads=*/true, 1.0, dgain, stream_);
+  LCR_CUDA_CHECK(cudaMemcpyAsync(dx, path_dqn_.data(), size_t(B_ * L_) * r.Hx * r.d * 4,
+                                 cudaMemcpyDeviceToDevice, stream_));
+}
+
 lcr::cuda::path::Args GpuModel::path_args(int64_t B, int64_t L, const Layer& a) const {
   const AttentionSpec& at = layout_.config().attention;
   lcr::cuda::path::Args p;
@@ -295,8 +337,8 @@ lcr::cuda::path::Args GpuModel::path_args(int64_t B, int64_t L, const Layer& a) 
   p.H = at.heads;
   p.Hkv = at.kv_heads;
   p.D = at.head_dim;
-  p.q = a.q.data();
-  p.k = a.k.data();
+  p.q = at.numerics.qk_norm ? a.qn.data() : a.q.data();  // the normed rows under qk_norm
+  p.k = at.numerics.qk_norm ? a.kn.data() : a.k.data();
   p.v = a.v.data();
   p.w = a.path_w.data();
   p.beta = a.path_beta.data();
@@ -343,11 +385,21 @@ void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
     gemm(N, N, R, Hkv, D, 1, a.xn1.data(), P + s.path_beta_w, 0, a.path_z.data());
     add_bias(R, Hkv, P + s.path_beta_b, a.path_z.data(), stream_);
     path_beta_forward(R * Hkv, a.path_z.data(), a.path_beta.data(), stream_);
+    if (c.attention.numerics.qk_norm) {  // PaTH reads the normed q, k (kept for backward)
+      path_qk_norm(a, P + s.attn, true, a.q.data(), a.qn.data());
+      path_qk_norm(a, P + s.attn, false, a.k.data(), a.kn.data());
+    }
     if (runner_->whole_sequences())
       lcr::cuda::path::forward(path_args(B_, L_, a), a.o.data(), a.lse.data(), path_ws_.data(),
                                path_ws_.bytes(), stream_);
     else
       runner_->path_forward(l, path_args(B_, L_, a), a.o.data(), a.lse.data(), stream_);
+    if (c.attention.numerics.sink) {  // a per-row rescale: the same for whole rows or shards
+      to_f32(R * H * dv, a.o.data(), o32_.data(), stream_);
+      lcr::cuda::lanes::finish_output(int(B_), int(L_), int(H), int(dv),
+                                      P + s.attn + layout_.attention().at("sink").offset,
+                                      o32_.data(), a.lse.data(), a.o.data(), stream_);
+    }
   } else {
     const DeviceParams dp{P + s.attn, layout_.attention().total()};
     runner_->forward(l, c.attention, dp,
@@ -448,6 +500,27 @@ void GpuModel::layer_backward(int l, const float* x_in) {
     else
       runner_->path_backward(l, path_args(B_, L_, a), a.o.data(), a.lse.data(), dout16_.data(), pg,
                              stream_);
+    // The attention parameters (sink, QK-norm gains): this rank's rows only, so every rank
+    // adds its share (the trainer sums the gradients over the ranks).
+    if (dp.size > 0) {
+      const AttentionSpec& at = layout_.config().attention;
+      const ParamLayout& pl = layout_.attention();
+      LCR_CUDA_CHECK(cudaMemsetAsync(dparams_.data(), 0, size_t(dp.size) * 4, stream_));
+      if (at.numerics.sink) {  // dsink = -sum exp(sink - lse) <dO, O> (final lse and O)
+        lcr::cuda::sdpa_row_delta(int(B_), int(L_), int(H), int(dv), a.o.data(), dout16_.data(),
+                                  path_delta_.data(), stream_);
+        lcr::cuda::lanes::sink_backward(int(B_), int(L_), int(H), dp.data + pl.at("sink").offset,
+                                        a.lse.data(), path_delta_.data(),
+                                        dparams_.data() + pl.at("sink").offset, stream_);
+      }
+      if (at.numerics.qk_norm) {  // dq, dk with respect to the un-normed q, k
+        path_qk_norm_backward(a, dp.data, true, dq_.data(),
+                              dparams_.data() + pl.at("qk_norm.q_gain").offset);
+        path_qk_norm_backward(a, dp.data, false, dk_.data(),
+                              dparams_.data() + pl.at("qk_norm.k_gain").offset);
+      }
+      axpy(dp.size, 1.f, dparams_.data(), G + s.attn, stream_);
+    }
   } else {
     const AttentionInputs in =
         attn_inputs(B_, L_, a.q.data(), a.k.data(), a.v.data(), fox ? a.fox_c.data() : nullptr);

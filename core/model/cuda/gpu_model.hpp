@@ -38,6 +38,9 @@ namespace lcr::cuda::path {
 struct Args;
 struct Grads;
 }  // namespace lcr::cuda::path
+namespace lcr::cuda::lanes {
+struct RowLaneArgs;
+}  // namespace lcr::cuda::lanes
 
 namespace lcr::cuda::model {
 
@@ -150,6 +153,11 @@ class GpuModel {
   void layer_backward(int l, const float* x_in);
   // The CUDA PaTH attention's arguments for layer a's buffers (B L rows).
   lcr::cuda::path::Args path_args(int64_t B, int64_t L, const Layer& a) const;
+  // PaTH with qk_norm: the norm of q (query) or k before the PaTH kernels, and its backward.
+  lcr::cuda::lanes::RowLaneArgs path_norm_args(const float* attn, bool query, const bf16* x) const;
+  void path_qk_norm(const Layer& a, const float* attn, bool query, const bf16* x, bf16* y);
+  void path_qk_norm_backward(const Layer& a, const float* attn, bool query, float* dx,
+                             float* dgain);
 
   ModelLayout layout_;
   GpuModelOptions opt_;
@@ -171,6 +179,7 @@ class GpuModel {
   // PaTH only: gradients w.r.t. w (then the conv pre-activation), u, beta (then z), and the
   // CUDA PaTH attention's workspace (max of forward and backward for the current shape).
   DeviceBuffer<float> dpath_w_, dpath_u_, dpath_beta_;
+  DeviceBuffer<float> path_dqn_, path_gain_part_, path_delta_;  // PaTH with qk_norm / sink
   DeviceBuffer<unsigned char> path_ws_;
   bool path_ = false;
   int64_t labelled_ = 0;

@@ -196,7 +196,9 @@ INSTANTIATE_TEST_SUITE_P(
                       SchemeCase{"goat_sink_qknorm", Scheme::GOAT, true, true},
                       SchemeCase{"rope_softcap", Scheme::RoPE, false, false, 20.0},
                       SchemeCase{"path", Scheme::PaTH}, SchemeCase{"path_fox", Scheme::PaTHFoX},
-                      SchemeCase{"path_identity_softcap", Scheme::PaTH, false, false, 20.0, false}),
+                      SchemeCase{"path_identity_softcap", Scheme::PaTH, false, false, 20.0, false},
+                      SchemeCase{"path_sink_qknorm", Scheme::PaTH, true, true},
+                      SchemeCase{"path_fox_sink", Scheme::PaTHFoX, true, false}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // 30 AdamW steps on a learnable stream (token t+1 = (3 t + 1) mod V with 10% noise), GPU
@@ -257,7 +259,7 @@ TEST(GpuTraining, LossesMatchTheCpuRun) {
               worst);
 }
 
-// What the GPU PaTH does not take: head widths other than 64 / 128, sink, QK-norm.
+// What the GPU PaTH does not take: head widths other than 64 / 128.
 TEST(GpuModelErrors, PathOptionsTheGpuLacksAreRefusedWithTheFix) {
   LCR_REQUIRE_GPU();
   auto refused = [](const ModelConfig& c, const std::string& what) {
@@ -272,12 +274,6 @@ TEST(GpuModelErrors, PathOptionsTheGpuLacksAreRefusedWithTheFix) {
   };
   refused(gpu_test_config(Scheme::PaTH), "head_dim = 64 or 128");  // head width 16
   refused(gpu_test_config(Scheme::PaTHFoX), "head_dim = 64 or 128");
-  ModelConfig sink = gpu_path_test_config(Scheme::PaTH);
-  sink.attention.numerics.sink = true;
-  refused(sink, "sink");
-  ModelConfig qk = gpu_path_test_config(Scheme::PaTHFoX);
-  qk.attention.numerics.qk_norm = true;
-  refused(qk, "qk_norm");
 }
 
 TEST(GpuModelErrors, BadTokensAndBackwardWithoutForward) {
