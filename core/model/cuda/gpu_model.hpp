@@ -9,9 +9,11 @@
 // The dot-product schemes (NoPE, RoPE, ALiBi, GOAT, GOAT2D, PoPE, FoX, with QK-norm, sink,
 // softcap, GQA) run through the runner below. PaTH / PaTH-FoX run the model's PaTH layers
 // as CUDA kernels (gpu_path.hpp: the w convolution and normalisation, beta) and the CUDA
-// PaTH attention (kernels/attention/cuda/path) directly, whole sequences only; they take
-// softcap and GQA, need head_dim 64 or 128 and value_dim = head_dim, and refuse sink,
-// QK-norm and context parallelism (Errors naming the option; train.device = "cpu" has them).
+// PaTH attention (kernels/attention/cuda/path): directly for whole sequences, through the
+// runner's path_* calls for sequence shards (the GPU PaTH ring). They take softcap, GQA,
+// sink (a per-row rescale after the PaTH kernels) and QK-norm (the lanes' row kernel before
+// them), and need head_dim 64 or 128 and value_dim = head_dim (Errors naming the option;
+// train.device = "cpu" has every width).
 // How a layer runs attention is injected, like the CPU model's AttentionRunner
 // (core/model/runner.hpp): LocalGpuAttention (whole sequences on this GPU, the default) or
 // a ring over the context-parallel group (core/train/gpu_engine.cpp wraps
