@@ -169,6 +169,31 @@ struct FoldSmem {  // two shared matrices
     if (s) *s = t;
     return c.off;
   }
+  static LCR_DEV FoldSmem here() {  // the running block's
+    FoldSmem s;
+    SmemCarver c{smem_base()};
+    carve(c, &s);
+    return s;
+  }
+};
+
+// Loads of the chains' factors into shared memory: a group's block transitions P_m (bf16
+// pf, from block m0) or the group products gg (fp32).
+template <int D>
+struct BlockFactors {
+  const Params& p;
+  int b, hk, m0;
+  LCR_DEV void operator()(int i, float* x) const {
+    load_mat<D>(x, mat_at<D>(p.pf, p, b, hk, p.nb, m0 + i));
+  }
+};
+template <int D>
+struct GroupFactors {
+  const Params& p;
+  int b, hk;
+  LCR_DEV void operator()(int i, float* x) const {
+    load_mat<D>(x, mat_at<D>(p.fgg, p, b, hk, p.ng, i));
+  }
 };
 
 LCR_DEV int group_first(const Params& p, int g) { return g * p.rg; }
@@ -181,11 +206,9 @@ LCR_DEV int group_size(const Params& p, int g) {
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void fold_local_kernel(Params p) {
-  FoldSmem<D> s;
-  SmemCarver carver{smem_base()};
-  FoldSmem<D>::carve(carver, &s);
+  const FoldSmem<D> s = FoldSmem<D>::here();
   const int g = bid_x(), hk = bid_y(), b = bid_z(), m0 = group_first(p, g);
-  auto load = [&](int i, float* x) { load_mat<D>(x, mat_at<D>(p.pf, p, b, hk, p.nb, m0 + i)); };
+  const BlockFactors<D> load{p, b, hk, m0};
   chain_products<D>(group_size(p, g), load, mat_at<D>(p.flp, p, b, hk, p.nb, m0),
                     mat_at<D>(p.fls, p, b, hk, p.nb, m0), mat_at<D>(p.fgg, p, b, hk, p.ng, g), s.a,
                     s.b);
@@ -195,11 +218,9 @@ void fold_local_kernel(Params p) {
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void fold_group_kernel(Params p) {
-  FoldSmem<D> s;
-  SmemCarver carver{smem_base()};
-  FoldSmem<D>::carve(carver, &s);
+  const FoldSmem<D> s = FoldSmem<D>::here();
   const int hk = bid_y(), b = bid_z();
-  auto load = [&](int i, float* x) { load_mat<D>(x, mat_at<D>(p.fgg, p, b, hk, p.ng, i)); };
+  const GroupFactors<D> load{p, b, hk};
   chain_products<D>(p.ng, load, mat_at<D>(p.fgp, p, b, hk, p.ng, 0),
                     mat_at<D>(p.fgs, p, b, hk, p.ng, 0), mat_at<D>(p.fold_p, p, b, hk, 1, 0), s.a,
                     s.b);
@@ -311,9 +332,7 @@ void fold_apply_backward_kernel(Params p) {
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void fold_combine_backward_kernel(Params p) {
-  FoldSmem<D> s;
-  SmemCarver carver{smem_base()};
-  FoldSmem<D>::carve(carver, &s);
+  const FoldSmem<D> s = FoldSmem<D>::here();
   constexpr int ld = kMatLd<D>;
   const int g = bid_x(), hk = bid_y(), b = bid_z(), m0 = group_first(p, g);
   const float* gp = mat_at<D>(p.fgp, p, b, hk, p.ng, g);
@@ -341,14 +360,12 @@ void fold_combine_backward_kernel(Params p) {
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void fold_group_backward_kernel(Params p) {
-  FoldSmem<D> s;
-  SmemCarver carver{smem_base()};
-  FoldSmem<D>::carve(carver, &s);
+  const FoldSmem<D> s = FoldSmem<D>::here();
   const int hk = bid_y(), b = bid_z();
   float* dgg = mat_at<D>(p.fdgg, p, b, hk, p.ng, 0);
   for (int e = tid(); e < p.ng * D * D; e += nthreads()) dgg[e] = 0.f;
   sync_cta();
-  auto load = [&](int i, float* x) { load_mat<D>(x, mat_at<D>(p.fgg, p, b, hk, p.ng, i)); };
+  const GroupFactors<D> load{p, b, hk};
   auto add = [&](int i, int r, int c, float v) { dgg[(int64_t(i) * D + r) * D + c] += v; };
   const float* dp = p.dfold_p ? mat_at<D>(p.dfold_p, p, b, hk, 1, 0) : nullptr;
   if (dp == nullptr) {  // a zero d P: start the prefix pass from zeros held in dgg's last slot
@@ -364,11 +381,9 @@ void fold_group_backward_kernel(Params p) {
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void fold_local_backward_kernel(Params p) {
-  FoldSmem<D> s;
-  SmemCarver carver{smem_base()};
-  FoldSmem<D>::carve(carver, &s);
+  const FoldSmem<D> s = FoldSmem<D>::here();
   const int g = bid_x(), hk = bid_y(), b = bid_z(), m0 = group_first(p, g);
-  auto load = [&](int i, float* x) { load_mat<D>(x, mat_at<D>(p.pf, p, b, hk, p.nb, m0 + i)); };
+  const BlockFactors<D> load{p, b, hk, m0};
   float* dpf = mat_at<D>(p.dpf, p, b, hk, p.nb, m0);
   auto add = [&](int i, int r, int c, float v) { dpf[(int64_t(i) * D + r) * D + c] += v; };
   chain_products_backward<D>(
