@@ -1,7 +1,8 @@
 // PaTH and PaTH-FoX over the ring (parallel/ring/path_ring.hpp) against the single-rank
 // attention_forward / attention_backward on the full sequence, every rank count the
 // binary runs under (1-4), both layouts, lengths that do and do not divide evenly, block
-// sizes that do not divide the chunks, with GQA, QK-norm, sink and softcap mixed in.
+// sizes that do not divide the chunks, split layouts (several chunks per rank), with GQA,
+// QK-norm, sink and softcap mixed in.
 //
 // Tolerance, float64: 1e-10 normwise relative (ring_problem.hpp's rel_error), as for the
 // dot-product schemes. The ring computes the same logits through a different
@@ -102,23 +103,27 @@ struct PathRingParam {
   PathRingCase c;
   LayoutKind layout;
   int64_t L;
+  int split = 1;  // layout.hpp: each rank's chunks cut into `split` pieces
 };
 
 std::vector<PathRingParam> path_params() {
   std::vector<PathRingParam> all;
   for (const auto& c : path_cases())
-    for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag})
+    for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag}) {
       for (int64_t L : {9, 61, 64}) all.push_back({c, k, L});
+      all.push_back({c, k, 61, 3});  // up to 24 chunks of 2-3 positions over 4 ranks
+    }
   return all;
 }
 
 void PrintTo(const PathRingParam& p, std::ostream* os) {
-  *os << p.c.name << " " << layout_name(p.layout) << " L=" << p.L;
+  *os << p.c.name << " " << layout_name(p.layout) << " L=" << p.L << " split=" << p.split;
 }
 
 std::string param_name(const ::testing::TestParamInfo<PathRingParam>& info) {
   return info.param.c.name + "_" + layout_name(info.param.layout) + "_L" +
-         std::to_string(info.param.L);
+         std::to_string(info.param.L) +
+         (info.param.split > 1 ? "_split" + std::to_string(info.param.split) : "");
 }
 
 class PathRing : public ::testing::TestWithParam<PathRingParam> {};
@@ -127,7 +132,7 @@ TEST_P(PathRing, ForwardMatchesSingleRankFloat64) {
   const auto& prm = GetParam();
   const AttentionSpec& spec = prm.c.spec;
   Communicator& comm = world();
-  const SeqLayout layout(prm.layout, prm.L, comm.size());
+  const SeqLayout layout(prm.layout, prm.L, comm.size(), prm.split);
   const PathFull f = make_path_full(spec, prm.L, 4242 + uint64_t(prm.L));
   const auto full = device_inputs(spec, f);
   const auto params = device_params(f);
@@ -157,7 +162,7 @@ TEST_P(PathRing, BackwardMatchesSingleRankFloat64) {
   const auto& prm = GetParam();
   const AttentionSpec& spec = prm.c.spec;
   Communicator& comm = world();
-  const SeqLayout layout(prm.layout, prm.L, comm.size());
+  const SeqLayout layout(prm.layout, prm.L, comm.size(), prm.split);
   const PathFull f = make_path_full(spec, prm.L, 977 + uint64_t(prm.L));
   const auto full = device_inputs(spec, f);
   const auto params = device_params(f);
