@@ -1,6 +1,21 @@
 # Helpers shared by the device-call scripts in scripts/device (sourced, not run). Each
 # writes under $OUT and, where it reports, appends to $OUT/summary.txt as well as stdout.
 
+# device_init NAME: the common start of a device call. NCCL without NVLink multicast, OUT
+# (default /tmp/NAME) made, B = the bundle's bin directory (BUNDLE, default .devbundle/NAME),
+# mpi = the mpirun prefix, t0 = the start, the GPU's name and driver as summary.txt's first
+# line.
+device_init() {
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  OUT=${OUT:-/tmp/$1}
+  mkdir -p "$OUT"
+  B=${BUNDLE:-.devbundle/$1}/bin
+  mpi=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE)
+  t0=$SECONDS
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 |
+    tee "$OUT/summary.txt"
+}
+
 # shard GPU BINARY LOGNAME [FILTER]: a gtest binary in 8 shards on one GPU (the float64
 # references are CPU work, so shards keep the GPU busy); the shards' logs joined into
 # $OUT/LOGNAME.log.

@@ -11,14 +11,8 @@
 #                bash scripts/device/path_chunked_check.sh", carry=[".devbundle/gpack", ".whl"],
 #       kind="nvidia-h200-x2")
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-OUT=${OUT:-/tmp/pchunk}
-mkdir -p "$OUT"
-B=${BUNDLE:-.devbundle/pchunk}/bin
-mpi=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE)
 source "$(dirname "$0")/common.sh"
-t0=$SECONDS
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUT/summary.txt"
+device_init pchunk
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
   >/dev/null 2>&1
 (PYTHONPATH=/tmp/site CUDA_VISIBLE_DEVICES=1 timeout 200 python3 \

@@ -11,26 +11,21 @@
 #                bash scripts/device/path_cp_train_check.sh", carry=[".devbundle/gpack"],
 #       kind="nvidia-h200-x2")
 set -u
-export NCCL_NVLS_ENABLE=0
-OUT=${OUT:-/tmp/pcp}
-mkdir -p "$OUT"
-G=${BUNDLE:-.devbundle/pcp}/bin
-mpi=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE -x CUDA_VISIBLE_DEVICES)
 source "$(dirname "$0")/common.sh"
-t0=$SECONDS
-: >"$OUT/summary.txt"
+device_init pcp
+mpi+=(-x CUDA_VISIBLE_DEVICES)  # every launch below sets it
 for scheme in $( ((${SMALL:-1})) && echo path path_fox); do
   q=(train.steps=${STEPS:-40} train.log_every=5 eval.every=0 eval.at_end=false run.overwrite=true
      attention.scheme=$scheme attention.heads=2 attention.kv_heads=2 attention.head_dim=64
      ${EXTRA:-})
-  CUDA_VISIBLE_DEVICES= timeout 240 "${mpi[@]}" -np 2 "$G/lcr" train --config \
+  CUDA_VISIBLE_DEVICES= timeout 240 "${mpi[@]}" -np 2 "$B/lcr" train --config \
     experiments/configs/default.toml "${q[@]}" parallel.cp=2 run.dir="\"runs/cpu_cp2_$scheme\"" \
     >"$OUT/cpu_cp2_$scheme.log" 2>&1 &
   cpu=$!
-  CUDA_VISIBLE_DEVICES=0,1 timeout 120 "${mpi[@]}" -np 2 "$G/lcr" train --config \
+  CUDA_VISIBLE_DEVICES=0,1 timeout 120 "${mpi[@]}" -np 2 "$B/lcr" train --config \
     experiments/configs/default.toml "${q[@]}" train.device=cuda parallel.cp=2 \
     run.dir="\"runs/gpu_cp2_$scheme\"" >"$OUT/gpu_cp2_$scheme.log" 2>&1
-  CUDA_VISIBLE_DEVICES=0 timeout 100 "$G/lcr" train --config experiments/configs/default.toml \
+  CUDA_VISIBLE_DEVICES=0 timeout 100 "$B/lcr" train --config experiments/configs/default.toml \
     "${q[@]}" train.device=cuda parallel.cp=1 run.dir="\"runs/gpu_cp1_$scheme\"" \
     >"$OUT/gpu_cp1_$scheme.log" 2>&1
   wait $cpu
@@ -40,7 +35,7 @@ for scheme in $( ((${SMALL:-1})) && echo path path_fox); do
 done
 echo "small runs done at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 if ((${BIG:-1})); then
-  CUDA_VISIBLE_DEVICES=0,1 timeout 240 "${mpi[@]}" -np 2 "$G/lcr" train --config \
+  CUDA_VISIBLE_DEVICES=0,1 timeout 240 "${mpi[@]}" -np 2 "$B/lcr" train --config \
     experiments/configs/gpu_125m_64k_goat.toml attention.scheme=path train.seq_len=131072 \
     parallel.cp=2 train.steps=6 train.log_every=2 run.overwrite=true \
     run.dir='"runs/gpu128k_path_cp2"' >"$OUT/path128k_cp2.log" 2>&1

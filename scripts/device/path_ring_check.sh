@@ -13,14 +13,8 @@
 #       kind="nvidia-h200-x2")
 # BENCH=0 leaves the benchmark out; SUITES=0 the SDPA / model / PaTH suites.
 set -u
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-OUT=${OUT:-/tmp/pathring}
-mkdir -p "$OUT"
-B=${BUNDLE:-.devbundle/pathring}/bin
-mpi=(mpirun --allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE)
 source "$(dirname "$0")/common.sh"
-t0=$SECONDS
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 | tee "$OUT/summary.txt"
+device_init pathring
 
 timeout 300 "${mpi[@]}" -np 2 "$B/lcr_nccl_tests" --gtest_color=no >"$OUT/nccl.log" 2>&1
 suite_summary nccl

@@ -269,6 +269,71 @@ std::vector<std::string> gather_text(const std::string& mine, int N) {
   return out;
 }
 
+// The ring's median times (the slowest rank's) for one head width; fst / bst: the last
+// forward's / backward's step stats. Each allocates its own local inputs.
+Times ring_sdpa(const Options& o, lcr::NcclCommunicator& comm, const lcr::SeqLayout& layout, int D,
+                cudaStream_t s, lcr::RingStats& fst, lcr::RingStats& bst) {
+  const int me = comm.rank();
+  const int64_t Lr = layout.local_length(me), nq = o.B * Lr * o.H, nk = o.B * Lr * o.Hkv;
+  auto q = random_bf16(nq * D, 11 + me), k = random_bf16(nk * D, 21 + me);
+  auto v = random_bf16(nk * D, 31 + me), dout = random_bf16(nq * D, 41 + me);
+  auto out = buffer<bf16>(nq * D);
+  auto lse = buffer<float>(nq), dq = buffer<float>(nq * D);
+  auto dk = buffer<float>(nk * D), dv = buffer<float>(nk * D);
+  lcr::cuda::RingSdpa ring(comm, layout, o.B, o.H, o.Hkv, D, D, false, false);
+  lcr::cuda::RingSdpaArgs a;
+  a.B = o.B, a.H = o.H, a.Hkv = o.Hkv, a.D = a.Dv = D;
+  a.q = q.data(), a.k = k.data(), a.v = v.data(), a.scale = 1.f / std::sqrt(float(D));
+  lcr::cuda::RingSdpaGrads g;
+  g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data();
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto align = [&] { comm.barrier(); };  // start every rank together, untimed
+  Times tr;
+  tr.fwd = max_over_ranks(
+      time_runs(o, align, [&] { fst = ring.forward(a, out.data(), lse.data(), s); }));
+  tr.bwd = max_over_ranks(time_runs(
+      o, align, [&] { bst = ring.backward(a, out.data(), lse.data(), dout.data(), g, s); }));
+  return tr;
+}
+
+#if defined(LCR_HAVE_CUDA_PATH_RING)
+Times ring_path(const Options& o, lcr::NcclCommunicator& comm, const lcr::SeqLayout& layout, int D,
+                cudaStream_t s, lcr::RingStats& fst, lcr::RingStats& bst) {
+  const int me = comm.rank();
+  const int64_t Lr = layout.local_length(me), nq = o.B * Lr * o.H, nk = o.B * Lr * o.Hkv;
+  PathInputs in = path_inputs(o, Lr, D, 101 + 10 * uint64_t(me));
+  auto out = buffer<bf16>(nq * D);
+  auto lse = buffer<float>(nq), dq = buffer<float>(nq * D);
+  auto dk = buffer<float>(nk * D), dv = buffer<float>(nk * D);
+  auto dw = buffer<float>(nk * D), db = buffer<float>(nk);
+  lcr::cuda::PathRing ring(comm, layout, o.B, o.H, o.Hkv, D, false);
+  lcr::cuda::PathRingArgs a;
+  a.B = o.B, a.H = o.H, a.Hkv = o.Hkv, a.D = D;
+  a.q = in.q.data(), a.k = in.k.data(), a.v = in.v.data(), a.w = in.w.data();
+  a.beta = in.beta.data();
+  lcr::cuda::PathRingGrads g;
+  g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data(), g.dw = dw.data(), g.dbeta = db.data();
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto align = [&] { comm.barrier(); };
+  Times tr;
+  tr.fwd = max_over_ranks(
+      time_runs(o, align, [&] { fst = ring.forward(a, out.data(), lse.data(), s); }));
+  tr.bwd = max_over_ranks(time_runs(
+      o, align, [&] { bst = ring.backward(a, out.data(), lse.data(), in.dout.data(), g, s); }));
+  if (std::getenv("LCR_PATH_PROFILE") && me == 0) {  // the PaTH library's kernels, summed
+    namespace PD = lcr::cuda::path::detail;
+    PD::set_profiling(true);
+    ring.forward(a, out.data(), lse.data(), s);
+    std::printf("profile D=%d forward (PaTH library kernels, ms):\n%s", D,
+                PD::profile_report().c_str());
+    ring.backward(a, out.data(), lse.data(), in.dout.data(), g, s);
+    std::printf("profile D=%d backward:\n%s", D, PD::profile_report().c_str());
+    PD::set_profiling(false);
+  }
+  return tr;
+}
+#endif
+
 void run(const Options& o) {
   auto comm = lcr::nccl_world();
   const int N = comm->size(), me = comm->rank();
@@ -285,7 +350,7 @@ void run(const Options& o) {
   std::printf("rank %d: GPU %d, %lld local positions\n", me, comm->device(), (long long)Lr);
   std::fflush(stdout);
   std::vector<std::string> rows;
-  const bool path = o.scheme == "path";
+  [[maybe_unused]] const bool path = o.scheme == "path";
   for (int D : o.D) {
     Times one;
 #if defined(LCR_HAVE_CUDA_PATH_RING)
@@ -294,57 +359,12 @@ void run(const Options& o) {
     if (me == 0) one = single_gpu(o, D, s);
 #endif
     comm->barrier();
-    const int64_t nq = o.B * Lr * o.H, nk = o.B * Lr * o.Hkv;
-    auto q = random_bf16(nq * D, 11 + me), k = random_bf16(nk * D, 21 + me);
-    auto v = random_bf16(nk * D, 31 + me), dout = random_bf16(nq * D, 41 + me);
-    auto out = buffer<bf16>(nq * D);
-    auto lse = buffer<float>(nq), dq = buffer<float>(nq * D);
-    auto dk = buffer<float>(nk * D), dv = buffer<float>(nk * D);
-    lcr::cuda::RingSdpa ring(*comm, layout, o.B, o.H, o.Hkv, D, D, false, false);
-    lcr::cuda::RingSdpaArgs a;
-    a.B = o.B, a.H = o.H, a.Hkv = o.Hkv, a.D = a.Dv = D;
-    a.q = q.data(), a.k = k.data(), a.v = v.data(), a.scale = 1.f / std::sqrt(float(D));
-    lcr::cuda::RingSdpaGrads g;
-    g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data();
-    LCR_CUDA_CHECK(cudaDeviceSynchronize());
     lcr::RingStats fst, bst;
-    Times tr;
-    const auto align = [&] { comm->barrier(); };  // start every rank together, untimed
-    if (!path) {
-      tr.fwd = max_over_ranks(
-          time_runs(o, align, [&] { fst = ring.forward(a, out.data(), lse.data(), s); }));
-      tr.bwd = max_over_ranks(time_runs(
-          o, align, [&] { bst = ring.backward(a, out.data(), lse.data(), dout.data(), g, s); }));
-    }
 #if defined(LCR_HAVE_CUDA_PATH_RING)
-    if (path) {
-      PathInputs in = path_inputs(o, Lr, D, 101 + 10 * uint64_t(me));
-      lcr::cuda::PathRing pring(*comm, layout, o.B, o.H, o.Hkv, D, false);
-      lcr::cuda::PathRingArgs pa;
-      pa.B = o.B, pa.H = o.H, pa.Hkv = o.Hkv, pa.D = D;
-      pa.q = in.q.data(), pa.k = in.k.data(), pa.v = in.v.data(), pa.w = in.w.data();
-      pa.beta = in.beta.data();
-      auto dw = buffer<float>(nk * D), db = buffer<float>(nk);
-      lcr::cuda::PathRingGrads pg;
-      pg.dq = dq.data(), pg.dk = dk.data(), pg.dv = dv.data(), pg.dw = dw.data(),
-      pg.dbeta = db.data();
-      LCR_CUDA_CHECK(cudaDeviceSynchronize());
-      tr.fwd = max_over_ranks(
-          time_runs(o, align, [&] { fst = pring.forward(pa, out.data(), lse.data(), s); }));
-      tr.bwd = max_over_ranks(time_runs(o, align, [&] {
-        bst = pring.backward(pa, out.data(), lse.data(), in.dout.data(), pg, s);
-      }));
-      if (std::getenv("LCR_PATH_PROFILE") && me == 0) {  // the PaTH library's kernels, summed
-        namespace PD = lcr::cuda::path::detail;
-        PD::set_profiling(true);
-        pring.forward(pa, out.data(), lse.data(), s);
-        std::printf("profile D=%d forward (PaTH library kernels, ms):\n%s", D,
-                    PD::profile_report().c_str());
-        pring.backward(pa, out.data(), lse.data(), in.dout.data(), pg, s);
-        std::printf("profile D=%d backward:\n%s", D, PD::profile_report().c_str());
-        PD::set_profiling(false);
-      }
-    }
+    const Times tr = path ? ring_path(o, *comm, layout, D, s, fst, bst)
+                          : ring_sdpa(o, *comm, layout, D, s, fst, bst);
+#else
+    const Times tr = ring_sdpa(o, *comm, layout, D, s, fst, bst);
 #endif
     const auto fsteps = gather_text(step_text(fst), N), bsteps = gather_text(step_text(bst), N);
     if (me != 0) continue;
