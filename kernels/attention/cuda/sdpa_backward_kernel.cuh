@@ -11,6 +11,10 @@
 //   dV += P^T dO,  dK += dS^T Q        (bf16 operands, fp32 accumulators, no smem trip)
 //   dS^T -> shared memory (bf16), then dQ += dS K over the whole tile, split over warps,
 //   added to global fp32 dq with vector atomics (float2 red.add).
+// kPipe: dS^T is double-buffered and step s's dQ runs at the start of step s + 1, after the
+// barrier that step needs anyway, so the "dS^T complete" barrier of every step goes (one
+// barrier per step instead of two; warps that finish their softmax early start the next
+// step's products instead of waiting).
 // dK, dV and dbias_k are owned by one CTA and written once (deterministic). dq, dbias_q
 // and dbias_q_sums receive fp32 atomic adds from every key tile, so their last bits depend
 // on the order the tiles finish; a separate dQ pass would be deterministic but recomputes
@@ -22,7 +26,7 @@
 
 namespace lcr::cuda::detail {
 
-template <int DP, int DVP, int BM, int NW>
+template <int DP, int DVP, int BM, int NW, bool kPipe = false>
 struct BwdTraits {
   static constexpr int kThreads = NW * 32;
   static constexpr int BN = 16 * NW;
@@ -30,23 +34,27 @@ struct BwdTraits {
   static constexpr int kColGroups = NW / kRowBlocks;  // dQ: column groups per row block
   static constexpr int kDqCols = DP / kColGroups;     // dQ columns per warp
   static_assert(BM % 16 == 0 && NW % kRowBlocks == 0 && kDqCols % 16 == 0, "dQ warp split");
-  static constexpr size_t kSmemBf16 = BN * DP + BN * DVP + 2 * BM * (DP + DVP) + BN * BM;
-  static constexpr size_t kSmem = sizeof(__nv_bfloat16) * kSmemBf16 + sizeof(float) * 4 * BM;
+  static constexpr int kDsBuffers = kPipe ? 2 : 1;
+  static constexpr size_t kSmemBf16 =
+      BN * DP + BN * DVP + 2 * BM * (DP + DVP) + kDsBuffers * BN * BM;
+  // fp32 per query of each stage: lse * log2 e, delta, the query bias lane (option path).
+  static constexpr size_t kSmem = sizeof(__nv_bfloat16) * kSmemBf16 + sizeof(float) * 6 * BM;
 };
 
-template <int DP, int DVP, int BM, int NW, bool kOpts>
+template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe>
 __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p) {
-  using T = BwdTraits<DP, DVP, BM, NW>;
+  using T = BwdTraits<DP, DVP, BM, NW, kPipe>;
   constexpr int BN = T::BN, NTH = T::kThreads;
   using namespace lcr::cuda::dev;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [BN][DP]
-  __nv_bfloat16* sV = sK + BN * DP;                                // [BN][DVP]
-  __nv_bfloat16* sQ = sV + BN * DVP;                               // [2][BM][DP]
-  __nv_bfloat16* sdO = sQ + 2 * BM * DP;                           // [2][BM][DVP]
-  __nv_bfloat16* sdS = sdO + 2 * BM * DVP;                         // [BN][BM] (dS^T)
-  float* sL = reinterpret_cast<float*>(sdS + BN * BM);             // [2][BM] lse * log2 e
-  float* sDel = sL + 2 * BM;                                       // [2][BM] delta
+  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_raw);       // [BN][DP]
+  __nv_bfloat16* sV = sK + BN * DP;                                     // [BN][DVP]
+  __nv_bfloat16* sQ = sV + BN * DVP;                                    // [2][BM][DP]
+  __nv_bfloat16* sdO = sQ + 2 * BM * DP;                                // [2][BM][DVP]
+  __nv_bfloat16* sdS = sdO + 2 * BM * DVP;                              // [1 or 2][BN][BM] (dS^T)
+  float* sL = reinterpret_cast<float*>(sdS + T::kDsBuffers * BN * BM);  // [2][BM] lse log2 e
+  float* sDel = sL + 2 * BM;                                            // [2][BM] delta
+  float* sBq = sDel + 2 * BM;                                           // [2][BM] bias_q (kOpts)
 
   const SdpaArgs& a = p.a;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -86,6 +94,9 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
       }
       sL[st * BM + r] = l2;
       sDel[st * BM + r] = del;
+      if constexpr (kOpts)  // one strided read per query instead of one per element
+        if (a.bias_q)
+          sBq[st * BM + r] = i < a.Lq ? a.bias_q[(int64_t(b) * a.Lq + i) * a.H + h] : 0.f;
     }
   };
 
@@ -128,21 +139,92 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   const uint32_t dot_off = Swz<DVP>::thread_off(rowT, cT);
   const uint32_t ds_off = Swz<BM>::thread_off(rowB, cB), kt_off = Swz<DP>::thread_off(rowT, cT);
 
+  // dQ[BM x D] += dS K for the dS^T of buffer `ds` (query head h, query tile at row i0):
+  // warp = (row block rb, column group cg).
+  auto dq_step = [&](int ds, int h, int i0) {
+    const uint32_t cdS = sdS_addr + ds * BN * BM * 2;
+    const int rb = warp % T::kRowBlocks, cg = warp / T::kRowBlocks;
+    float dq[T::kDqCols / 8][4];
+#pragma unroll
+    for (int n = 0; n < T::kDqCols / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t af[4];
+      ldsm_x4_t(af, Swz<BM>::at(cdS, ds_off, rb, kk * 16));
+#pragma unroll
+      for (int np = 0; np < T::kDqCols / 16; ++np) {
+        uint32_t bf[4];
+        ldsm_x4_t(bf, Swz<DP>::at(sK_addr, kt_off, cg * (T::kDqCols / 16) + np, kk * 16));
+        mma16816(dq[2 * np], af, bf[0], bf[1]);
+        mma16816(dq[2 * np + 1], af, bf[2], bf[3]);
+      }
+    }
+    // One pointer per step (row g of the block, this thread's first column); rows g + 8
+    // and columns n * 8 are fixed offsets from it. A complete tile at the full width (all
+    // but the last query tile when D is 64 or 128) stores with no per-element test. The
+    // per-element form below is kept for the 64-wide class without kPipe, where this one
+    // made ptxas spill in the 128-query tiling (H200, 2026-11-29: D = 128 bwd 264 -> 269
+    // TFLOP/s, D = 64 247 -> 238); with kPipe this form spills less (76 against 156 bytes).
+    if constexpr (DP >= 128 || kPipe) {
+      float* dq0 = p.dq + (int64_t(b) * a.Lq + i0 + rb * 16 + g) * q_ld + int64_t(h) * a.D +
+                   cg * T::kDqCols + 2 * t;
+      const int64_t row8 = 8 * q_ld;
+      auto add = [&](int r, int n) {
+        atomicAdd(reinterpret_cast<float2*>(dq0 + r * row8 + n * 8),
+                  make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
+      };
+      if (a.D == DP && i0 + BM <= a.Lq) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int n = 0; n < T::kDqCols / 8; ++n) add(r, n);
+      } else {
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int n = 0; n < T::kDqCols / 8; ++n)
+            if (i0 + rb * 16 + g + 8 * r < a.Lq && cg * T::kDqCols + n * 8 + 2 * t < a.D) add(r, n);
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = i0 + rb * 16 + g + 8 * r;
+        if (i >= a.Lq) continue;
+        float* dqrow = p.dq + (int64_t(b) * a.Lq + i) * q_ld + int64_t(h) * a.D;
+#pragma unroll
+        for (int n = 0; n < T::kDqCols / 8; ++n) {
+          const int c = cg * T::kDqCols + n * 8 + 2 * t;
+          if (c < a.D)
+            atomicAdd(reinterpret_cast<float2*>(dqrow + c),
+                      make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
+        }
+      }
+    }
+  };
+
   // Steps walk (query head of the group, query tile) with counters, not divisions.
   int h = hk * G, qt = qt0;
+  int prev_h = h, prev_i0 = 0;  // kPipe: the step whose dQ is still to do
   for (int it = 0; it < n_steps; ++it) {
     const int st = it & 1, i0 = qt * BM;
     const bool head_done = qt == nqt - 1;  // the last tile of head h: next step, next head
     // Wait for this step's tiles; after the barrier every warp is done with step it-1
-    // (its stage and its dS^T reads), so the next step's copy can start: two barriers per
-    // step (this one and "dS^T complete").
+    // (its stage and, without kPipe, its dS^T reads), so the next step's copy can start.
+    // Without kPipe two barriers per step (this one and "dS^T complete"); with it, this one
+    // also completes step it-1's dS^T (buffer st ^ 1), whose dQ runs now.
     cp_async_wait<0>();
     __syncthreads();
     if (it + 1 < n_steps) stage(head_done ? h + 1 : h, head_done ? qt0 : qt + 1, st ^ 1);
     cp_async_commit();
+    if constexpr (kPipe)
+      if (it > 0) dq_step(st ^ 1, prev_h, prev_i0);
     const uint32_t cQ = sQ_addr + st * BM * DP * 2, cdO = sdO_addr + st * BM * DVP * 2;
     const float* cL = sL + st * BM;
     const float* cDel = sDel + st * BM;
+    const float* cBq = sBq + st * BM;
+    __nv_bfloat16* sdS_w = sdS + (kPipe ? st * BN * BM : 0);  // this step's dS^T buffer
 
     // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BM queries.
     float s[BM / 8][4], dp[BM / 8][4];
@@ -226,13 +308,12 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         float rsum[3][2] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int c = e & 1, r = e >> 1, qc = n * 8 + 2 * t + c, i = i0 + qc;
+          const int c = e & 1, r = e >> 1, qc = n * 8 + 2 * t + c;
           float pr, dcap = 1.f;
           if constexpr (kOpts) {
-            float x = s[n][e] * a.scale;
+            // The forward's order: bias lanes' difference first, then ALiBi.
+            float x = fmaf(s[n][e], a.scale, (a.bias_q ? cBq[qc] : 0.f) - bk[r]);
             if (a.alibi_slopes) x -= slope * (rel[r] + float(qc));
-            if (a.bias_q && i < a.Lq) x += __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h);
-            x -= bk[r];
             if (a.softcap > 0.f) {
               const float th = tanhf(x * inv_cap);
               x = a.softcap * th;
@@ -305,10 +386,10 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         mma16816(dk[2 * np + 1], sf, bf[2], bf[3]);
       }
       // dS^T rows of this warp -> shared memory for the dQ product.
-      *reinterpret_cast<uint32_t*>(sdS + Swz<BM>::offset(krow0 + g, 2 * kk) + 2 * t) = sf[0];
-      *reinterpret_cast<uint32_t*>(sdS + Swz<BM>::offset(krow0 + g + 8, 2 * kk) + 2 * t) = sf[1];
-      *reinterpret_cast<uint32_t*>(sdS + Swz<BM>::offset(krow0 + g, 2 * kk + 1) + 2 * t) = sf[2];
-      *reinterpret_cast<uint32_t*>(sdS + Swz<BM>::offset(krow0 + g + 8, 2 * kk + 1) + 2 * t) =
+      *reinterpret_cast<uint32_t*>(sdS_w + Swz<BM>::offset(krow0 + g, 2 * kk) + 2 * t) = sf[0];
+      *reinterpret_cast<uint32_t*>(sdS_w + Swz<BM>::offset(krow0 + g + 8, 2 * kk) + 2 * t) = sf[1];
+      *reinterpret_cast<uint32_t*>(sdS_w + Swz<BM>::offset(krow0 + g, 2 * kk + 1) + 2 * t) = sf[2];
+      *reinterpret_cast<uint32_t*>(sdS_w + Swz<BM>::offset(krow0 + g + 8, 2 * kk + 1) + 2 * t) =
           sf[3];
     }
 
@@ -325,70 +406,9 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
           }
       }
     }
-    __syncthreads();  // dS^T complete
-
-    // dQ[BM x D] += dS K: warp = (row block rb, column group cg).
-    {
-      const int rb = warp % T::kRowBlocks, cg = warp / T::kRowBlocks;
-      float dq[T::kDqCols / 8][4];
-#pragma unroll
-      for (int n = 0; n < T::kDqCols / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        uint32_t af[4];
-        ldsm_x4_t(af, Swz<BM>::at(sdS_addr, ds_off, rb, kk * 16));
-#pragma unroll
-        for (int np = 0; np < T::kDqCols / 16; ++np) {
-          uint32_t bf[4];
-          ldsm_x4_t(bf, Swz<DP>::at(sK_addr, kt_off, cg * (T::kDqCols / 16) + np, kk * 16));
-          mma16816(dq[2 * np], af, bf[0], bf[1]);
-          mma16816(dq[2 * np + 1], af, bf[2], bf[3]);
-        }
-      }
-      // One pointer per step (row g of the block, this thread's first column); rows g + 8
-      // and columns n * 8 are fixed offsets from it. A complete tile at the full width (all
-      // but the last query tile when D is 64 or 128) stores with no per-element test. The
-      // per-element form below is kept for the 64-wide class, where this one made ptxas
-      // spill in the 128-query tiling (H200, 2026-11-29: D = 128 bwd 264 -> 269 TFLOP/s,
-      // D = 64 247 -> 238).
-      if constexpr (DP >= 128) {
-        float* dq0 = p.dq + (int64_t(b) * a.Lq + i0 + rb * 16 + g) * q_ld + int64_t(h) * a.D +
-                     cg * T::kDqCols + 2 * t;
-        const int64_t row8 = 8 * q_ld;
-        auto add = [&](int r, int n) {
-          atomicAdd(reinterpret_cast<float2*>(dq0 + r * row8 + n * 8),
-                    make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
-        };
-        if (a.D == DP && i0 + BM <= a.Lq) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r)
-#pragma unroll
-            for (int n = 0; n < T::kDqCols / 8; ++n) add(r, n);
-        } else {
-#pragma unroll
-          for (int r = 0; r < 2; ++r)
-#pragma unroll
-            for (int n = 0; n < T::kDqCols / 8; ++n)
-              if (i0 + rb * 16 + g + 8 * r < a.Lq && cg * T::kDqCols + n * 8 + 2 * t < a.D)
-                add(r, n);
-        }
-      } else {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int i = i0 + rb * 16 + g + 8 * r;
-          if (i >= a.Lq) continue;
-          float* dqrow = p.dq + (int64_t(b) * a.Lq + i) * q_ld + int64_t(h) * a.D;
-#pragma unroll
-          for (int n = 0; n < T::kDqCols / 8; ++n) {
-            const int c = cg * T::kDqCols + n * 8 + 2 * t;
-            if (c < a.D)
-              atomicAdd(reinterpret_cast<float2*>(dqrow + c),
-                        make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
-          }
-        }
-      }
+    if constexpr (!kPipe) {
+      __syncthreads();  // dS^T complete
+      dq_step(0, h, i0);
     }
 
     // End of a query head: its dbias_k column is complete.
@@ -408,9 +428,15 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         }
       }
     }
+    prev_h = h, prev_i0 = i0;
     h += head_done, qt = head_done ? qt0 : qt + 1;
   }
   cp_async_wait<0>();
+  if constexpr (kPipe)
+    if (n_steps > 0) {
+      __syncthreads();  // the last step's dS^T complete
+      dq_step((n_steps - 1) & 1, prev_h, prev_i0);
+    }
 
   // dK = scale * sum dS^T Q, dV = sum P^T dO for this warp's 16 keys.
   if (p.dbias_k && n_steps == 0) {  // nothing sees this tile: its bias gradient is zero
@@ -446,13 +472,13 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   }
 }
 
-template <int DP, int DVP, int BM, int NW, bool kOpts>
+template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe = false>
 void launch_bwd(KernelParams p, cudaStream_t s) {
-  using T = BwdTraits<DP, DVP, BM, NW>;
+  using T = BwdTraits<DP, DVP, BM, NW, kPipe>;
   p.n_tiles = (p.a.Lk + T::BN - 1) / T::BN;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
   if (grid == 0) return;
-  auto kern = sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts>;
+  auto kern = sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe>;
   LCR_CUDA_CHECK(
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmem)));
   kern<<<unsigned(grid), T::kThreads, T::kSmem, s>>>(p);

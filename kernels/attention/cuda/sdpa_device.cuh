@@ -29,6 +29,12 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool p
   const int bytes = pred ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
+// 4-byte global -> shared copy through L1 (per-row option terms such as a key bias lane,
+// strided in global memory); pred = false writes 4 zero bytes.
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool pred) {
+  const int bytes = pred ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N of this thread's committed groups are still in flight.
 template <int N>

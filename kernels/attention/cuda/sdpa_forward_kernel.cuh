@@ -27,7 +27,11 @@ struct FwdTraits {
   // Q fragments stay in registers for one m-tile per warp; with two, the registers go to
   // the doubled S and O accumulators and Q is re-read (one ldmatrix per 4 mma).
   static constexpr bool kQInRegs = MT == 1 && DP <= 128;
-  static constexpr size_t kSmem = sizeof(__nv_bfloat16) * (BM * DP + 2 * BN * (DP + DVP));
+  static constexpr size_t kSmemTiles = sizeof(__nv_bfloat16) * (BM * DP + 2 * BN * (DP + DVP));
+  // The option path also stages the key bias lane of each K/V tile: [2][BN] fp32.
+  static constexpr size_t smem(bool opts) {
+    return kSmemTiles + (opts ? 2 * BN * sizeof(float) : 0);
+  }
 };
 
 template <int DP, int DVP, int BM, int BN, int NW, bool kOpts>
@@ -39,6 +43,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
   __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [BM][DP]
   __nv_bfloat16* sK = sQ + BM * DP;                                // [2][BN][DP]
   __nv_bfloat16* sV = sK + 2 * BN * DP;                            // [2][BN][DVP]
+  float* sBk = reinterpret_cast<float*>(sV + 2 * BN * DVP);        // [2][BN] (kOpts)
 
   const SdpaArgs& a = p.a;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -77,10 +82,25 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
   // Local query row index of (m-tile mt, half r) for this thread.
   auto qrow = [&](int mt, int r) { return warp * 16 * MT + mt * 16 + g + 8 * r; };
 
+  // Key bias lane of the key tile at j0 into stage st (option path; zero past Lk), in the
+  // tile's cp.async group: one strided global read per key instead of one per element.
+  auto load_key_bias = [&](int st, int j0) {
+    if constexpr (kOpts) {
+      if (a.bias_k)
+        for (int x = tid; x < BN; x += NTH) {
+          const int j = j0 + x;
+          const bool ok = j < a.Lk;
+          cp_async4(smem_addr(sBk + st * BN + x),
+                    ok ? a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h : a.bias_k, ok);
+        }
+    }
+  };
+
   if (n_kt > 0) {
     load_tile<BM, DP, NTH>(sQ, qbase, q_ld, nq, a.D, tid);
     load_tile<BN, DP, NTH>(sK, kbase, k_ld, jend, a.D, tid);
     load_tile<BN, DVP, NTH>(sV, vbase, v_ld, jend, a.Dv, tid);
+    load_key_bias(0, 0);
     cp_async_commit();
   }
 
@@ -121,6 +141,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
       load_tile<BN, DP, NTH>(sK + (st ^ 1) * BN * DP, kbase + jn * k_ld, k_ld, jend - jn, a.D, tid);
       load_tile<BN, DVP, NTH>(sV + (st ^ 1) * BN * DVP, vbase + jn * v_ld, v_ld, jend - jn, a.Dv,
                               tid);
+      load_key_bias(st ^ 1, jn);
     }
     cp_async_commit();
     const uint32_t cK = sK_addr + st * BN * DP * 2, cV = sV_addr + st * BN * DVP * 2;
@@ -170,24 +191,27 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
     // Options (ALiBi, bias lanes, softcap) turn S into log2-domain logits here; the plain
     // path keeps raw S and folds the scale into the exponent (one FFMA per element).
     if constexpr (kOpts) {
+      const float* cBk = sBk + st * BN;
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+      for (int n = 0; n < BN / 8; ++n) {
+        const float2 bk = a.bias_k ? *reinterpret_cast<const float2*>(cBk + n * 8 + 2 * t)
+                                   : make_float2(0.f, 0.f);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float rel = float(dpos + i0 + qrow(mt, r) - j0);  // p_i - p_j at column 0
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int n = 0; n < BN / 8; ++n)
+          for (int r = 0; r < 2; ++r) {
+            // p_i - p_j of column 0, minus the column; bq - bk: the bias lanes' sum.
+            const float rel = float(dpos + i0 + qrow(mt, r) - j0);
 #pragma unroll
             for (int c = 0; c < 2; ++c) {
-              const int col = n * 8 + 2 * t + c, j = j0 + col;
-              float x = s[mt][n][2 * r + c] * a.scale;
+              const int col = n * 8 + 2 * t + c;
+              float x = fmaf(s[mt][n][2 * r + c], a.scale, bq[mt][r] - (c ? bk.y : bk.x));
               if (a.alibi_slopes) x -= slope * (rel - float(col));
-              if (a.bias_q) x += bq[mt][r];
-              if (a.bias_k && j < a.Lk) x -= __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
               if (a.softcap > 0.f) x = a.softcap * tanhf(x * inv_cap);
               s[mt][n][2 * r + c] = x * kLog2e;
             }
-        }
+          }
+      }
     }
     // Masking only where the tile straddles the diagonal or the sequence end: column
     // n*8 + 2t + c is visible to a row iff it is <= the row's limit (causal p_j <= p_i and
@@ -302,9 +326,10 @@ void launch_fwd(KernelParams p, cudaStream_t s) {
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
   if (grid == 0) return;
   auto kern = sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts>;
+  constexpr size_t smem = T::smem(kOpts);
   LCR_CUDA_CHECK(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmem)));
-  kern<<<unsigned(grid), T::kThreads, T::kSmem, s>>>(p);
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kern<<<unsigned(grid), T::kThreads, smem, s>>>(p);
   LCR_CUDA_CHECK_LAUNCH();
 }
 
