@@ -2,7 +2,7 @@
 // head-width class (BM query rows per step; the key tile is 16 rows per warp):
 //   D, Dv <= 64  : keys 128 (8 warps) x queries 128 (option path: x 64), dQ pipelined
 //   D, Dv <= 128 : keys 128 (8 warps) x queries 64 (dK, dV, S^T, dP^T in ~200 registers),
-//                  dQ pipelined (sdpa_backward_kernel.cuh, kPipe)
+//                  dQ pipelined (sdpa_backward_kernel.cuh, kPipe), 32-row dQ blocks
 //   wider        : keys 64 (4 warps) x queries 32 (dK/dV of 256 lanes partly spill);
 //                  PoPE's 256 / 128 plain path: keys 128 (8 warps) x queries 16
 // dq, dbias_q and dbias_q_sums are accumulated with fp32 atomics (sdpa_backward_kernel.cuh
@@ -35,20 +35,29 @@ struct BwdVariant {
 // 255 vs 242 at 1x8x65536, H200, 2026-11-29); the option path keeps 64-query steps. The
 // `_pipe` kernels (dQ one step late, one barrier per step) are the defaults since
 // 2026-11-30: 262 vs 247 TFLOP/s at 1x16x16384x64, 279 vs 258 at D = 128, 270 vs 253 at
-// 1x8x65536x64 (H200, one run, scripts/device/sdpa_check.sh).
+// 1x8x65536x64 (H200, one run, scripts/device/sdpa_check.sh). At D = 128 the dQ product
+// also takes two m-tiles per warp (DQM = 2, sdpa_backward_kernel.cuh): 293 vs 283 TFLOP/s
+// at 1x16x16384x128; at D = 64 it lost (260 vs 265, 262 vs 275 at 1x8x65536).
 const BwdVariant k64_64[] = {
     BwdVariant{"q128_w8_pipe/opts_q64", &launch_bwd<64, 64, 128, 8, false, true>,
                &launch_bwd<64, 64, 64, 8, true, true>},
     BwdVariant{"q128_w8/opts_q64", &launch_bwd<64, 64, 128, 8, false>,
                &launch_bwd<64, 64, 64, 8, true>},
+    BwdVariant{"q128_w8_pipe_dq2/opts_q64", &launch_bwd<64, 64, 128, 8, false, true, 2>,
+               &launch_bwd<64, 64, 64, 8, true, true, 2>},
     BwdVariant{"q64_w8_pipe", &launch_bwd<64, 64, 64, 8, false, true>, nullptr},
     LCR_BWD_PLAIN(64, 64, 64, 8),
     LCR_BWD_PLAIN(64, 64, 64, 4),
     LCR_BWD_PLAIN(64, 64, 32, 8)};
-const BwdVariant k128_128[] = {BwdVariant{"q64_w8_pipe", &launch_bwd<128, 128, 64, 8, false, true>,
-                                          &launch_bwd<128, 128, 64, 8, true, true>},
-                               LCR_BWD(128, 128, 64, 8), LCR_BWD_PLAIN(128, 128, 64, 4),
-                               LCR_BWD_PLAIN(128, 128, 32, 8), LCR_BWD_PLAIN(128, 128, 32, 4)};
+const BwdVariant k128_128[] = {
+    BwdVariant{"q64_w8_pipe_dq2", &launch_bwd<128, 128, 64, 8, false, true, 2>,
+               &launch_bwd<128, 128, 64, 8, true, true, 2>},
+    BwdVariant{"q64_w8_pipe", &launch_bwd<128, 128, 64, 8, false, true>,
+               &launch_bwd<128, 128, 64, 8, true, true>},
+    LCR_BWD(128, 128, 64, 8),
+    LCR_BWD_PLAIN(128, 128, 64, 4),
+    LCR_BWD_PLAIN(128, 128, 32, 8),
+    LCR_BWD_PLAIN(128, 128, 32, 4)};
 const BwdVariant k128_64[] = {LCR_BWD(128, 64, 64, 8)};
 // PoPE at d = 128 (QK 256 / V 128): 16-query steps and 8 warps keep dK, dV of 16 keys x 384
 // lanes per warp with few spills (measured 177 vs 151 (q16_w4) vs 128 (q32_w4) TFLOP/s at

@@ -26,14 +26,18 @@
 
 namespace lcr::cuda::detail {
 
-template <int DP, int DVP, int BM, int NW, bool kPipe = false>
+// DQM: 16-row m-tiles per warp in the dQ product. With 2, a warp's dQ block is 32 rows x
+// half the columns of DQM = 1's, so each K^T fragment read from shared memory feeds two
+// m-tiles (fewer ldmatrix per mma; the backward is bound by shared-memory reads).
+template <int DP, int DVP, int BM, int NW, bool kPipe = false, int DQM = 1>
 struct BwdTraits {
   static constexpr int kThreads = NW * 32;
   static constexpr int BN = 16 * NW;
-  static constexpr int kRowBlocks = BM / 16;          // dQ: 16-row blocks of the query tile
+  static constexpr int kDqM = DQM;
+  static constexpr int kRowBlocks = BM / (16 * DQM);  // dQ: row blocks of the query tile
   static constexpr int kColGroups = NW / kRowBlocks;  // dQ: column groups per row block
   static constexpr int kDqCols = DP / kColGroups;     // dQ columns per warp
-  static_assert(BM % 16 == 0 && NW % kRowBlocks == 0 && kDqCols % 16 == 0, "dQ warp split");
+  static_assert(BM % (16 * DQM) == 0 && NW % kRowBlocks == 0 && kDqCols % 16 == 0, "dQ warp split");
   static constexpr int kDsBuffers = kPipe ? 2 : 1;
   static constexpr size_t kSmemBf16 =
       BN * DP + BN * DVP + 2 * BM * (DP + DVP) + kDsBuffers * BN * BM;
@@ -41,9 +45,9 @@ struct BwdTraits {
   static constexpr size_t kSmem = sizeof(__nv_bfloat16) * kSmemBf16 + sizeof(float) * 6 * BM;
 };
 
-template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe>
+template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe, int DQM>
 __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p) {
-  using T = BwdTraits<DP, DVP, BM, NW, kPipe>;
+  using T = BwdTraits<DP, DVP, BM, NW, kPipe, DQM>;
   constexpr int BN = T::BN, NTH = T::kThreads;
   using namespace lcr::cuda::dev;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -142,65 +146,79 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   // dQ[BM x D] += dS K for the dS^T of buffer `ds` (query head h, query tile at row i0):
   // warp = (row block rb, column group cg).
   auto dq_step = [&](int ds, int h, int i0) {
+    constexpr int M = T::kDqM, NC = T::kDqCols;
     const uint32_t cdS = sdS_addr + ds * BN * BM * 2;
     const int rb = warp % T::kRowBlocks, cg = warp / T::kRowBlocks;
-    float dq[T::kDqCols / 8][4];
+    float dq[M][NC / 8][4];
 #pragma unroll
-    for (int n = 0; n < T::kDqCols / 8; ++n)
+    for (int m = 0; m < M; ++m)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dq[n][e] = 0.f;
+      for (int n = 0; n < NC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dq[m][n][e] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      uint32_t af[4];
-      ldsm_x4_t(af, Swz<BM>::at(cdS, ds_off, rb, kk * 16));
+      uint32_t af[M][4];
 #pragma unroll
-      for (int np = 0; np < T::kDqCols / 16; ++np) {
+      for (int m = 0; m < M; ++m) ldsm_x4_t(af[m], Swz<BM>::at(cdS, ds_off, rb * M + m, kk * 16));
+#pragma unroll
+      for (int np = 0; np < NC / 16; ++np) {
         uint32_t bf[4];
-        ldsm_x4_t(bf, Swz<DP>::at(sK_addr, kt_off, cg * (T::kDqCols / 16) + np, kk * 16));
-        mma16816(dq[2 * np], af, bf[0], bf[1]);
-        mma16816(dq[2 * np + 1], af, bf[2], bf[3]);
+        ldsm_x4_t(bf, Swz<DP>::at(sK_addr, kt_off, cg * (NC / 16) + np, kk * 16));
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          mma16816(dq[m][2 * np], af[m], bf[0], bf[1]);
+          mma16816(dq[m][2 * np + 1], af[m], bf[2], bf[3]);
+        }
       }
     }
-    // One pointer per step (row g of the block, this thread's first column); rows g + 8
-    // and columns n * 8 are fixed offsets from it. A complete tile at the full width (all
-    // but the last query tile when D is 64 or 128) stores with no per-element test. The
-    // per-element form below is kept for the 64-wide class without kPipe, where this one
-    // made ptxas spill in the 128-query tiling (H200, 2026-11-29: D = 128 bwd 264 -> 269
-    // TFLOP/s, D = 64 247 -> 238); with kPipe this form spills less (76 against 156 bytes).
+    // One pointer per step (row g of the warp's first m-tile, this thread's first column);
+    // rows 8 (2m + r) and columns n * 8 are fixed offsets from it. A complete tile at the
+    // full width (all but the last query tile when D is 64 or 128) stores with no
+    // per-element test. The per-element form below is kept for the 64-wide class without
+    // kPipe, where this one made ptxas spill in the 128-query tiling (H200, 2026-11-29:
+    // D = 128 bwd 264 -> 269 TFLOP/s, D = 64 247 -> 238); with kPipe this form spills less
+    // (76 against 156 bytes).
+    const int r0 = i0 + rb * 16 * M + g;  // query row of (m, r) = (0, 0)
     if constexpr (DP >= 128 || kPipe) {
-      float* dq0 = p.dq + (int64_t(b) * a.Lq + i0 + rb * 16 + g) * q_ld + int64_t(h) * a.D +
-                   cg * T::kDqCols + 2 * t;
+      float* dq0 = p.dq + (int64_t(b) * a.Lq + r0) * q_ld + int64_t(h) * a.D + cg * NC + 2 * t;
       const int64_t row8 = 8 * q_ld;
-      auto add = [&](int r, int n) {
-        atomicAdd(reinterpret_cast<float2*>(dq0 + r * row8 + n * 8),
-                  make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
+      auto add = [&](int m, int r, int n) {
+        atomicAdd(reinterpret_cast<float2*>(dq0 + (2 * m + r) * row8 + n * 8),
+                  make_float2(dq[m][n][2 * r] * a.scale, dq[m][n][2 * r + 1] * a.scale));
       };
       if (a.D == DP && i0 + BM <= a.Lq) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
+        for (int m = 0; m < M; ++m)
 #pragma unroll
-          for (int n = 0; n < T::kDqCols / 8; ++n) add(r, n);
+          for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int n = 0; n < NC / 8; ++n) add(m, r, n);
       } else {
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
+        for (int m = 0; m < M; ++m)
 #pragma unroll
-          for (int n = 0; n < T::kDqCols / 8; ++n)
-            if (i0 + rb * 16 + g + 8 * r < a.Lq && cg * T::kDqCols + n * 8 + 2 * t < a.D) add(r, n);
+          for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int n = 0; n < NC / 8; ++n)
+              if (r0 + 16 * m + 8 * r < a.Lq && cg * NC + n * 8 + 2 * t < a.D) add(m, r, n);
       }
     } else {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = i0 + rb * 16 + g + 8 * r;
-        if (i >= a.Lq) continue;
-        float* dqrow = p.dq + (int64_t(b) * a.Lq + i) * q_ld + int64_t(h) * a.D;
+      for (int m = 0; m < M; ++m)
 #pragma unroll
-        for (int n = 0; n < T::kDqCols / 8; ++n) {
-          const int c = cg * T::kDqCols + n * 8 + 2 * t;
-          if (c < a.D)
-            atomicAdd(reinterpret_cast<float2*>(dqrow + c),
-                      make_float2(dq[n][2 * r] * a.scale, dq[n][2 * r + 1] * a.scale));
+        for (int r = 0; r < 2; ++r) {
+          const int i = r0 + 16 * m + 8 * r;
+          if (i >= a.Lq) continue;
+          float* dqrow = p.dq + (int64_t(b) * a.Lq + i) * q_ld + int64_t(h) * a.D;
+#pragma unroll
+          for (int n = 0; n < NC / 8; ++n) {
+            const int c = cg * NC + n * 8 + 2 * t;
+            if (c < a.D)
+              atomicAdd(reinterpret_cast<float2*>(dqrow + c),
+                        make_float2(dq[m][n][2 * r] * a.scale, dq[m][n][2 * r + 1] * a.scale));
+          }
         }
-      }
     }
   };
 
@@ -472,13 +490,13 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   }
 }
 
-template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe = false>
+template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe = false, int DQM = 1>
 void launch_bwd(KernelParams p, cudaStream_t s) {
-  using T = BwdTraits<DP, DVP, BM, NW, kPipe>;
+  using T = BwdTraits<DP, DVP, BM, NW, kPipe, DQM>;
   p.n_tiles = (p.a.Lk + T::BN - 1) / T::BN;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
   if (grid == 0) return;
-  auto kern = sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe>;
+  auto kern = sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe, DQM>;
   LCR_CUDA_CHECK(
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmem)));
   kern<<<unsigned(grid), T::kThreads, T::kSmem, s>>>(p);

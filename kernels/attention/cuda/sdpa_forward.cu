@@ -1,7 +1,8 @@
 // Public forward entry points of the CUDA SDPA (sdpa.hpp) and the choice of tile shape
 // per head-width class. Tile shapes (BM query rows x BN key rows, NW warps):
 //   D, Dv <= 64  : 128 x 64, 4 warps of 32 rows (two m16 tiles share each K/V fragment
-//                  read from shared memory; Q is re-read, the registers hold S and O)
+//                  read from shared memory; Q is re-read, the registers hold S and O);
+//                  the option path: 64 x 64, 4 warps of 16 rows, Q in registers
 //   D, Dv <= 128 : 128 x 64, 4 warps of 32 rows (the option path: 8 warps of 16 rows,
 //                  Q in registers); also QK 128 / V 64 (PoPE at d = 64)
 //   wider        : 64 x 64, 4 warps (Q re-read from shared memory: registers hold O)
@@ -37,9 +38,18 @@ struct FwdVariant {
 #define LCR_FWD_OPTS(DP, DVP, BM, BN, NW) \
   FwdVariant { #BM "x" #BN "_w" #NW, nullptr, &launch_fwd < DP, DVP, BM, BN, NW, true> }
 
-const FwdVariant k64_64[] = {LCR_FWD(64, 64, 128, 64, 4), LCR_FWD_PLAIN(64, 64, 64, 64, 4),
-                             LCR_FWD_PLAIN(64, 64, 128, 128, 8), LCR_FWD_PLAIN(64, 64, 128, 32, 4),
-                             LCR_FWD_PLAIN(64, 64, 64, 128, 4)};
+// The option path (bias lanes, ALiBi, softcap) takes 64 x 64 tiles with Q in registers:
+// 187 vs 159 TFLOP/s (128 x 64) with FoX-like bias lanes at 1x16x16384, 193 vs 165 at
+// 1x8x65536 (H200, 2026-11-30, bench_cuda_sdpa --bias --variants all).
+const FwdVariant k64_64[] = {
+    FwdVariant{"128x64_w4/opts_64x64_w4", &launch_fwd<64, 64, 128, 64, 4, false>,
+               &launch_fwd<64, 64, 64, 64, 4, true>},
+    LCR_FWD(64, 64, 128, 64, 4),
+    LCR_FWD_PLAIN(64, 64, 64, 64, 4),
+    LCR_FWD_PLAIN(64, 64, 128, 128, 8),
+    LCR_FWD_PLAIN(64, 64, 128, 32, 4),
+    LCR_FWD_PLAIN(64, 64, 64, 128, 4),
+    LCR_FWD_OPTS(64, 64, 128, 64, 8)};
 // Default: two m-tiles per warp for the plain path (measured 331 vs 312 TFLOP/s at
 // 1x16x16384, H200, 2026-11-29); the option path keeps one m-tile per warp (fewer
 // registers for the option terms).

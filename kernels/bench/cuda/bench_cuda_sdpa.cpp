@@ -5,6 +5,10 @@
 // FLOPs (causal, the convention of torch/FlashAttention benchmarks): forward
 // 2*B*H*L^2*(D+Dv)/2 (= 4*B*H*L^2*D/2 for D = Dv), backward 2.5x that.
 //   bench_cuda_sdpa --B 1 --H 16 --L 16384 --D 64 [--Dv 64] [--Hkv 16] [--variants all]
+//                   [--bias]
+// --bias times the option path with FoX-like bias lanes (c_i - c_j, c = -0.01 position)
+// and, in the backward, the key lane's gradient (FoX takes the query lane's in closed
+// form, attention_cuda.cpp); the variant name gets "+bias".
 // --variants all times every compiled tiling of the width class (for tuning); the
 // default times variant 0, the one sdpa_forward / sdpa_backward use.
 #include <cuda_bf16.h>
@@ -32,7 +36,7 @@ namespace {
 
 struct Opts {
   int B = 1, H = 16, Hkv = 0, L = 16384, D = 64, Dv = 0, reps = 20, warmup = 3, sets = 3;
-  bool all_variants = false, fwd = true, bwd = true;
+  bool all_variants = false, fwd = true, bwd = true, bias = false;
 };
 
 Opts parse(int argc, char** argv) {
@@ -64,14 +68,16 @@ Opts parse(int argc, char** argv) {
     else if (k == "--variants") {
       lcr::require(i + 1 < argc, "bench_cuda_sdpa: --variants needs all or default");
       o.all_variants = std::strcmp(argv[++i], "all") == 0;
-    } else if (k == "--fwd-only")
+    } else if (k == "--bias")
+      o.bias = true;
+    else if (k == "--fwd-only")
       o.bwd = false;
     else if (k == "--bwd-only")
       o.fwd = false;
     else
       lcr::throw_error("bench_cuda_sdpa: unknown option ", k,
                        " (use --B --H --Hkv --L --D --Dv --reps --warmup --sets --variants all "
-                       "--fwd-only --bwd-only)");
+                       "--bias --fwd-only --bwd-only)");
   }
   if (o.Hkv == 0) o.Hkv = o.H;
   if (o.Dv == 0) o.Dv = o.D;
@@ -93,6 +99,7 @@ std::vector<bf16> random_bf16(size_t n, uint64_t& state) {
 struct Set {  // one rotating copy of the inputs and the buffers the kernels write
   DeviceBuffer<bf16> q, k, v, o, dout;
   DeviceBuffer<float> lse, delta, dq, dk, dv;
+  DeviceBuffer<float> cq, ck, dck;  // --bias: bias lanes [B, L, H], key lane gradient
 };
 
 // Median milliseconds of `fn(set index)` over o.reps launches.
@@ -134,12 +141,20 @@ int run(const Opts& o) {
     s.dq = DeviceBuffer<float>(nq * o.D);
     s.dk = DeviceBuffer<float>(nk * o.D);
     s.dv = DeviceBuffer<float>(nk * o.Dv);
+    if (o.bias) {
+      std::vector<float> c(nq);  // FoX-like: c = -0.01 * position, same for every head
+      for (size_t e = 0; e < nq; ++e) c[e] = -0.01f * float((e / o.H) % o.L);
+      s.cq = DeviceBuffer<float>(c);
+      s.ck = DeviceBuffer<float>(c);
+      s.dck = DeviceBuffer<float>(nq);
+    }
   }
   auto args = [&](Set& s) {
     SdpaArgs a;
     a.B = o.B, a.Lq = o.L, a.Lk = o.L, a.H = o.H, a.Hkv = o.Hkv, a.D = o.D, a.Dv = o.Dv;
     a.q = s.q.data(), a.k = s.k.data(), a.v = s.v.data();
     a.scale = 1.f / std::sqrt(float(o.D));
+    if (o.bias) a.bias_q = s.cq.data(), a.bias_k = s.ck.data();
     return a;
   };
   // Every set gets a real forward first: the backward needs its O and lse.
@@ -148,38 +163,41 @@ int run(const Opts& o) {
 
   const double flop_fwd = 2.0 * o.B * o.H * double(o.L) * o.L * (o.D + o.Dv) / 2;
   auto report = [&](const char* dir, const char* variant, float ms, double flop) {
-    std::printf("lcr,%s,%d,%d,%d,%d,%d,%d,%s,%.4f,%.1f\n", dir, o.B, o.H, o.Hkv, o.L, o.D, o.Dv,
-                variant, ms, flop / (ms * 1e-3) / 1e12);
+    std::printf("lcr,%s,%d,%d,%d,%d,%d,%d,%s%s,%.4f,%.1f\n", dir, o.B, o.H, o.Hkv, o.L, o.D, o.Dv,
+                variant, o.bias ? "+bias" : "", ms, flop / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   };
   using namespace lcr::cuda::detail;
   for (int var = 0; o.fwd; ++var) {
     const char* name = forward_variant_name(o.D, o.Dv, var);
     if (!name || (!o.all_variants && var > 0)) break;
-    const float ms = time_ms(o, [&](int i) {
+    auto fwd = [&](int i) {
       KernelParams p;
       p.a = args(sets[i]);
       p.o = sets[i].o.data();
       p.lse = sets[i].lse.data();
-      lcr::require(launch_forward(p, var, 0), "forward variant ", var, " did not run");
-    });
-    report("fwd", name, ms, flop_fwd);
+      return launch_forward(p, var, 0);
+    };
+    if (!fwd(0)) continue;  // a tiling without the path these arguments take (--bias)
+    report("fwd", name, time_ms(o, fwd), flop_fwd);
   }
   for (auto& s : sets) lcr::cuda::sdpa_forward(args(s), s.o.data(), nullptr, s.lse.data(), 0);
   for (int var = 0; o.bwd; ++var) {
     const char* name = backward_variant_name(o.D, o.Dv, var);
     if (!name || (!o.all_variants && var > 0)) break;
     // Timed like torch's backward: row delta, dq zeroing and the gradient kernel.
-    const float ms = time_ms(o, [&](int i) {
+    auto bwd = [&](int i) {
       Set& s = sets[i];
       lcr::cuda::sdpa_row_delta(o.B, o.L, o.H, o.Dv, s.o.data(), s.dout.data(), s.delta.data(), 0);
       KernelParams p;
       p.a = args(s);
       p.lse_in = s.lse.data(), p.delta = s.delta.data(), p.dout = s.dout.data();
       p.dq = s.dq.data(), p.dk = s.dk.data(), p.dv = s.dv.data();
-      lcr::require(launch_backward(p, var, 0), "backward variant ", var, " did not run");
-    });
-    report("bwd", name, ms, 2.5 * flop_fwd);
+      if (o.bias) p.dbias_k = s.dck.data();
+      return launch_backward(p, var, 0);
+    };
+    if (!bwd(0)) continue;
+    report("bwd", name, time_ms(o, bwd), 2.5 * flop_fwd);
   }
   LCR_CUDA_CHECK(cudaDeviceSynchronize());
   return 0;
