@@ -18,7 +18,8 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr double kTwoPi = 6.283185307179586;
 constexpr int kMaxFeatures = 2 * 16 + 2;  // phi width for up to 16 feature pairs
 constexpr int kKeyThreads = 128, kKeysPerThread = 2, kKeyChunk = kKeyThreads * kKeysPerThread;
-constexpr int kFoxSeg = 64;  // positions per FoX scan segment
+constexpr int kProjectThreads = 1024;  // goat_du_project: one block per KV head
+constexpr int kFoxSeg = 64;            // positions per FoX scan segment
 
 int blocks_for(int64_t n, int threads) {
   return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 65535)));
@@ -49,36 +50,38 @@ __global__ void goat_features_kernel(GoatKeyArgs a, double* phi) {
   }
 }
 
-// Hidden pre-activation of unit hn at key j: b1 + W1 phi(j).
-__device__ __forceinline__ double goat_pre(const GoatKeyArgs& a, int hn, const double* phi_j,
-                                           int NF) {
-  double pre = a.b1[hn];
-  for (int m = 0; m < NF; ++m) pre += double(a.w1[int64_t(hn) * NF + m]) * phi_j[m];
-  return pre;
-}
-
-__global__ void goat_key_bias_kernel(GoatKeyArgs a, double* u) {
-  const int NF = 2 * a.F + 2;
-  const int64_t n = int64_t(a.L) * a.Hkv;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int j = int(e / a.Hkv), hk = int(e % a.Hkv);
-    const int64_t p = a.pos0 + j;
-    const double* phi_j = a.phi + int64_t(j) * NF;
-    double g = 0;
-    for (int k = 0; k < a.N; ++k) {
-      const double pre = goat_pre(a, hk * a.N + k, phi_j, NF);
-      g += double(a.w2[hk * a.N + k]) * pre * sigmoid_d(pre);  // w2 silu(pre)
-    }
-    u[e] = double(a.lambda[hk]) * double(p) + g + (p == 0 ? double(a.bump[hk]) : 0.0);
+// Block = (kKeyThreads keys, KV head hk): the head's MLP weights go to shared memory as
+// double once per block (read as broadcasts in the loops), one key per thread.
+__global__ void __launch_bounds__(kKeyThreads) goat_key_bias_kernel(GoatKeyArgs a, double* u) {
+  extern __shared__ double wsm[];  // w1 [N][NF], b1 [N], w2 [N] of head hk
+  const int hk = blockIdx.y, NF = 2 * a.F + 2, N = a.N;
+  double *w1 = wsm, *b1 = w1 + N * NF, *w2 = b1 + N;
+  for (int i = threadIdx.x; i < N * NF; i += kKeyThreads) w1[i] = a.w1[int64_t(hk) * N * NF + i];
+  for (int i = threadIdx.x; i < N; i += kKeyThreads)
+    b1[i] = a.b1[hk * N + i], w2[i] = a.w2[hk * N + i];
+  __syncthreads();
+  const int j = blockIdx.x * kKeyThreads + threadIdx.x;
+  if (j >= a.L) return;
+  const int64_t p = a.pos0 + j;
+  const double* phi_j = a.phi + int64_t(j) * NF;
+  double g = 0;
+  for (int k = 0; k < N; ++k) {
+    double pre = b1[k];
+    for (int m = 0; m < NF; ++m) pre += w1[k * NF + m] * phi_j[m];
+    g += w2[k] * pre * sigmoid_d(pre);  // w2 silu(pre)
   }
+  u[int64_t(j) * a.Hkv + hk] =
+      double(a.lambda[hk]) * double(p) + g + (p == 0 ? double(a.bump[hk]) : 0.0);
 }
 
 // Sums vals[0..n) over the block (warp shuffles, then the warps in order) into out[0..n).
-__device__ void block_sum_write(const double* vals, int n, double (*red)[kMaxFeatures + 2],
-                                float* out) {
+// Unrolled over the array's full size with a guard, so vals stays in registers.
+__device__ __forceinline__ void block_sum_write(const double (&vals)[kMaxFeatures + 2], int n,
+                                                double (*red)[kMaxFeatures + 2], float* out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int i = 0; i < n; ++i) {
+#pragma unroll
+  for (int i = 0; i < kMaxFeatures + 2; ++i) {
+    if (i >= n) break;
     double v = vals[i];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
     if (lane == 0) red[warp][i] = v;
@@ -92,37 +95,51 @@ __device__ void block_sum_write(const double* vals, int n, double (*red)[kMaxFea
   __syncthreads();
 }
 
+// Block = (kKeyChunk keys, KV head hk), the head's MLP weights in shared memory as double
+// (as in goat_key_bias_kernel).
 __global__ void __launch_bounds__(kKeyThreads)
     goat_key_partials_kernel(GoatKeyArgs a, const float* du_in, float* part) {
   __shared__ double red[kKeyThreads / 32][kMaxFeatures + 2];
-  const int hk = blockIdx.y, NF = 2 * a.F + 2, cols = 2 + a.N * (2 + NF);
+  extern __shared__ double wsm[];  // w1 [N][NF], b1 [N], w2 [N] of head hk
+  const int hk = blockIdx.y, NF = 2 * a.F + 2, N = a.N, cols = 2 + N * (2 + NF);
+  double *w1 = wsm, *b1 = w1 + N * NF, *w2 = b1 + N;
+  for (int i = threadIdx.x; i < N * NF; i += kKeyThreads) w1[i] = a.w1[int64_t(hk) * N * NF + i];
+  for (int i = threadIdx.x; i < N; i += kKeyThreads)
+    b1[i] = a.b1[hk * N + i], w2[i] = a.w2[hk * N + i];
   float* out = part + (int64_t(blockIdx.x) * a.Hkv + hk) * cols;
   double du[kKeysPerThread];
   int j[kKeysPerThread];
+#pragma unroll
   for (int k = 0; k < kKeysPerThread; ++k) {
     j[k] = blockIdx.x * kKeyChunk + k * kKeyThreads + threadIdx.x;
     du[k] = j[k] < a.L ? double(du_in[int64_t(j[k]) * a.Hkv + hk]) : 0.0;  // 0: no contribution
   }
   double vals[kMaxFeatures + 2];
   vals[0] = vals[1] = 0;
+#pragma unroll
   for (int k = 0; k < kKeysPerThread; ++k) {
     const int64_t p = a.pos0 + j[k];
     vals[0] += du[k] * double(p);   // d lambda: u = lambda p + ...
     vals[1] += p == 0 ? du[k] : 0;  // d bump: only at global position 0
   }
-  block_sum_write(vals, 2, red, out);
-  for (int n = 0; n < a.N; ++n) {
-    const int hn = hk * a.N + n;
-    for (int i = 0; i < 2 + NF; ++i) vals[i] = 0;
+  block_sum_write(vals, 2, red, out);  // its barrier also publishes the staged weights
+  for (int n = 0; n < N; ++n) {
+#pragma unroll
+    for (int i = 0; i < kMaxFeatures + 2; ++i) vals[i] = 0;
+#pragma unroll
     for (int k = 0; k < kKeysPerThread; ++k) {
       if (du[k] == 0.0) continue;
       const double* phi_j = a.phi + int64_t(j[k]) * NF;
-      const double pre = goat_pre(a, hn, phi_j, NF), sg = sigmoid_d(pre);
+      double pre = b1[n];
+      for (int m = 0; m < NF; ++m) pre += w1[n * NF + m] * phi_j[m];
+      const double sg = sigmoid_d(pre);
       vals[0] += du[k] * pre * sg;  // d w2_n = du silu(pre)
       // silu'(x) = sigmoid(x) (1 + x (1 - sigmoid(x)))
-      const double back = du[k] * double(a.w2[hn]) * sg * (1.0 + pre * (1.0 - sg));
-      vals[1] += back;                                              // d b1_n
-      for (int m = 0; m < NF; ++m) vals[2 + m] += back * phi_j[m];  // d W1_n,m
+      const double back = du[k] * w2[n] * sg * (1.0 + pre * (1.0 - sg));
+      vals[1] += back;  // d b1_n
+#pragma unroll
+      for (int m = 0; m < kMaxFeatures; ++m)
+        if (m < NF) vals[2 + m] += back * phi_j[m];  // d W1_n,m
     }
     block_sum_write(vals, 2 + NF, red, out + 2 + n * (2 + NF));
   }
@@ -157,20 +174,20 @@ __device__ __forceinline__ double goat_key_rows(int64_t pj, int Lq, int64_t q_po
   return last >= first ? double(last - first + 1) : 0.0;
 }
 
-__global__ void __launch_bounds__(kKeyThreads)
+__global__ void __launch_bounds__(kProjectThreads)
     goat_du_project_kernel(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_pos0,
                            const float* dsink, float* du) {
-  __shared__ double red[2][kKeyThreads];
+  __shared__ double red[2][kProjectThreads];
   const int hk = blockIdx.x;
   double sum = 0, wsum = 0;
-  for (int j = threadIdx.x; j < L; j += kKeyThreads) {
+  for (int j = threadIdx.x; j < L; j += kProjectThreads) {
     sum += double(du[int64_t(j) * Hkv + hk]);
     wsum += goat_key_rows(k_pos0 + j, Lq, q_pos0);
   }
   red[0][threadIdx.x] = sum;
   red[1][threadIdx.x] = wsum;
   __syncthreads();
-  for (int w = kKeyThreads / 2; w > 0; w /= 2) {
+  for (int w = kProjectThreads / 2; w > 0; w /= 2) {
     if (threadIdx.x < w) {
       red[0][threadIdx.x] += red[0][threadIdx.x + w];
       red[1][threadIdx.x] += red[1][threadIdx.x + w];
@@ -182,7 +199,7 @@ __global__ void __launch_bounds__(kKeyThreads)
   if (dsink)
     for (int h = hk * G; h < (hk + 1) * G; ++h) target -= double(dsink[h]);
   const double per_row = (red[0][0] - target) / red[1][0];
-  for (int j = threadIdx.x; j < L; j += kKeyThreads) {
+  for (int j = threadIdx.x; j < L; j += kProjectThreads) {
     const double w = goat_key_rows(k_pos0 + j, Lq, q_pos0);
     if (w > 0) du[int64_t(j) * Hkv + hk] = float(double(du[int64_t(j) * Hkv + hk]) - per_row * w);
   }
@@ -347,6 +364,16 @@ __global__ void fox_segment_walk(int B, int L, int H, const float* x, const floa
   }
 }
 
+// Shared memory of one head's key-bias MLP weights (goat_key_bias, goat_key_param_partials).
+size_t mlp_smem(const GoatKeyArgs& a) {
+  const size_t bytes = sizeof(double) * a.N * (2 * a.F + 2 + 2);
+  require(bytes <= 40 * 1024,
+          "CUDA GOAT keeps one head's key-bias MLP in 40 KiB of shared memory: ",
+          "goat.mlp_hidden * (2 goat.feature_freqs + 4) must be <= 5120, got ", a.N, " * ",
+          2 * a.F + 4, "; lower goat.mlp_hidden");
+  return bytes;
+}
+
 }  // namespace
 
 void goat_features(const GoatKeyArgs& a, double* phi, cudaStream_t s) {
@@ -361,7 +388,9 @@ void goat_features(const GoatKeyArgs& a, double* phi, cudaStream_t s) {
 void goat_key_bias(const GoatKeyArgs& a, double* u, cudaStream_t s) {
   const int64_t n = int64_t(a.L) * a.Hkv;
   if (n == 0) return;
-  goat_key_bias_kernel<<<blocks_for(n, 128), 128, 0, s>>>(a, u);
+  const size_t smem = mlp_smem(a);
+  goat_key_bias_kernel<<<dim3((a.L + kKeyThreads - 1) / kKeyThreads, a.Hkv), kKeyThreads, smem,
+                         s>>>(a, u);
   LCR_CUDA_CHECK_LAUNCH();
 }
 
@@ -370,7 +399,8 @@ int goat_key_cols(const GoatKeyArgs& a) { return 2 + a.N * (2 + 2 * a.F + 2); }
 
 void goat_key_param_partials(const GoatKeyArgs& a, const float* du, float* part, cudaStream_t s) {
   if (a.L == 0 || a.Hkv == 0) return;
-  goat_key_partials_kernel<<<dim3(goat_key_chunks(a.L), a.Hkv), kKeyThreads, 0, s>>>(a, du, part);
+  goat_key_partials_kernel<<<dim3(goat_key_chunks(a.L), a.Hkv), kKeyThreads, mlp_smem(a), s>>>(
+      a, du, part);
   LCR_CUDA_CHECK_LAUNCH();
 }
 
@@ -385,7 +415,7 @@ void goat_key_param_scatter(const GoatKeyArgs& a, const float* sums, const GoatK
 void goat_du_project(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_pos0,
                      const float* dsink, float* du, cudaStream_t s) {
   if (L == 0 || Hkv == 0 || Lq == 0) return;
-  goat_du_project_kernel<<<Hkv, kKeyThreads, 0, s>>>(L, Hkv, G, k_pos0, Lq, q_pos0, dsink, du);
+  goat_du_project_kernel<<<Hkv, kProjectThreads, 0, s>>>(L, Hkv, G, k_pos0, Lq, q_pos0, dsink, du);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -24,10 +24,6 @@ namespace {
 constexpr unsigned kFull = 0xffffffffu;
 constexpr double kTwoPi = 6.283185307179586;
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
 // The CPU's kmath forms (kernels/attention/kokkos/math.hpp), in float.
 __device__ __forceinline__ float softplus_f(float x) {
   return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
@@ -102,75 +98,56 @@ __device__ __forceinline__ __nv_bfloat16 lane_out(const RowLaneArgs& a, const fl
   return __float2bfloat16(mu * (o < a.d ? ph.x : ph.y));
 }
 
-// The rows of one warp: block (chunk, h) owns positions t0 .. t0 + kPositions - 1 of head h
-// for every batch row; warp w takes positions t0 + w, t0 + w + kWarps, ..., and for each
-// the B batch rows in order (k-th row: position index w + kWarps (k / B), batch k % B).
-struct WarpRows {
-  int count = 0, t0 = 0, warp = 0;
-  __device__ explicit WarpRows(const RowLaneArgs& a)
-      : t0(blockIdx.x * kPositions), warp(threadIdx.x / 32) {
-    const int npos = min(kPositions, a.L - t0);
-    count = warp < npos ? (npos - warp + kWarps - 1) / kWarps * a.B : 0;
-  }
-  __device__ int position(const RowLaneArgs& a, int k) const {
-    return t0 + warp + kWarps * (k / a.B);
-  }
-  __device__ int64_t row(const RowLaneArgs& a, int k) const {
-    return (int64_t(k % a.B) * a.L + position(a, k)) * a.Hx + blockIdx.y;
-  }
-};
-
-// Loads a row of width n (bf16 or fp32) into registers: lane owns elements lane + 32 s.
-// Issued one row ahead of its use, so each warp keeps two rows of loads in flight.
-template <class T>
-__device__ __forceinline__ void load_regs(const T* src, int n, int lane, float* v) {
+// Forward rows in groups of TPR threads (TPR a power of two with 8 TPR >= max(d, dp)):
+// thread c of a group loads input elements [8c, 8c + 8) and writes output lanes
+// [8c, 8c + 8) as one 16-byte store; a warp handles 32 / TPR consecutive rows (heads of a
+// position are adjacent in [B, L, Hx, d], so a warp reads and writes contiguous memory)
+// and every thread keeps 8 loads in flight. The row goes through shared memory because a
+// lane can read any input element (RoPE's half-split partner, PoPE's imaginary part).
+template <LaneKind K, bool kNorm, int TPR>
+__global__ void __launch_bounds__(kWarps * 32)
+    lanes_fwd_kernel(RowLaneArgs a, __nv_bfloat16* y, int64_t rows, bool y_aligned) {
+  constexpr int RPW = 32 / TPR;                   // rows per warp and pass
+  __shared__ float xs_all[kWarps][kMaxRowWidth];  // RPW rows of 8 TPR floats per warp
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int sub = lane / TPR, c = lane % TPR;
+  float* xs = xs_all[warp] + sub * 8 * TPR;
+  const int64_t stride = int64_t(gridDim.x) * kWarps * RPW;
+  for (int64_t base = (int64_t(blockIdx.x) * kWarps + warp) * RPW; base < rows; base += stride) {
+    const int64_t row = base + sub;  // = (b L + t) Hx + h
+    const bool live = row < rows;
+    const int h = int(row % a.Hx), t = int((row / a.Hx) % a.L);
+    float v[8], ss = 0.f;
 #pragma unroll
-  for (int s = 0; s < kMaxPerLane; ++s) {
-    const int c = lane + 32 * s;
-    if constexpr (sizeof(T) == 2)
-      v[s] = c < n ? __bfloat162float(src[c]) : 0.f;
-    else
-      v[s] = c < n ? src[c] : 0.f;
-  }
-}
-
-// Stores the row held in registers into xs and returns 1/rms (1 without the norm).
-template <bool kNorm>
-__device__ __forceinline__ float stage_row(const RowLaneArgs& a, const float* v, float* xs,
-                                           int lane) {
-  float ss = 0.f;
+    for (int e = 0; e < 8; ++e) {
+      const int col = 8 * c + e;
+      v[e] = live && col < a.d ? __bfloat162float(a.x[row * a.d + col]) : 0.f;
+      ss += v[e] * v[e];
+    }
+    float inv = 1.f;
+    if (kNorm) {
 #pragma unroll
-  for (int s = 0; s < kMaxPerLane; ++s) {
-    const int c = lane + 32 * s;
-    if (c < a.d) xs[c] = v[s], ss += v[s] * v[s];
-  }
-  if (!kNorm) return 1.f;
-  ss = warp_sum(ss);
-  return 1.f / sqrtf(ss / float(a.d) + a.eps);
-}
-
-template <LaneKind K, bool kNorm>
-__global__ void __launch_bounds__(kWarps * 32) lanes_fwd_kernel(RowLaneArgs a, __nv_bfloat16* y) {
-  __shared__ float xs_all[kWarps][kMaxRowWidth];
-  const int lane = threadIdx.x % 32, h = blockIdx.y;
-  const WarpRows rows(a);
-  float* xs = xs_all[rows.warp];
-  float next[kMaxPerLane];
-  if (rows.count > 0) load_regs(a.x + rows.row(a, 0) * a.d, a.d, lane, next);
-  for (int k = 0; k < rows.count; ++k) {
-    float cur[kMaxPerLane];
+      for (int o = TPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(kFull, ss, o);
+      inv = 1.f / sqrtf(ss / float(a.d) + a.eps);
+    }
 #pragma unroll
-    for (int s = 0; s < kMaxPerLane; ++s) cur[s] = next[s];
-    if (k + 1 < rows.count) load_regs(a.x + rows.row(a, k + 1) * a.d, a.d, lane, next);
-    const int64_t row = rows.row(a, k);
-    const int t = rows.position(a, k);
-    const float inv = stage_row<kNorm>(a, cur, xs, lane);
-    if (kNorm)
-      for (int c = lane; c < a.d; c += 32) xs[c] = xs[c] * inv * a.gain[c];
+    for (int e = 0; e < 8; ++e) {
+      const int col = 8 * c + e;
+      if (col < a.d) xs[col] = kNorm ? v[e] * inv * a.gain[col] : v[e];
+    }
     __syncwarp();
-    __nv_bfloat16* yr = y + row * a.dp;
-    for (int o = lane; o < a.dp; o += 32) yr[o] = lane_out<K>(a, xs, o, t, h);
-    __syncwarp();  // xs is rewritten by the next row
+    if (live && 8 * c < a.dp) {
+      __align__(16) __nv_bfloat16 out[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) out[e] = lane_out<K>(a, xs, 8 * c + e, t, h);
+      __nv_bfloat16* dst = y + row * a.dp + 8 * c;  // dp is a multiple of 8
+      if (y_aligned)
+        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
+      else
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dst[e] = out[e];
+    }
+    __syncwarp();  // xs is rewritten by the next pass
   }
 }
 
@@ -195,160 +172,225 @@ __device__ __forceinline__ float lane_grad(const RowLaneArgs& a, const float* dy
   return (dys[c] * ph.x + dys[a.d + c] * ph.y) * sigmoid_f(xn);
 }
 
-// Writes one partial row per block: the sum over warps (fixed order) of acc[warp][col].
+// Writes one partial row per block from per-thread accumulators of columns 8c .. 8c + 7
+// (c = lane % TPR): summed over the warp's groups (butterfly over the lanes with the same
+// c), then over the warps in order. red: kWarps rows of kMaxRowWidth floats.
+template <int TPR>
 __device__ void write_partial(float (*red)[kMaxRowWidth], const float* acc, int cols,
                               float* part_row) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % TPR;
+  float v[8];
 #pragma unroll
-  for (int s = 0; s < kMaxPerLane; ++s)
-    if (lane + 32 * s < cols) red[warp][lane + 32 * s] = acc[s];
+  for (int e = 0; e < 8; ++e) {
+    v[e] = acc[e];
+#pragma unroll
+    for (int o = TPR; o < 32; o <<= 1) v[e] += __shfl_xor_sync(kFull, v[e], o);
+  }
   __syncthreads();
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-    float v = 0.f;
-    for (int w = 0; w < kWarps; ++w) v += red[w][c];
-    part_row[c] = v;
+  if (lane < TPR)
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (8 * c + e < cols) red[warp][8 * c + e] = v[e];
+  __syncthreads();
+  for (int col = threadIdx.x; col < cols; col += blockDim.x) {
+    float sum = 0.f;
+    for (int w = 0; w < kWarps; ++w) sum += red[w][col];
+    part_row[col] = sum;
   }
 }
 
-template <LaneKind K, bool kNorm>
+// Backward rows in groups of TPR threads like the forward, thread c owning input columns
+// (and GOAT query modes) 8c .. 8c + 7. Block (chunk, h) keeps the partial-row layout
+// [chunks, Hx, cols]: a group takes one position of the chunk at a time and walks its B
+// batch rows in order (GOAT's du(j) sums them), the block's groups covering the chunk's
+// kPositions positions in passes.
+template <LaneKind K, bool kNorm, int TPR>
 __global__ void __launch_bounds__(kWarps * 32) lanes_bwd_kernel(RowLaneArgs a, RowLaneGrads g) {
+  constexpr int RPW = 32 / TPR, kGroups = kWarps * RPW;
   __shared__ float xs_all[kWarps][kMaxRowWidth];
   __shared__ float dys_all[kWarps][kMaxRowWidth];
-  const int lane = threadIdx.x % 32, h = blockIdx.y;
-  const WarpRows rows(a);
-  float* xs = xs_all[rows.warp];
-  float* dys = dys_all[rows.warp];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, h = blockIdx.y;
+  const int sub = lane / TPR, c = lane % TPR;
+  float* xs = xs_all[warp] + sub * 8 * TPR;
+  float* dys = dys_all[warp] + sub * 8 * TPR;
   constexpr bool kNeedX = kNorm || K == LaneKind::Pope;
   const bool goat_q = K == LaneKind::Goat && a.is_query && g.mode_part;
   const bool goat_k = K == LaneKind::Goat && !a.is_query && g.du;
   const bool pope_k = K == LaneKind::Pope && !a.is_query && g.delta_part;
-  float gacc[kMaxPerLane], pacc[kMaxPerLane], pacc2[kMaxPerLane];
+  float gacc[8], pacc[8], pacc2[8];
 #pragma unroll
-  for (int s = 0; s < kMaxPerLane; ++s) gacc[s] = pacc[s] = pacc2[s] = 0.f;
+  for (int e = 0; e < 8; ++e) gacc[e] = pacc[e] = pacc2[e] = 0.f;
+  const int t0 = blockIdx.x * kPositions, npos = min(kPositions, a.L - t0);
 
-  // x (when needed) and dy of the next row are loaded while this one is processed.
-  float next_x[kMaxPerLane], next_dy[kMaxPerLane];
-  auto prefetch = [&](int k) {
-    const int64_t row = rows.row(a, k);
-    if (kNeedX) load_regs(a.x + row * a.d, a.d, lane, next_x);
-    load_regs(g.dy + row * a.dp, a.dp, lane, next_dy);
-  };
-  if (rows.count > 0) prefetch(0);
-  float du_acc = 0.f;
-  for (int k = 0; k < rows.count; ++k) {
-    float cur_x[kMaxPerLane];
+  for (int pass = 0; pass * kGroups < npos; ++pass) {  // uniform over the block
+    const int pi = pass * kGroups + warp * RPW + sub;
+    const bool live = pi < npos;
+    const int t = t0 + pi;
+    float du_acc = 0.f;
+    for (int bb = 0; bb < a.B; ++bb) {
+      const int64_t row = (int64_t(bb) * a.L + t) * a.Hx + h;
+      float xv[8], dyv[8], ss = 0.f;
 #pragma unroll
-    for (int s = 0; s < kMaxPerLane; ++s) {
-      cur_x[s] = next_x[s];
-      if (lane + 32 * s < a.dp) dys[lane + 32 * s] = next_dy[s];
-    }
-    if (k + 1 < rows.count) prefetch(k + 1);
-    const int64_t row = rows.row(a, k);
-    const int t = rows.position(a, k);
-    const float inv = kNeedX ? stage_row<kNorm>(a, cur_x, xs, lane) : 1.f;
-    __syncwarp();
-    float dxn[kMaxPerLane];
-    float gdx = 0.f;
+      for (int e = 0; e < 8; ++e) {
+        const int col = 8 * c + e;
+        xv[e] = kNeedX && live && col < a.d ? __bfloat162float(a.x[row * a.d + col]) : 0.f;
+        dyv[e] = live && col < a.dp ? g.dy[row * a.dp + col] : 0.f;
+        ss += xv[e] * xv[e];
+      }
+      float inv = 1.f;
+      if (kNorm) {
 #pragma unroll
-    for (int s = 0; s < kMaxPerLane; ++s) {
-      const int c = lane + 32 * s;
-      dxn[s] = c < a.d ? lane_grad<K>(a, dys, xs, inv, c, t, h) : 0.f;
-      if (kNorm && c < a.d) gdx += a.gain[c] * dxn[s] * xs[c];
-      if (pope_k && c < a.d) {
-        // dpsi = mu (dim cos psi - dre sin psi); the clamp passes it only inside range.
-        const double dl = double(a.delta[h * a.d + c]);
-        if (dl >= -kTwoPi && dl <= 0.0) {
-          const float2 ph = pope_phase(a, t, h, c);
-          const float xn = kNorm ? xs[c] * inv * a.gain[c] : xs[c];
-          pacc[s] += softplus_f(xn) * (dys[a.d + c] * ph.x - dys[c] * ph.y);
+        for (int o = TPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(kFull, ss, o);
+        inv = 1.f / sqrtf(ss / float(a.d) + a.eps);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int col = 8 * c + e;
+        if (kNeedX && col < a.d) xs[col] = xv[e];
+        if (col < a.dp) dys[col] = dyv[e];
+      }
+      __syncwarp();
+      float dxn[8], gdx = 0.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int col = 8 * c + e;
+        dxn[e] = live && col < a.d ? lane_grad<K>(a, dys, xs, inv, col, t, h) : 0.f;
+        if (kNorm && col < a.d) gdx += a.gain[col] * dxn[e] * xs[col];
+        if (pope_k && live && col < a.d) {
+          // dpsi = mu (dim cos psi - dre sin psi); the clamp passes it only inside range.
+          const double dl = double(a.delta[h * a.d + col]);
+          if (dl >= -kTwoPi && dl <= 0.0) {
+            const float2 ph = pope_phase(a, t, h, col);
+            const float xn = kNorm ? xs[col] * inv * a.gain[col] : xs[col];
+            pacc[e] += softplus_f(xn) * (dys[a.d + col] * ph.x - dys[col] * ph.y);
+          }
+        }
+        if (goat_q && live && col < a.R) {
+          const float2 cs = a.trig[int64_t(t) * a.M + col];
+          const float g0 = dys[a.d + 2 * col], g1 = dys[a.d + 2 * col + 1];
+          pacc[e] += g0 * cs.x + g1 * cs.y;
+          pacc2[e] += g0 * cs.y - g1 * cs.x;
         }
       }
-      if (goat_q && c < a.R) {
-        const float2 cs = a.trig[int64_t(t) * a.M + c];
-        const float g0 = dys[a.d + 2 * c], g1 = dys[a.d + 2 * c + 1];
-        pacc[s] += g0 * cs.x + g1 * cs.y;
-        pacc2[s] += g0 * cs.y - g1 * cs.x;
+      if (goat_k) {
+        // Both u lanes carry the same gradient (q' = 1 in both); k'_hi + k'_lo = sqrt(d_h) u.
+        const int lu = a.d + 2 * a.R;
+        du_acc += 0.5f * (dys[lu] + dys[lu + 1]) * float(a.u_scale);
       }
-    }
-    if (goat_k) {
-      // Both u lanes carry the same gradient (q' = 1 in both); k'_hi + k'_lo = sqrt(d_h) u.
-      // d u(j) sums the batch rows of position j, which this warp visits consecutively.
-      const int lu = a.d + 2 * a.R;
-      du_acc += 0.5f * (dys[lu] + dys[lu + 1]) * float(a.u_scale);
-      if (k % a.B == a.B - 1) {
-        if (lane == 0) g.du[int64_t(t) * a.Hx + h] = du_acc;
-        du_acc = 0.f;
-      }
-    }
-    float* dxr = g.dx + row * a.d;
-    if (kNorm) {
-      // dx = gain dxn / r - x <gain dxn, x> / (d r^3); d gain += dxn x / r.
-      gdx = warp_sum(gdx);
-      const float k3 = gdx * inv * inv * inv / float(a.d);
+      float* dxr = g.dx + row * a.d;
+      if (kNorm) {
+        // dx = gain dxn / r - x <gain dxn, x> / (d r^3); d gain += dxn x / r.
 #pragma unroll
-      for (int s = 0; s < kMaxPerLane; ++s) {
-        const int c = lane + 32 * s;
-        if (c >= a.d) continue;
-        dxr[c] = a.gain[c] * dxn[s] * inv - xs[c] * k3;
-        gacc[s] += dxn[s] * xs[c] * inv;
-      }
-    } else {
+        for (int o = TPR / 2; o > 0; o >>= 1) gdx += __shfl_xor_sync(kFull, gdx, o);
+        const float k3 = gdx * inv * inv * inv / float(a.d);
 #pragma unroll
-      for (int s = 0; s < kMaxPerLane; ++s)
-        if (lane + 32 * s < a.d) dxr[lane + 32 * s] = dxn[s];
+        for (int e = 0; e < 8; ++e) {
+          const int col = 8 * c + e;
+          if (!live || col >= a.d) continue;
+          dxr[col] = a.gain[col] * dxn[e] * inv - xs[col] * k3;
+          gacc[e] += dxn[e] * xs[col] * inv;
+        }
+      } else if (live) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (8 * c + e < a.d) dxr[8 * c + e] = dxn[e];
+      }
+      __syncwarp();  // xs, dys are rewritten by the next row
     }
-    __syncwarp();  // xs, dys are rewritten by the next row
+    if (goat_k && live && c == 0) g.du[int64_t(t) * a.Hx + h] = du_acc;  // summed over b
   }
 
   const int64_t prow = int64_t(blockIdx.x) * a.Hx + h;
-  if (kNorm && g.gain_part) write_partial(xs_all, gacc, a.d, g.gain_part + prow * a.d);
-  if (pope_k) write_partial(xs_all, pacc, a.d, g.delta_part + prow * a.d);
+  if (kNorm && g.gain_part) write_partial<TPR>(xs_all, gacc, a.d, g.gain_part + prow * a.d);
+  if (pope_k) write_partial<TPR>(xs_all, pacc, a.d, g.delta_part + prow * a.d);
   if (goat_q) {
     float* part_row = g.mode_part + prow * 2 * a.R;
-    write_partial(xs_all, pacc, a.R, part_row);
-    write_partial(xs_all, pacc2, a.R, part_row + a.R);
+    write_partial<TPR>(xs_all, pacc, a.R, part_row);
+    write_partial<TPR>(xs_all, pacc2, a.R, part_row + a.R);
   }
 }
 
-template <bool kNorm>
-void launch_fwd(const RowLaneArgs& a, __nv_bfloat16* y, dim3 grid, cudaStream_t s) {
+// Threads per row of the row kernels: 8 TPR >= max(d, dp), at least 4.
+int threads_per_row(const RowLaneArgs& a) {
+  const int chunks = (std::max(a.d, a.dp) + 7) / 8;
+  return chunks <= 4 ? 4 : chunks <= 8 ? 8 : chunks <= 16 ? 16 : 32;
+}
+
+template <LaneKind K, bool kNorm>
+void launch_fwd(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s) {
+  const int tpr = threads_per_row(a);
+  const int64_t rows = int64_t(a.B) * a.L * a.Hx;
+  const bool aligned = (reinterpret_cast<uintptr_t>(y) & 15u) == 0;
   const int th = kWarps * 32;
+  auto go = [&](auto kernel, int tpr) {
+    const int64_t per_block = int64_t(kWarps) * (32 / tpr);
+    const int blocks = int(std::min<int64_t>((rows + per_block - 1) / per_block, 1 << 20));
+    kernel<<<blocks, th, 0, s>>>(a, y, rows, aligned);
+  };
+  if (tpr == 4)
+    go(lanes_fwd_kernel<K, kNorm, 4>, 4);
+  else if (tpr == 8)
+    go(lanes_fwd_kernel<K, kNorm, 8>, 8);
+  else if (tpr == 16)
+    go(lanes_fwd_kernel<K, kNorm, 16>, 16);
+  else
+    go(lanes_fwd_kernel<K, kNorm, 32>, 32);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+template <bool kNorm>
+void launch_fwd(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s) {
   switch (a.kind) {
     case LaneKind::Copy:
-      lanes_fwd_kernel<LaneKind::Copy, kNorm><<<grid, th, 0, s>>>(a, y);
+      launch_fwd<LaneKind::Copy, kNorm>(a, y, s);
       break;
     case LaneKind::Rope:
-      lanes_fwd_kernel<LaneKind::Rope, kNorm><<<grid, th, 0, s>>>(a, y);
+      launch_fwd<LaneKind::Rope, kNorm>(a, y, s);
       break;
     case LaneKind::Goat:
-      lanes_fwd_kernel<LaneKind::Goat, kNorm><<<grid, th, 0, s>>>(a, y);
+      launch_fwd<LaneKind::Goat, kNorm>(a, y, s);
       break;
     case LaneKind::Pope:
-      lanes_fwd_kernel<LaneKind::Pope, kNorm><<<grid, th, 0, s>>>(a, y);
+      launch_fwd<LaneKind::Pope, kNorm>(a, y, s);
       break;
+  }
+}
+
+template <LaneKind K, bool kNorm>
+void launch_bwd(const RowLaneArgs& a, const RowLaneGrads& g, dim3 grid, cudaStream_t s) {
+  const int th = kWarps * 32;
+  switch (threads_per_row(a)) {
+    case 4:
+      lanes_bwd_kernel<K, kNorm, 4><<<grid, th, 0, s>>>(a, g);
+      break;
+    case 8:
+      lanes_bwd_kernel<K, kNorm, 8><<<grid, th, 0, s>>>(a, g);
+      break;
+    case 16:
+      lanes_bwd_kernel<K, kNorm, 16><<<grid, th, 0, s>>>(a, g);
+      break;
+    default:
+      lanes_bwd_kernel<K, kNorm, 32><<<grid, th, 0, s>>>(a, g);
   }
   LCR_CUDA_CHECK_LAUNCH();
 }
 
 template <bool kNorm>
 void launch_bwd(const RowLaneArgs& a, const RowLaneGrads& g, dim3 grid, cudaStream_t s) {
-  const int th = kWarps * 32;
   switch (a.kind) {
     case LaneKind::Copy:
-      lanes_bwd_kernel<LaneKind::Copy, kNorm><<<grid, th, 0, s>>>(a, g);
+      launch_bwd<LaneKind::Copy, kNorm>(a, g, grid, s);
       break;
     case LaneKind::Rope:
-      lanes_bwd_kernel<LaneKind::Rope, kNorm><<<grid, th, 0, s>>>(a, g);
+      launch_bwd<LaneKind::Rope, kNorm>(a, g, grid, s);
       break;
     case LaneKind::Goat:
-      lanes_bwd_kernel<LaneKind::Goat, kNorm><<<grid, th, 0, s>>>(a, g);
+      launch_bwd<LaneKind::Goat, kNorm>(a, g, grid, s);
       break;
     case LaneKind::Pope:
-      lanes_bwd_kernel<LaneKind::Pope, kNorm><<<grid, th, 0, s>>>(a, g);
+      launch_bwd<LaneKind::Pope, kNorm>(a, g, grid, s);
       break;
   }
-  LCR_CUDA_CHECK_LAUNCH();
 }
 
 constexpr int kReduceThreads = 256;
@@ -386,11 +428,10 @@ void trig_table(const TrigSpec& spec, int64_t pos0, int L, float2* out, cudaStre
 
 void lanes_forward(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s) {
   if (a.B == 0 || a.L == 0 || a.Hx == 0) return;
-  const dim3 grid(position_chunks(a.L), a.Hx);
   if (a.gain)
-    launch_fwd<true>(a, y, grid, s);
+    launch_fwd<true>(a, y, s);
   else
-    launch_fwd<false>(a, y, grid, s);
+    launch_fwd<false>(a, y, s);
 }
 
 void lanes_backward(const RowLaneArgs& a, const RowLaneGrads& g, cudaStream_t s) {

@@ -4,12 +4,14 @@
 // (attention_cuda.cpp) include this. All launches are stream-ordered and checked; a
 // launcher with nothing to do (an empty tensor) launches nothing.
 //
-// Row kernels: one warp per row x [d] (a row = one (b, position, head)); a block of
-// kWarps warps owns kPositions consecutive positions of ONE head for every batch row, so
-// per-head parameter gradients are summed per block in a fixed order and written as one
-// partial row per block (partials [chunks, Hx, cols], chunk = position / kPositions);
-// reduce_partials then sums the partials in a fixed order. No atomics anywhere: the
-// results are bitwise reproducible.
+// Row kernels: a group of TPR threads per row x [d] (a row = one (b, position, head); TPR
+// a power of two >= 4 with 8 TPR >= the row's widths, each thread 8 elements, so a warp
+// works on 32 / TPR rows at once). The forward walks the rows in memory order; in the
+// backward a block of kWarps warps owns kPositions consecutive positions of ONE head for
+// every batch row, so per-head parameter gradients are summed per block in a fixed order
+// and written as one partial row per block (partials [chunks, Hx, cols], chunk = position
+// / kPositions); reduce_partials then sums the partials in a fixed order. No atomics
+// anywhere: the results are bitwise reproducible.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -21,7 +23,6 @@ constexpr int kWarps = 4;          // warps per block of the row kernels
 constexpr int kPositions = 32;     // positions per block of the row kernels
 constexpr int kMaxRowWidth = 256;  // x width d and lane width dp handled per row
 constexpr int kMaxTable = 128;     // frequencies per trig table (d/2, d or R)
-constexpr int kMaxPerLane = kMaxRowWidth / 32;
 
 inline int position_chunks(int L) { return (L + kPositions - 1) / kPositions; }
 
