@@ -65,6 +65,12 @@ struct Case {
   float softcap = 0.f;
   int H = 4, Hkv = 2;
   bool o_f32 = false, accumulate = false;
+  // With bias: whether the backward asks for dbias_q. FoX's attention API does not (it has
+  // the query lane's gradient in closed form), which selects the kBias kernels.
+  bool dbq = true;
+  // With bias: the lanes' slope per position (FoX's cumulative log gates at long context,
+  // |c| in the hundreds), on top of the random part.
+  float bias_slope = 0.f;
 };
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
@@ -126,6 +132,10 @@ TEST_P(CudaSdpa, MatchesFloat64Reference) {
     p.bias_k.resize(size_t(p.B) * p.Lk * p.H);
     for (float& x : p.bias_q) x = u(rng) * 5.f;
     for (float& x : p.bias_k) x = u(rng) * 5.f;
+    for (size_t e = 0; e < p.bias_q.size(); ++e)  // [B, Lq, H]
+      p.bias_q[e] -= c.bias_slope * float(c.q_pos0 + int64_t(e / p.H) % p.Lq);
+    for (size_t e = 0; e < p.bias_k.size(); ++e)
+      p.bias_k[e] -= c.bias_slope * float(c.k_pos0 + int64_t(e / p.H) % p.Lk);
   }
 
   auto dq_ = test::upload_bf16(p.q), dk_ = test::upload_bf16(p.k), dv_ = test::upload_bf16(p.v);
@@ -177,7 +187,8 @@ TEST_P(CudaSdpa, MatchesFloat64Reference) {
     for (auto* buf : {&gq, &gk, &gv, &gbq, &gbk}) buf->fill_bytes(0xFF);
   }
   sdpa_backward(a, lse.data(), delta.data(), ddo.data(), gq.data(), gk.data(), gv.data(),
-                c.bias ? gbq.data() : nullptr, c.bias ? gbk.data() : nullptr, c.accumulate, 0);
+                c.bias && c.dbq ? gbq.data() : nullptr, c.bias ? gbk.data() : nullptr, c.accumulate,
+                0);
   LCR_CUDA_CHECK(cudaDeviceSynchronize());
   auto got = [&](DeviceBuffer<float>& buf, int idx) {
     std::vector<double> x = to_double(buf.download());
@@ -189,7 +200,7 @@ TEST_P(CudaSdpa, MatchesFloat64Reference) {
   compare(got(gk, 1), naive.dk, exact.dk, "dk");
   compare(got(gv, 2), naive.dv, exact.dv, "dv");
   if (c.bias) {
-    compare(got(gbq, 3), naive.dbq, exact.dbq, "dbias_q");
+    if (c.dbq) compare(got(gbq, 3), naive.dbq, exact.dbq, "dbias_q");
     compare(got(gbk, 4), naive.dbk, exact.dbk, "dbias_k");
   }
 }
@@ -226,6 +237,23 @@ std::vector<Case> cases() {
   v.push_back(c);
   c = {"bias_offsets_q129_k1000", 129, 1000, 128, 128, 1100, 300};
   c.bias = true;
+  v.push_back(c);
+  // FoX's call: bias lanes, dbias_k only (the kBias kernels, fast and masked tiles).
+  for (int L : {1, 1000}) {
+    c = {"fox_L" + std::to_string(L), L, L, 64, 64};
+    c.bias = true, c.dbq = false;
+    v.push_back(c);
+  }
+  // Lanes of FoX's size at long context (|c| up to ~700): the kBias kernels take them
+  // relative to a per-tile reference, so lse keeps its precision.
+  c = {"fox_large_lanes_L1000", 1000, 1000, 64, 64};
+  c.bias = true, c.dbq = false, c.bias_slope = 0.7f;
+  v.push_back(c);
+  c = {"fox_offsets_q129_k1000_d128", 129, 1000, 128, 128, 1100, 300};
+  c.bias = true, c.dbq = false;
+  v.push_back(c);
+  c = {"fox_accumulate_L1000_d128", 1000, 1000, 128, 128, 0, 0, false, true};
+  c.dbq = false, c.accumulate = true;
   v.push_back(c);
   c = {"softcap_L1000", 1000, 1000, 128, 128};
   c.softcap = 5.f;

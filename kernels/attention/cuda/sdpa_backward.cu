@@ -20,6 +20,9 @@ struct BwdVariant {
   const char* name;
   void (*plain)(KernelParams, cudaStream_t);
   void (*opts)(KernelParams, cudaStream_t);
+  // Bias lanes only, no dbias_q / dbias_q_sums (FoX): the plain tiling with the lanes folded
+  // in (kBias); null: such calls take the option path.
+  void (*bias)(KernelParams, cudaStream_t) = nullptr;
 };
 
 #define LCR_BWD(DP, DVP, BM, NW)                                                              \
@@ -40,18 +43,18 @@ struct BwdVariant {
 // at 1x16x16384x128; at D = 64 it lost (260 vs 265, 262 vs 275 at 1x8x65536).
 const BwdVariant k64_64[] = {
     BwdVariant{"q128_w8_pipe/opts_q64", &launch_bwd<64, 64, 128, 8, false, true>,
-               &launch_bwd<64, 64, 64, 8, true, true>},
+               &launch_bwd<64, 64, 64, 8, true, true>,
+               &launch_bwd<64, 64, 128, 8, false, true, 1, true>},
     BwdVariant{"q128_w8/opts_q64", &launch_bwd<64, 64, 128, 8, false>,
                &launch_bwd<64, 64, 64, 8, true>},
-    BwdVariant{"q128_w8_pipe_dq2/opts_q64", &launch_bwd<64, 64, 128, 8, false, true, 2>,
-               &launch_bwd<64, 64, 64, 8, true, true, 2>},
     BwdVariant{"q64_w8_pipe", &launch_bwd<64, 64, 64, 8, false, true>, nullptr},
     LCR_BWD_PLAIN(64, 64, 64, 8),
     LCR_BWD_PLAIN(64, 64, 64, 4),
     LCR_BWD_PLAIN(64, 64, 32, 8)};
 const BwdVariant k128_128[] = {
     BwdVariant{"q64_w8_pipe_dq2", &launch_bwd<128, 128, 64, 8, false, true, 2>,
-               &launch_bwd<128, 128, 64, 8, true, true, 2>},
+               &launch_bwd<128, 128, 64, 8, true, true, 2>,
+               &launch_bwd<128, 128, 64, 8, false, true, 2, true>},
     BwdVariant{"q64_w8_pipe", &launch_bwd<128, 128, 64, 8, false, true>,
                &launch_bwd<128, 128, 64, 8, true, true>},
     LCR_BWD(128, 128, 64, 8),
@@ -96,6 +99,8 @@ bool launch_backward(const KernelParams& p, int variant, cudaStream_t s) {
   if (variant < 0 || variant >= n) return false;
   const bool opts = has_options(p.a) || p.dbias_q || p.dbias_k || p.dbias_q_sums;
   auto fn = opts || !v[variant].plain ? v[variant].opts : v[variant].plain;
+  if (bias_lanes_only(p.a) && !p.dbias_q && !p.dbias_q_sums && v[variant].bias)
+    fn = v[variant].bias;
   if (!fn) return false;
   if (!p.accumulate) {
     const auto& a = p.a;

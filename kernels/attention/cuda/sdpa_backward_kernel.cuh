@@ -45,7 +45,13 @@ struct BwdTraits {
   static constexpr size_t kSmem = sizeof(__nv_bfloat16) * kSmemBf16 + sizeof(float) * 6 * BM;
 };
 
-template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe, int DQM>
+// kBias (with kOpts = false): bias lanes only and no dbias_q / dbias_q_sums (FoX's case).
+// The query lane joins the staged lse (x - lse = s scale - bias_k - (lse - bias_q)), the key
+// lane is one value per key row, so P costs one FADD per element more than the plain path
+// and the tiling is the plain path's; dbias_k = -sum_i dS is summed as on the option path.
+// Both lanes are taken relative to c0 = the key lane of the tile's first key for the step's
+// head (the forward's reason: lse - bias_q would cancel two numbers of FoX's size).
+template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe, int DQM, bool kBias>
 __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p) {
   using T = BwdTraits<DP, DVP, BM, NW, kPipe, DQM>;
   constexpr int BN = T::BN, NTH = T::kThreads;
@@ -78,6 +84,12 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
   const int64_t v_ld = int64_t(a.Hkv) * a.Dv, o_ld = int64_t(a.H) * a.Dv;
 
+  // kBias: the reference c0 of query head h (the key lane of the tile's first key; 0 without
+  // a key lane).
+  auto bias_ref = [&](int h) {
+    return a.bias_k ? __ldg(a.bias_k + (int64_t(b) * a.Lk + j0) * a.H + h) : 0.f;
+  };
+
   // Stage the Q / dO / lse / delta tile of (query head h, query tile qt) into buffer `st`.
   auto stage = [&](int h, int qt, int st) {
     const int i0 = qt * BM;
@@ -94,6 +106,9 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
       if (i < a.Lq) {
         const float l = p.lse_in[(int64_t(b) * a.H + h) * a.Lq + i];
         l2 = l == -INFINITY ? INFINITY : l * kLog2e;  // a row that saw no key has P = 0
+        if constexpr (kBias)
+          if (a.bias_q && l2 != INFINITY)
+            l2 -= (a.bias_q[(int64_t(b) * a.Lq + i) * a.H + h] - bias_ref(h)) * kLog2e;
         del = p.delta[(int64_t(b) * a.H + h) * a.Lq + i];
       }
       sL[st * BM + r] = l2;
@@ -290,13 +305,17 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         thr[r] = (j >= a.Lk ? BM + 1 : int(first < 0 ? 0 : (first > BM ? BM : first))) - 2 * t;
       }
     float slope = 0.f, bk[2] = {0.f, 0.f}, rel[2] = {0.f, 0.f};
-    if constexpr (kOpts) {
-      if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+    if constexpr (kOpts || kBias) {
+      if (kOpts && a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+      const float c0 = kBias ? bias_ref(h) : 0.f;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int j = j0 + krow0 + g + 8 * r;
         rel[r] = float(dpos + i0 - j);  // p_i - p_j at query column 0
-        if (a.bias_k && j < a.Lk) bk[r] = __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
+        // kBias: relative to c0, in log2 units, added to the staged lse
+        if (a.bias_k && j < a.Lk)
+          bk[r] = kBias ? (__ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) - c0) * kLog2e
+                        : __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
       }
     }
     float dbq[BM / 8][2];
@@ -312,9 +331,11 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         const float2 dl = *reinterpret_cast<const float2*>(cDel + n * 8 + 2 * t);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const float pr = fast_exp2(fmaf(s[n][e], sl2, -(e & 1 ? l2.y : l2.x)));
+          const float lse2 = (e & 1 ? l2.y : l2.x) + (kBias ? bk[e >> 1] : 0.f);
+          const float pr = fast_exp2(fmaf(s[n][e], sl2, -lse2));
           dp[n][e] = pr * (dp[n][e] - (e & 1 ? dl.y : dl.x));
           s[n][e] = pr;
+          if constexpr (kBias) dbk[e >> 1] -= dp[n][e];
         }
       }
     else
@@ -339,7 +360,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
             }
             pr = fast_exp2(fmaf(x, kLog2e, -(c ? l2.y : l2.x)));
           } else {
-            pr = fast_exp2(fmaf(s[n][e], sl2, -(c ? l2.y : l2.x)));
+            pr = fast_exp2(fmaf(s[n][e], sl2, -((c ? l2.y : l2.x) + (kBias ? bk[r] : 0.f))));
           }
           if (!full && n * 8 + c < thr[r]) pr = 0.f;
           const float del = c ? dl.y : dl.x;
@@ -354,10 +375,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
           }
           s[n][e] = pr;
           dp[n][e] = ds;
-          if constexpr (kOpts) {
-            dbk[e >> 1] -= ds;
-            dbq[n][e & 1] += ds;
-          }
+          if constexpr (kOpts || kBias) dbk[e >> 1] -= ds;
+          if constexpr (kOpts) dbq[n][e & 1] += ds;
         }
         if constexpr (kOpts) {
           if (p.dbias_q_sums) {
@@ -430,7 +449,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
     }
 
     // End of a query head: its dbias_k column is complete.
-    if constexpr (kOpts) {
+    if constexpr (kOpts || kBias) {
       if (p.dbias_k && head_done) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -490,13 +509,15 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   }
 }
 
-template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe = false, int DQM = 1>
+template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe = false, int DQM = 1,
+          bool kBias = false>
 void launch_bwd(KernelParams p, cudaStream_t s) {
   using T = BwdTraits<DP, DVP, BM, NW, kPipe, DQM>;
   p.n_tiles = (p.a.Lk + T::BN - 1) / T::BN;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
   if (grid == 0) return;
-  auto kern = sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe, DQM>;
+  static_assert(!(kOpts && kBias), "kBias is the bias-lanes-only form of the plain path");
+  auto kern = sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe, DQM, kBias>;
   LCR_CUDA_CHECK(
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmem)));
   kern<<<unsigned(grid), T::kThreads, T::kSmem, s>>>(p);

@@ -20,6 +20,9 @@ struct FwdVariant {
   const char* name;
   void (*plain)(KernelParams, cudaStream_t);
   void (*opts)(KernelParams, cudaStream_t);  // null: the variant has no option path
+  // Bias lanes and nothing else (FoX): the plain path with the lanes folded in (kBias);
+  // null: such calls take the option path.
+  void (*bias)(KernelParams, cudaStream_t) = nullptr;
 };
 
 #define LCR_FWD(DP, DVP, BM, BN, NW)                                                            \
@@ -43,9 +46,10 @@ struct FwdVariant {
 // 1x8x65536 (H200, 2026-11-30, bench_cuda_sdpa --bias --variants all).
 const FwdVariant k64_64[] = {
     FwdVariant{"128x64_w4/opts_64x64_w4", &launch_fwd<64, 64, 128, 64, 4, false>,
-               &launch_fwd<64, 64, 64, 64, 4, true>},
+               &launch_fwd<64, 64, 64, 64, 4, true>, &launch_fwd<64, 64, 128, 64, 4, false, true>},
     LCR_FWD(64, 64, 128, 64, 4),
-    LCR_FWD_PLAIN(64, 64, 64, 64, 4),
+    FwdVariant{"64x64_w4", &launch_fwd<64, 64, 64, 64, 4, false>, nullptr,
+               &launch_fwd<64, 64, 64, 64, 4, false, true>},
     LCR_FWD_PLAIN(64, 64, 128, 128, 8),
     LCR_FWD_PLAIN(64, 64, 128, 32, 4),
     LCR_FWD_PLAIN(64, 64, 64, 128, 4),
@@ -54,7 +58,11 @@ const FwdVariant k64_64[] = {
 // 1x16x16384, H200, 2026-11-29); the option path keeps one m-tile per warp (fewer
 // registers for the option terms).
 const FwdVariant k128_128[] = {
-    LCR_FWD_SPLIT(128, 128, 128, 64, 4, 8), LCR_FWD_PLAIN(128, 128, 128, 64, 8),
+    FwdVariant{"128x64_w4/opts_w8", &launch_fwd<128, 128, 128, 64, 4, false>,
+               &launch_fwd<128, 128, 128, 64, 8, true>,
+               &launch_fwd<128, 128, 128, 64, 4, false, true>},
+    FwdVariant{"128x64_w8", &launch_fwd<128, 128, 128, 64, 8, false>, nullptr,
+               &launch_fwd<128, 128, 128, 64, 8, false, true>},
     LCR_FWD_PLAIN(128, 128, 128, 32, 4), LCR_FWD_PLAIN(128, 128, 64, 64, 4),
     LCR_FWD_PLAIN(128, 128, 128, 128, 8)};
 const FwdVariant k128_64[] = {LCR_FWD_SPLIT(128, 64, 128, 64, 4, 8),
@@ -116,6 +124,7 @@ bool launch_forward(const KernelParams& p, int variant, cudaStream_t s) {
   // The plain path finds the row max on unscaled S, which needs scale > 0.
   const bool opts = has_options(p.a) || !(p.a.scale > 0.f);
   auto fn = opts || !v[variant].plain ? v[variant].opts : v[variant].plain;
+  if (bias_lanes_only(p.a) && v[variant].bias) fn = v[variant].bias;
   if (!fn) return false;  // a plain-only tuning variant asked to run options
   fn(p, s);
   return true;

@@ -34,7 +34,15 @@ struct FwdTraits {
   }
 };
 
-template <int DP, int DVP, int BM, int BN, int NW, bool kOpts>
+// kBias (with kOpts = false): bias lanes only, FoX's case. The key lane is folded into the
+// log2-domain logits as they leave the accumulators (one FFMA per element, as on the plain
+// path), and the query lane, constant along a row, only shifts the row's lse: it is added
+// in the epilogue and never touches the tile. Both lanes are taken relative to c0, the
+// query lane of the tile's first row (x is unchanged by a shift common to both lanes):
+// FoX's lanes are cumulative sums that reach |c| ~ 1e3 at 16K, and without the shift the
+// row's lse would be the difference of two such numbers (measured 6.6e-5 absolute lse error
+// at 1x16x16384, against 3e-7 with the lanes' difference formed per element).
+template <int DP, int DVP, int BM, int BN, int NW, bool kOpts, bool kBias>
 __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p) {
   using T = FwdTraits<DP, DVP, BM, BN, NW>;
   constexpr int MT = T::MT, NTH = T::kThreads;
@@ -43,7 +51,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
   __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [BM][DP]
   __nv_bfloat16* sK = sQ + BM * DP;                                // [2][BN][DP]
   __nv_bfloat16* sV = sK + 2 * BN * DP;                            // [2][BN][DVP]
-  float* sBk = reinterpret_cast<float*>(sV + 2 * BN * DVP);        // [2][BN] (kOpts)
+  float* sBk = reinterpret_cast<float*>(sV + 2 * BN * DVP);        // [2][BN] (kOpts, kBias)
 
   const SdpaArgs& a = p.a;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
@@ -85,7 +93,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
   // Key bias lane of the key tile at j0 into stage st (option path; zero past Lk), in the
   // tile's cp.async group: one strided global read per key instead of one per element.
   auto load_key_bias = [&](int st, int j0) {
-    if constexpr (kOpts) {
+    if constexpr (kOpts || kBias) {
       if (a.bias_k)
         for (int x = tid; x < BN; x += NTH) {
           const int j = j0 + x;
@@ -105,15 +113,17 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
   }
 
   // Per-row option terms, fixed for the whole tile.
-  float bq[MT][2] = {}, slope = 0.f;
-  if constexpr (kOpts) {
-    if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+  float bq[MT][2] = {}, slope = 0.f, c0 = 0.f;
+  if constexpr (kOpts || kBias) {
+    if (kOpts && a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+    if (kBias && a.bias_q) c0 = __ldg(a.bias_q + (int64_t(b) * a.Lq + i0) * a.H + h);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int i = i0 + qrow(mt, r);
-        if (a.bias_q && i < a.Lq) bq[mt][r] = __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h);
+        if (a.bias_q && i < a.Lq)
+          bq[mt][r] = __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h) - c0;
       }
   }
   const float sl2 = a.scale * kLog2e;
@@ -213,6 +223,22 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
           }
       }
     }
+    if constexpr (kBias) {
+      const float* cBk = sBk + st * BN;
+#pragma unroll
+      for (int n = 0; n < BN / 8; ++n) {
+        float2 bk = a.bias_k ? *reinterpret_cast<const float2*>(cBk + n * 8 + 2 * t)
+                             : make_float2(0.f, 0.f);
+        bk.x = (bk.x - c0) * kLog2e, bk.y = (bk.y - c0) * kLog2e;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            s[mt][n][2 * r] = fmaf(s[mt][n][2 * r], sl2, -bk.x);
+            s[mt][n][2 * r + 1] = fmaf(s[mt][n][2 * r + 1], sl2, -bk.y);
+          }
+      }
+    }
     // Masking only where the tile straddles the diagonal or the sequence end: column
     // n*8 + 2t + c is visible to a row iff it is <= the row's limit (causal p_j <= p_i and
     // j < Lk in one int32 per row, computed once per tile).
@@ -234,7 +260,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
     }
     // Multiplier from S to log2-domain logits: sl2 on the plain path (scale > 0 there, so
     // the max of raw S scales to the max logit), 1 where the options already applied it.
-    const float mul = kOpts ? 1.f : sl2;
+    const float mul = kOpts || kBias ? 1.f : sl2;
 
     // Online softmax: new row max over this tile (the 4 threads of a quad share a row).
 #pragma unroll
@@ -303,7 +329,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
       const float inv = l > 0.f ? 1.f / l : 0.f;
       if (t == 0)
         p.lse[(int64_t(b) * a.H + h) * a.Lq + i] =
-            l > 0.f ? row_m[mt][r] * kLn2 + logf(l) : -INFINITY;
+            l > 0.f ? row_m[mt][r] * kLn2 + logf(l) + (kBias ? bq[mt][r] : 0.f) : -INFINITY;
       const int64_t orow = (int64_t(b) * a.Lq + i) * o_ld + int64_t(h) * a.Dv;
 #pragma unroll
       for (int n = 0; n < DVP / 8; ++n) {
@@ -319,14 +345,15 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
     }
 }
 
-template <int DP, int DVP, int BM, int BN, int NW, bool kOpts>
+template <int DP, int DVP, int BM, int BN, int NW, bool kOpts, bool kBias = false>
 void launch_fwd(KernelParams p, cudaStream_t s) {
   using T = FwdTraits<DP, DVP, BM, BN, NW>;
   p.n_tiles = (p.a.Lq + BM - 1) / BM;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
   if (grid == 0) return;
-  auto kern = sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts>;
-  constexpr size_t smem = T::smem(kOpts);
+  static_assert(!(kOpts && kBias), "kBias is the bias-lanes-only form of the plain path");
+  auto kern = sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts, kBias>;
+  constexpr size_t smem = T::smem(kOpts || kBias);
   LCR_CUDA_CHECK(
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   kern<<<unsigned(grid), T::kThreads, smem, s>>>(p);
