@@ -249,6 +249,13 @@ std::vector<Case> cases() {
   c = {"fox_large_lanes_L1000", 1000, 1000, 64, 64};
   c.bias = true, c.dbq = false, c.bias_slope = 0.7f;
   v.push_back(c);
+  // ALiBi alone and with FoX's lanes take the kBias kernels too (no softcap, no dbias_q).
+  c = {"alibi_offsets_q129_k1000_d128", 129, 1000, 128, 128, 1100, 300};
+  c.alibi = true;
+  v.push_back(c);
+  c = {"fox_alibi_L1000", 1000, 1000, 64, 64};
+  c.alibi = true, c.bias = true, c.dbq = false;
+  v.push_back(c);
   c = {"fox_offsets_q129_k1000_d128", 129, 1000, 128, 128, 1100, 300};
   c.bias = true, c.dbq = false;
   v.push_back(c);

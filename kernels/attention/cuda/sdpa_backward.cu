@@ -20,8 +20,8 @@ struct BwdVariant {
   const char* name;
   void (*plain)(KernelParams, cudaStream_t);
   void (*opts)(KernelParams, cudaStream_t);
-  // Bias lanes only, no dbias_q / dbias_q_sums (FoX): the plain tiling with the lanes folded
-  // in (kBias); null: such calls take the option path.
+  // Bias lanes and/or ALiBi, no softcap, no dbias_q / dbias_q_sums: the plain tiling with
+  // the terms folded in (kBias); null: such calls take the option path.
   void (*bias)(KernelParams, cudaStream_t) = nullptr;
 };
 
@@ -99,7 +99,7 @@ bool launch_backward(const KernelParams& p, int variant, cudaStream_t s) {
   if (variant < 0 || variant >= n) return false;
   const bool opts = has_options(p.a) || p.dbias_q || p.dbias_k || p.dbias_q_sums;
   auto fn = opts || !v[variant].plain ? v[variant].opts : v[variant].plain;
-  if (bias_lanes_only(p.a) && !p.dbias_q && !p.dbias_q_sums && v[variant].bias)
+  if (row_col_terms_only(p.a) && !p.dbias_q && !p.dbias_q_sums && v[variant].bias)
     fn = v[variant].bias;
   if (!fn) return false;
   if (!p.accumulate) {

@@ -45,12 +45,13 @@ struct BwdTraits {
   static constexpr size_t kSmem = sizeof(__nv_bfloat16) * kSmemBf16 + sizeof(float) * 6 * BM;
 };
 
-// kBias (with kOpts = false): bias lanes only and no dbias_q / dbias_q_sums (FoX's case).
-// The query lane joins the staged lse (x - lse = s scale - bias_k - (lse - bias_q)), the key
-// lane is one value per key row, so P costs one FADD per element more than the plain path
-// and the tiling is the plain path's; dbias_k = -sum_i dS is summed as on the option path.
-// Both lanes are taken relative to c0 = the key lane of the tile's first key for the step's
-// head (the forward's reason: lse - bias_q would cancel two numbers of FoX's size).
+// kBias (with kOpts = false): x = s scale + R_i - C_j (FoX's bias lanes and/or ALiBi, no
+// softcap; sdpa_forward_kernel.cuh) and no dbias_q / dbias_q_sums. The row term joins the
+// staged lse (x - lse = s scale - C_j - (lse - R_i)), the column term is one value per key
+// row, so P costs one FADD per element more than the plain path and the tiling is the plain
+// path's; dbias_k = -sum_i dS is summed as on the option path. Both terms are taken relative
+// to c0 = C of the tile's first key for the step's head (the forward's reason: lse - R_i
+// would cancel two numbers of FoX's size).
 template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe, int DQM, bool kBias>
 __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p) {
   using T = BwdTraits<DP, DVP, BM, NW, kPipe, DQM>;
@@ -84,8 +85,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
   const int64_t v_ld = int64_t(a.Hkv) * a.Dv, o_ld = int64_t(a.H) * a.Dv;
 
-  // kBias: the reference c0 of query head h (the key lane of the tile's first key; 0 without
-  // a key lane).
+  // kBias: the key lane of the tile's first key for query head h (0 without a key lane);
+  // with ALiBi, c0 = bias_ref - slope p_j0, and the slope terms below are relative to p_j0.
   auto bias_ref = [&](int h) {
     return a.bias_k ? __ldg(a.bias_k + (int64_t(b) * a.Lk + j0) * a.H + h) : 0.f;
   };
@@ -106,9 +107,12 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
       if (i < a.Lq) {
         const float l = p.lse_in[(int64_t(b) * a.H + h) * a.Lq + i];
         l2 = l == -INFINITY ? INFINITY : l * kLog2e;  // a row that saw no key has P = 0
-        if constexpr (kBias)
-          if (a.bias_q && l2 != INFINITY)
-            l2 -= (a.bias_q[(int64_t(b) * a.Lq + i) * a.H + h] - bias_ref(h)) * kLog2e;
+        if constexpr (kBias)  // R_i - c0 = (bias_q_i - c0) - slope (p_i - p_j0)
+          if (l2 != INFINITY) {
+            const float sl = a.alibi_slopes ? __ldg(a.alibi_slopes + h) : 0.f;
+            const float bqi = a.bias_q ? a.bias_q[(int64_t(b) * a.Lq + i) * a.H + h] : 0.f;
+            l2 -= fmaf(-sl, float(dpos + i - j0), bqi - bias_ref(h)) * kLog2e;
+          }
         del = p.delta[(int64_t(b) * a.H + h) * a.Lq + i];
       }
       sL[st * BM + r] = l2;
@@ -306,16 +310,17 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
       }
     float slope = 0.f, bk[2] = {0.f, 0.f}, rel[2] = {0.f, 0.f};
     if constexpr (kOpts || kBias) {
-      if (kOpts && a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+      if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
       const float c0 = kBias ? bias_ref(h) : 0.f;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int j = j0 + krow0 + g + 8 * r;
         rel[r] = float(dpos + i0 - j);  // p_i - p_j at query column 0
-        // kBias: relative to c0, in log2 units, added to the staged lse
-        if (a.bias_k && j < a.Lk)
-          bk[r] = kBias ? (__ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) - c0) * kLog2e
-                        : __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h);
+        const float bkj =
+            a.bias_k && j < a.Lk ? __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) : 0.f;
+        // kBias: C_j - c0 = (bias_k_j - c0) - slope (j - j0) in log2 units, added to the
+        // staged lse
+        bk[r] = kBias ? fmaf(-slope, float(j - j0), bkj - c0) * kLog2e : bkj;
       }
     }
     float dbq[BM / 8][2];

@@ -20,8 +20,8 @@ struct FwdVariant {
   const char* name;
   void (*plain)(KernelParams, cudaStream_t);
   void (*opts)(KernelParams, cudaStream_t);  // null: the variant has no option path
-  // Bias lanes and nothing else (FoX): the plain path with the lanes folded in (kBias);
-  // null: such calls take the option path.
+  // Bias lanes and/or ALiBi, no softcap (row_col_terms_only): the plain path with the
+  // terms folded in (kBias); null: such calls take the option path.
   void (*bias)(KernelParams, cudaStream_t) = nullptr;
 };
 
@@ -124,7 +124,7 @@ bool launch_forward(const KernelParams& p, int variant, cudaStream_t s) {
   // The plain path finds the row max on unscaled S, which needs scale > 0.
   const bool opts = has_options(p.a) || !(p.a.scale > 0.f);
   auto fn = opts || !v[variant].plain ? v[variant].opts : v[variant].plain;
-  if (bias_lanes_only(p.a) && v[variant].bias) fn = v[variant].bias;
+  if (row_col_terms_only(p.a) && v[variant].bias) fn = v[variant].bias;
   if (!fn) return false;  // a plain-only tuning variant asked to run options
   fn(p, s);
   return true;

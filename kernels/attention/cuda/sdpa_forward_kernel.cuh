@@ -34,11 +34,13 @@ struct FwdTraits {
   }
 };
 
-// kBias (with kOpts = false): bias lanes only, FoX's case. The key lane is folded into the
-// log2-domain logits as they leave the accumulators (one FFMA per element, as on the plain
-// path), and the query lane, constant along a row, only shifts the row's lse: it is added
-// in the epilogue and never touches the tile. Both lanes are taken relative to c0, the
-// query lane of the tile's first row (x is unchanged by a shift common to both lanes):
+// kBias (with kOpts = false): additive terms that split into a row term and a column term,
+// x = s scale + R_i - C_j, and no softcap: FoX's bias lanes (R = bias_q, C = bias_k) and
+// ALiBi (-slope (p_i - p_j): R = -slope p_i, C = -slope p_j), alone or together. The column
+// term is folded into the log2-domain logits as they leave the accumulators (one FFMA per
+// element, as on the plain path), and the row term only shifts the row's lse: it is added
+// in the epilogue and never touches the tile. Both terms are taken relative to c0, the
+// row term of the tile's first row (x is unchanged by a shift common to both terms):
 // FoX's lanes are cumulative sums that reach |c| ~ 1e3 at 16K, and without the shift the
 // row's lse would be the difference of two such numbers (measured 6.6e-5 absolute lse error
 // at 1x16x16384, against 3e-7 with the lanes' difference formed per element).
@@ -113,9 +115,11 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
   }
 
   // Per-row option terms, fixed for the whole tile.
+  // kBias: bq = R_i - c0 = (bias_q_i - bias_q_i0) - slope (i - i0); positions enter as
+  // exact integer differences.
   float bq[MT][2] = {}, slope = 0.f, c0 = 0.f;
   if constexpr (kOpts || kBias) {
-    if (kOpts && a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+    if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
     if (kBias && a.bias_q) c0 = __ldg(a.bias_q + (int64_t(b) * a.Lq + i0) * a.H + h);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -124,6 +128,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
         const int i = i0 + qrow(mt, r);
         if (a.bias_q && i < a.Lq)
           bq[mt][r] = __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h) - c0;
+        if (kBias) bq[mt][r] -= slope * float(qrow(mt, r));
       }
   }
   const float sl2 = a.scale * kLog2e;
@@ -227,9 +232,12 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
       const float* cBk = sBk + st * BN;
 #pragma unroll
       for (int n = 0; n < BN / 8; ++n) {
+        // C_j - c0 = (bias_k_j - c0) + slope (p_i0 - p_j), p_i0 - p_j = rel0 - column.
         float2 bk = a.bias_k ? *reinterpret_cast<const float2*>(cBk + n * 8 + 2 * t)
                              : make_float2(0.f, 0.f);
-        bk.x = (bk.x - c0) * kLog2e, bk.y = (bk.y - c0) * kLog2e;
+        const float rel0 = float(dpos + i0 - j0 - (n * 8 + 2 * t));
+        bk.x = fmaf(slope, rel0, bk.x - c0) * kLog2e;
+        bk.y = fmaf(slope, rel0 - 1.f, bk.y - c0) * kLog2e;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -351,7 +359,7 @@ void launch_fwd(KernelParams p, cudaStream_t s) {
   p.n_tiles = (p.a.Lq + BM - 1) / BM;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
   if (grid == 0) return;
-  static_assert(!(kOpts && kBias), "kBias is the bias-lanes-only form of the plain path");
+  static_assert(!(kOpts && kBias), "kBias is a form of the plain path");
   auto kern = sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts, kBias>;
   constexpr size_t smem = T::smem(kOpts || kBias);
   LCR_CUDA_CHECK(

@@ -44,9 +44,10 @@ const char* backward_variant_name(int D, int Dv, int variant);  // null past the
 inline bool has_options(const SdpaArgs& a) {
   return a.alibi_slopes || a.bias_q || a.bias_k || a.softcap > 0.f;
 }
-// Bias lanes and no other option (FoX): the kernels' kBias form serves these.
-inline bool bias_lanes_only(const SdpaArgs& a) {
-  return (a.bias_q || a.bias_k) && !a.alibi_slopes && !(a.softcap > 0.f);
+// Options that split into a row term and a column term of the logit (FoX's bias lanes,
+// ALiBi) and no softcap: the kernels' kBias form serves these.
+inline bool row_col_terms_only(const SdpaArgs& a) {
+  return (a.bias_q || a.bias_k || a.alibi_slopes) && !(a.softcap > 0.f);
 }
 
 }  // namespace lcr::cuda::detail

@@ -5,10 +5,11 @@
 // FLOPs (causal, the convention of torch/FlashAttention benchmarks): forward
 // 2*B*H*L^2*(D+Dv)/2 (= 4*B*H*L^2*D/2 for D = Dv), backward 2.5x that.
 //   bench_cuda_sdpa --B 1 --H 16 --L 16384 --D 64 [--Dv 64] [--Hkv 16] [--variants all]
-//                   [--bias]
+//                   [--bias] [--alibi]
 // --bias times the option path with FoX-like bias lanes (c_i - c_j, c = -0.01 position)
 // and, in the backward, the key lane's gradient (FoX takes the query lane's in closed
-// form, attention_cuda.cpp); the variant name gets "+bias".
+// form, attention_cuda.cpp); the variant name gets "+bias". --alibi adds ALiBi slopes
+// 2^(-8 (h+1) / H) ("+alibi").
 // --variants all times every compiled tiling of the width class (for tuning); the
 // default times variant 0, the one sdpa_forward / sdpa_backward use.
 #include <cuda_bf16.h>
@@ -36,7 +37,7 @@ namespace {
 
 struct Opts {
   int B = 1, H = 16, Hkv = 0, L = 16384, D = 64, Dv = 0, reps = 20, warmup = 3, sets = 3;
-  bool all_variants = false, fwd = true, bwd = true, bias = false;
+  bool all_variants = false, fwd = true, bwd = true, bias = false, alibi = false;
 };
 
 Opts parse(int argc, char** argv) {
@@ -70,6 +71,8 @@ Opts parse(int argc, char** argv) {
       o.all_variants = std::strcmp(argv[++i], "all") == 0;
     } else if (k == "--bias")
       o.bias = true;
+    else if (k == "--alibi")
+      o.alibi = true;
     else if (k == "--fwd-only")
       o.bwd = false;
     else if (k == "--bwd-only")
@@ -77,7 +80,7 @@ Opts parse(int argc, char** argv) {
     else
       lcr::throw_error("bench_cuda_sdpa: unknown option ", k,
                        " (use --B --H --Hkv --L --D --Dv --reps --warmup --sets --variants all "
-                       "--bias --fwd-only --bwd-only)");
+                       "--bias --alibi --fwd-only --bwd-only)");
   }
   if (o.Hkv == 0) o.Hkv = o.H;
   if (o.Dv == 0) o.Dv = o.D;
@@ -100,6 +103,7 @@ struct Set {  // one rotating copy of the inputs and the buffers the kernels wri
   DeviceBuffer<bf16> q, k, v, o, dout;
   DeviceBuffer<float> lse, delta, dq, dk, dv;
   DeviceBuffer<float> cq, ck, dck;  // --bias: bias lanes [B, L, H], key lane gradient
+  DeviceBuffer<float> slopes;       // --alibi: [H]
 };
 
 // Median milliseconds of `fn(set index)` over o.reps launches.
@@ -148,6 +152,11 @@ int run(const Opts& o) {
       s.ck = DeviceBuffer<float>(c);
       s.dck = DeviceBuffer<float>(nq);
     }
+    if (o.alibi) {
+      std::vector<float> sl(o.H);
+      for (int h = 0; h < o.H; ++h) sl[h] = float(std::exp2(-8.0 * (h + 1) / o.H));
+      s.slopes = DeviceBuffer<float>(sl);
+    }
   }
   auto args = [&](Set& s) {
     SdpaArgs a;
@@ -155,6 +164,7 @@ int run(const Opts& o) {
     a.q = s.q.data(), a.k = s.k.data(), a.v = s.v.data();
     a.scale = 1.f / std::sqrt(float(o.D));
     if (o.bias) a.bias_q = s.cq.data(), a.bias_k = s.ck.data();
+    if (o.alibi) a.alibi_slopes = s.slopes.data();
     return a;
   };
   // Every set gets a real forward first: the backward needs its O and lse.
@@ -163,8 +173,9 @@ int run(const Opts& o) {
 
   const double flop_fwd = 2.0 * o.B * o.H * double(o.L) * o.L * (o.D + o.Dv) / 2;
   auto report = [&](const char* dir, const char* variant, float ms, double flop) {
-    std::printf("lcr,%s,%d,%d,%d,%d,%d,%d,%s%s,%.4f,%.1f\n", dir, o.B, o.H, o.Hkv, o.L, o.D, o.Dv,
-                variant, o.bias ? "+bias" : "", ms, flop / (ms * 1e-3) / 1e12);
+    std::printf("lcr,%s,%d,%d,%d,%d,%d,%d,%s%s%s,%.4f,%.1f\n", dir, o.B, o.H, o.Hkv, o.L, o.D, o.Dv,
+                variant, o.bias ? "+bias" : "", o.alibi ? "+alibi" : "", ms,
+                flop / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   };
   using namespace lcr::cuda::detail;
