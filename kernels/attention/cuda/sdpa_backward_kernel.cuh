@@ -133,14 +133,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   }
 
   float dk[DP / 8][4], dv[DVP / 8][4];
-#pragma unroll
-  for (int n = 0; n < DP / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk[n][e] = 0.f;
-#pragma unroll
-  for (int n = 0; n < DVP / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dv[n][e] = 0.f;
+  zero_acc(dk);
+  zero_acc(dv);
   float dbk[2] = {0.f, 0.f};    // -sum_i dS over this thread's queries, keys g and g+8
   const int krow0 = warp * 16;  // this warp's first key row in the tile
   const float sl2 = a.scale * kLog2e;
@@ -169,12 +163,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
     const uint32_t cdS = sdS_addr + ds * BN * BM * 2;
     const int rb = warp % T::kRowBlocks, cg = warp / T::kRowBlocks;
     float dq[M][NC / 8][4];
-#pragma unroll
-    for (int m = 0; m < M; ++m)
-#pragma unroll
-      for (int n = 0; n < NC / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dq[m][n][e] = 0.f;
+    zero_acc(dq);
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       uint32_t af[M][4];
@@ -265,10 +254,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
 
     // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BM queries.
     float s[BM / 8][4], dp[BM / 8][4];
-#pragma unroll
-    for (int n = 0; n < BM / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = 0.f, dp[n][e] = 0.f;
+    zero_acc(s);
+    zero_acc(dp);
 #pragma unroll
     for (int kk = 0; kk < DP / 16; ++kk) {
       uint32_t af[4];

@@ -71,6 +71,20 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Zeroes mma accumulators: N tiles of 4, or M rows of N tiles.
+template <int N>
+__device__ __forceinline__ void zero_acc(float (&c)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[n][e] = 0.f;
+}
+template <int M, int N>
+__device__ __forceinline__ void zero_acc(float (&c)[M][N][4]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) zero_acc(c[m]);
+}
+
 // Two floats -> one bf16x2 register, `lo` in the low half (the lower column index).
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

@@ -77,12 +77,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
   const __nv_bfloat16* vbase = a.v + int64_t(b) * a.Lk * v_ld + int64_t(hk) * a.Dv;
 
   float acc[MT][DVP / 8][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int n = 0; n < DVP / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][n][e] = 0.f;
+  zero_acc(acc);
   float row_m[MT][2], row_l[MT][2];  // log2-domain running max, per-thread partial sum
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -173,12 +168,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
 
     // S = Q K^T for this warp's rows.
     float s[MT][BN / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int n = 0; n < BN / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][n][e] = 0.f;
+    zero_acc(s);
 #pragma unroll
     for (int kk = 0; kk < DP / 16; ++kk) {
       uint32_t af[MT][4];

@@ -98,6 +98,29 @@ __device__ __forceinline__ __nv_bfloat16 lane_out(const RowLaneArgs& a, const fl
   return __float2bfloat16(mu * (o < a.d ? ph.x : ph.y));
 }
 
+// Sum over the TPR threads of a row group (every thread of the warp calls it).
+template <int TPR>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int o = TPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+// Input elements 8c .. 8c + 7 of a row into v (0 past d and for a dead row); returns the
+// row's 1 / rms for QK-RMSNorm (1 without it). Every thread of the warp calls it.
+template <bool kNorm, int TPR>
+__device__ __forceinline__ float load_row_chunk(const RowLaneArgs& a, int64_t row, int c, bool live,
+                                                float (&v)[8]) {
+  float ss = 0.f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const int col = 8 * c + e;
+    v[e] = live && col < a.d ? __bfloat162float(a.x[row * a.d + col]) : 0.f;
+    ss += v[e] * v[e];
+  }
+  return kNorm ? 1.f / sqrtf(group_sum<TPR>(ss) / float(a.d) + a.eps) : 1.f;
+}
+
 // Forward rows in groups of TPR threads (TPR a power of two with 8 TPR >= max(d, dp)):
 // thread c of a group loads input elements [8c, 8c + 8) and writes output lanes
 // [8c, 8c + 8) as one 16-byte store; a warp handles 32 / TPR consecutive rows (heads of a
@@ -117,19 +140,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     const int64_t row = base + sub;  // = (b L + t) Hx + h
     const bool live = row < rows;
     const int h = int(row % a.Hx), t = int((row / a.Hx) % a.L);
-    float v[8], ss = 0.f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int col = 8 * c + e;
-      v[e] = live && col < a.d ? __bfloat162float(a.x[row * a.d + col]) : 0.f;
-      ss += v[e] * v[e];
-    }
-    float inv = 1.f;
-    if (kNorm) {
-#pragma unroll
-      for (int o = TPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(kFull, ss, o);
-      inv = 1.f / sqrtf(ss / float(a.d) + a.eps);
-    }
+    float v[8];
+    const float inv = load_row_chunk<kNorm, TPR>(a, row, c, live, v);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int col = 8 * c + e;
@@ -229,19 +241,12 @@ __global__ void __launch_bounds__(kWarps * 32) lanes_bwd_kernel(RowLaneArgs a, R
     float du_acc = 0.f;
     for (int bb = 0; bb < a.B; ++bb) {
       const int64_t row = (int64_t(bb) * a.L + t) * a.Hx + h;
-      float xv[8], dyv[8], ss = 0.f;
+      float xv[8] = {}, dyv[8], inv = 1.f;
+      if constexpr (kNeedX) inv = load_row_chunk<kNorm, TPR>(a, row, c, live, xv);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const int col = 8 * c + e;
-        xv[e] = kNeedX && live && col < a.d ? __bfloat162float(a.x[row * a.d + col]) : 0.f;
         dyv[e] = live && col < a.dp ? g.dy[row * a.dp + col] : 0.f;
-        ss += xv[e] * xv[e];
-      }
-      float inv = 1.f;
-      if (kNorm) {
-#pragma unroll
-        for (int o = TPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(kFull, ss, o);
-        inv = 1.f / sqrtf(ss / float(a.d) + a.eps);
       }
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -280,8 +285,7 @@ __global__ void __launch_bounds__(kWarps * 32) lanes_bwd_kernel(RowLaneArgs a, R
       float* dxr = g.dx + row * a.d;
       if (kNorm) {
         // dx = gain dxn / r - x <gain dxn, x> / (d r^3); d gain += dxn x / r.
-#pragma unroll
-        for (int o = TPR / 2; o > 0; o >>= 1) gdx += __shfl_xor_sync(kFull, gdx, o);
+        gdx = group_sum<TPR>(gdx);
         const float k3 = gdx * inv * inv * inv / float(a.d);
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
