@@ -7,7 +7,7 @@
 # Rows:
 #   lcr SDPA (bench_cuda_sdpa) vs torch SDPA cuDNN and FlashAttention-2 backends (peers.py)
 #     at (B,H,L,D) = (1,16,16384,64), (1,16,16384,128), (1,8,65536,64), causal bf16;
-#   GOAT / PoPE vs NoPE through the full API (bench_cuda_attention, when present);
+#   GOAT / PoPE / RoPE / ALiBi / FoX vs NoPE through the full API (bench_cuda_attention);
 #   PaTH (bench_cuda_path, when present) vs fla's Triton PaTH (peers.py --fla, when fla
 #     imports: install the carried wheels first, docs/cuda.md);
 #   ring on 2 GPUs (bench_cuda_ring under mpirun -np 2 for SDPA and PaTH, when present);
@@ -84,7 +84,7 @@ if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]]; then
   # 3. Schemes through the full API (lanes engineer's binary).
   if b=$(find_bin bench_cuda_attention); then
     note "bench_cuda_attention"
-    timeout "$lim" "$b" --schemes nope,goat,pope --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 \
+    timeout "$lim" "$b" --schemes nope,goat,pope,rope,alibi,fox --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 \
       --no-check 2>&1 | tee "$lanes_txt" | tee -a "$log"
   fi
   # 4. PaTH (PaTH engineer's binary).

@@ -186,7 +186,7 @@ def table(args):
     md += ["", "## Schemes (full lcr CUDA attention API: lanes + SDPA)", ""]
     lanes = read_lanes(args.lanes)
     if not lanes:
-        md.append("GOAT / PoPE vs NoPE: **not measured** (bench_cuda_attention not found or no "
+        md.append("Schemes vs NoPE: **not measured** (bench_cuda_attention not found or no "
                   "output).")
     else:
         md += ["| scheme | B,H,L,D | fwd ms | bwd ms | time vs NoPE (fwd+bwd) |", "|---|---|---|---|---|"]
