@@ -31,4 +31,14 @@ std::vector<int64_t> shape_of(const V& v) {
 
 std::string shape_string(const std::vector<int64_t>& s);
 
+// A device copy of a small host table (frequencies, slopes), labelled for Kokkos tools.
+template <class T>
+View1<T> device_copy(const std::string& label, const std::vector<T>& host) {
+  View1<T> v(label, host.size());
+  auto h = Kokkos::create_mirror_view(v);
+  for (size_t i = 0; i < host.size(); ++i) h(i) = host[i];
+  Kokkos::deep_copy(v, h);
+  return v;
+}
+
 }  // namespace lcr

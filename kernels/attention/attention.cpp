@@ -79,11 +79,9 @@ void lanes_backward(const AttentionSpec& spec, const LaneArgs<T>& a, const View4
 
 template <class T>
 View1<T> alibi_slopes(int heads) {
-  View1<T> s("lcr::alibi_slopes", heads);
-  auto h = Kokkos::create_mirror_view(s);
-  for (int i = 0; i < heads; ++i) h(i) = T(alibi_slope(i, heads));
-  Kokkos::deep_copy(s, h);
-  return s;
+  std::vector<T> h(heads);
+  for (int i = 0; i < heads; ++i) h[i] = T(alibi_slope(i, heads));
+  return device_copy("lcr::alibi_slopes", h);
 }
 
 template <class V>

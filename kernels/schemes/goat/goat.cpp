@@ -102,16 +102,14 @@ namespace {
 // The angle w_r c_r(p) is formed in double so positions up to ~1e7 keep ~1e-9 rad.
 View3<double> mode_table(const AttentionSpec& s, int64_t pos0, int L) {
   const int R = s.goat.modes;
-  View1<double> freq("lcr::goat_freq", R);
-  View1<int> axis("lcr::goat_axis", R);
-  auto hf = Kokkos::create_mirror_view(freq);
-  auto ha = Kokkos::create_mirror_view(axis);
+  std::vector<double> hf(R);
+  std::vector<int> ha(R);
   for (int r = 0; r < R; ++r) {
-    hf(r) = mode_frequency(s, r);
-    ha(r) = int(mode_axis(s, r));
+    hf[r] = mode_frequency(s, r);
+    ha[r] = int(mode_axis(s, r));
   }
-  Kokkos::deep_copy(freq, hf);
-  Kokkos::deep_copy(axis, ha);
+  const View1<double> freq = device_copy("lcr::goat_freq", hf);
+  const View1<int> axis = device_copy("lcr::goat_axis", ha);
   const int64_t W = std::max(s.goat.grid_width, 1);
   View3<double> tab("lcr::goat_mode_table", L, R, 2);
   Kokkos::parallel_for(
@@ -129,10 +127,9 @@ View3<double> mode_table(const AttentionSpec& s, int64_t pos0, int L) {
 // phi(p) at positions pos0 .. pos0 + L - 1: [L, 2F + 2], double.
 View2<double> feature_table(const AttentionSpec& s, int64_t pos0, int L) {
   const int F = s.goat.feature_freqs, NF = feature_count(s);
-  View1<double> freq("lcr::goat_feature_freq", F);
-  auto hf = Kokkos::create_mirror_view(freq);
-  for (int m = 0; m < F; ++m) hf(m) = feature_frequency(s, m);
-  Kokkos::deep_copy(freq, hf);
+  std::vector<double> hf(F);
+  for (int m = 0; m < F; ++m) hf[m] = feature_frequency(s, m);
+  const View1<double> freq = device_copy("lcr::goat_feature_freq", hf);
   const double inv_len = 1.0 / double(s.goat.train_len);
   const double inv_log = 1.0 / std::log1p(double(s.goat.train_len));
   View2<double> phi("lcr::goat_features", L, NF);

@@ -36,12 +36,7 @@ KOKKOS_INLINE_FUNCTION double clamp_delta(double x) {
 KOKKOS_INLINE_FUNCTION bool delta_in_range(double x) { return x >= kDeltaMin && x <= kDeltaMax; }
 
 View1<const double> theta_table(const AttentionSpec& spec) {
-  const std::vector<double> f = frequencies(spec);
-  View1<double> t("lcr::pope_theta", f.size());
-  auto h = Kokkos::create_mirror_view(t);
-  for (size_t c = 0; c < f.size(); ++c) h(c) = f[c];
-  Kokkos::deep_copy(t, h);
-  return t;
+  return device_copy("lcr::pope_theta", frequencies(spec));
 }
 
 // x [B, L, Hx, d] -> y [B, L, Hx, 2d]: y = mu [cos(p theta + delta), sin(...)], where delta

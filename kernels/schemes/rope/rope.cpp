@@ -57,12 +57,7 @@ void rotate_rows(const View4<const T>& x, const View4<T>& y, const View1<const d
 }
 
 View1<const double> theta_table(const AttentionSpec& spec) {
-  const std::vector<double> f = frequencies(spec);
-  View1<double> t("lcr::rope_theta", f.size());
-  auto h = Kokkos::create_mirror_view(t);
-  for (size_t m = 0; m < f.size(); ++m) h(m) = f[m];
-  Kokkos::deep_copy(t, h);
-  return t;
+  return device_copy("lcr::rope_theta", frequencies(spec));
 }
 
 // Applies R with angle sign `sign` (+1 forward, -1 backward) to both q-like and k-like
