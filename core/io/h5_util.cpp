@@ -6,19 +6,6 @@
 
 namespace lcr::io::h5u {
 
-void quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-
-std::string detail() {
-  std::string last;
-  auto cb = [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
-    if (e->desc) *static_cast<std::string*>(out) = e->desc;
-    return 0;
-  };
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, cb, &last);
-  H5Eclear2(H5E_DEFAULT);
-  return last.empty() ? "" : " (HDF5: " + last + ")";
-}
-
 std::string library_version() {
   unsigned a = 0, b = 0, c = 0;
   H5get_libversion(&a, &b, &c);

@@ -13,11 +13,11 @@
 
 namespace lcr::io::h5u {
 
+using h5::detail;  // " (HDF5: <innermost message>)" or ""; clears the stack
 using h5::Handle;
+using h5::quiet;  // no HDF5 error-stack printing: we report errors ourselves
 
-void quiet();                   // no HDF5 error-stack printing: we report errors ourselves
-std::string detail();           // " (HDF5: <innermost message>)" or ""; clears the stack
-std::string library_version();  // "1.10.8"
+std::string library_version();                  // "1.10.8"
 void check_hdf5_file(const std::string& path);  // Error: no such file / not an HDF5 file
 Handle fapl_v110();  // file access: libver bounds [V110, V110] (SWMR needs the 1.10 format)
 

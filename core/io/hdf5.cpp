@@ -3,15 +3,10 @@
 #include <filesystem>
 
 namespace lcr::h5 {
-namespace {
 
-// Library failures come back as negative ids/statuses; we turn them into lcr::Error
-// ourselves, so HDF5 must not print its error stack to stderr.
 void quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 
-// The innermost message of HDF5's error stack ("unable to open file: ... errno = 13"),
-// to append to our own; the stack is cleared.
-std::string detail() {
+std::string detail() {  // e.g. " (HDF5: unable to open file: ... errno = 13)"
   std::string last;
   auto cb = [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
     if (e->desc) *static_cast<std::string*>(out) = e->desc;
@@ -21,6 +16,8 @@ std::string detail() {
   H5Eclear2(H5E_DEFAULT);
   return last.empty() ? "" : " (HDF5: " + last + ")";
 }
+
+namespace {
 
 template <class T>
 hid_t mem_type() {

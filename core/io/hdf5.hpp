@@ -16,6 +16,13 @@
 
 namespace lcr::h5 {
 
+// Library failures come back as negative ids/statuses and are turned into lcr::Error by
+// their callers, so HDF5 must not print its error stack to stderr: quiet() switches that
+// off. detail() is the innermost message of HDF5's error stack as " (HDF5: ...)" ("" when
+// empty), to append to our own; it clears the stack.
+void quiet();
+std::string detail();
+
 // A scalar attribute. bool is stored as h5py stores numpy bools (an int8 enum FALSE/TRUE),
 // integers as int64, floats as float64, strings as variable-length UTF-8.
 using Attr = std::variant<bool, int64_t, double, std::string>;
