@@ -55,7 +55,7 @@ struct PathRing::State : RingPairHook {
   void own_block(int i, float* o, float* lse, cudaStream_t s) override {
     Slot& sl = slots[size_t(i)];
     const int64_t rows = sl.ch.length;
-    ring::to_f32(o, sl.o_own.data(), int64_t(B) * rows * H * D, s);
+    partials::to_f32(o, sl.o_own.data(), int64_t(B) * rows * H * D, s);
     LCR_CUDA_CHECK(cudaMemcpyAsync(lse, sl.lse_own.data(), size_t(B) * H * rows * sizeof(float),
                                    cudaMemcpyDeviceToDevice, s));
   }
@@ -192,7 +192,7 @@ RingStats PathRing::forward(const PathRingArgs& a, bf16* o, float* lse, cudaStre
     f.p = S.p_of(sl.ch.index);
     path::forward(sl.args, sl.o_own.data(), sl.lse_own.data(), S.ws->data(), S.ws->size(), stream,
                   &f);
-    ring::copy_rows(sl.kfold.data(), sl.ch.length, 0, S.kfold.data(), S.Lr, sl.ch.local_offset, S.B,
+    partials::copy_rows(sl.kfold.data(), sl.ch.length, 0, S.kfold.data(), S.Lr, sl.ch.local_offset, S.B,
                     sl.ch.length, int64_t(S.Hkv) * S.D * int64_t(sizeof(bf16)), stream);
   }
   S.allreduce(S.p_all.data(), int64_t(S.p_all.size()), stream);
@@ -287,7 +287,7 @@ RingStats PathRing::backward(const PathRingArgs& a, const bf16* o, const float* 
     path::backward(pa, o_c, lse_c, dout_c, pg, S.ws->data(), S.ws->size(), stream, &fg);
     if (!direct) {
       auto put = [&](const float* src, int64_t W, float* dst) {
-        ring::copy_rows(src, rows, 0, dst, S.Lr, ch.local_offset, B, rows,
+        partials::copy_rows(src, rows, 0, dst, S.Lr, ch.local_offset, B, rows,
                         W * int64_t(sizeof(float)), stream);
       };
       put(pg.dq, int64_t(H) * D, g.dq);
@@ -303,10 +303,10 @@ RingStats PathRing::backward(const PathRingArgs& a, const bf16* o, const float* 
   }
   // The cross pairs' shares of dv and the FoX lanes.
   const int64_t nk = int64_t(B) * S.Lr * Hkv * D, nf = int64_t(B) * S.Lr * H;
-  ring::add_inplace(g.dv, S.dv_x.data(), nk, stream);
+  partials::add_inplace(g.dv, S.dv_x.data(), nk, stream);
   if (S.fox) {
-    ring::add_inplace(g.dfox_q, S.dfq_x.data(), nf, stream);
-    ring::add_inplace(g.dfox_k, S.dfk_x.data(), nf, stream);
+    partials::add_inplace(g.dfox_q, S.dfq_x.data(), nf, stream);
+    partials::add_inplace(g.dfox_k, S.dfk_x.data(), nf, stream);
   }
   LCR_CUDA_CHECK(cudaStreamSynchronize(stream));
   st.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

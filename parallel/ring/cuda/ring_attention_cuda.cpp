@@ -78,9 +78,9 @@ struct RingAttention::Impl {
       if (k2.size() < nk) k2 = DeviceBuffer<bf16>(nk);
       for (size_t i = 0; i < chunks.size(); ++i) {
         const Chunk& ch = chunks[i];
-        ring::copy_rows(P[i].sdpa.q, ch.length, 0, q2.data(), Lr, ch.local_offset, B, ch.length,
+        partials::copy_rows(P[i].sdpa.q, ch.length, 0, q2.data(), Lr, ch.local_offset, B, ch.length,
                         int64_t(H) * D2 * 2, s);
-        ring::copy_rows(P[i].sdpa.k, ch.length, 0, k2.data(), Lr, ch.local_offset, B, ch.length,
+        partials::copy_rows(P[i].sdpa.k, ch.length, 0, k2.data(), Lr, ch.local_offset, B, ch.length,
                         int64_t(Hkv) * D2 * 2, s);
       }
       a.q = q2.data(), a.k = k2.data();
@@ -174,8 +174,8 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
     float* dk = alias ? g.dk + off * wk : t.dk.data();
     prepared_backward(m.spec, params, ci, dq2, dk2, dq, dk, g.dparams, *m.ws[i], stream);
     if (!alias) {
-      ring::copy_rows(dq, ch.length, 0, g.dq, m.Lr, ch.local_offset, B, ch.length, wq * 4, stream);
-      ring::copy_rows(dk, ch.length, 0, g.dk, m.Lr, ch.local_offset, B, ch.length, wk * 4, stream);
+      partials::copy_rows(dq, ch.length, 0, g.dq, m.Lr, ch.local_offset, B, ch.length, wq * 4, stream);
+      partials::copy_rows(dk, ch.length, 0, g.dk, m.Lr, ch.local_offset, B, ch.length, wk * 4, stream);
     }
   }
   // Parameters are replicated: their gradient sums every rank's share. The sink's share

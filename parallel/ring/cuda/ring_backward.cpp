@@ -13,7 +13,7 @@ namespace {
 // Scatters a chunk's dense [B, rows, W] fp32 rows into rows of a [B, Lr, W] tensor.
 void put_rows(const float* src, int64_t W, const Chunk& ch, int B, int64_t Lr, float* dst,
               cudaStream_t s) {
-  ring::copy_rows(src, ch.length, 0, dst, Lr, ch.local_offset, B, ch.length,
+  partials::copy_rows(src, ch.length, 0, dst, Lr, ch.local_offset, B, ch.length,
                   W * int64_t(sizeof(float)), s);
 }
 
@@ -135,7 +135,7 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
     if (s > 0) comm.wait_on(grad_recv, stream);  // what the ranks before us added
     LCR_CUDA_CHECK(cudaEventRecord(e[2], stream));
     if (s > 0)
-      ring::add_inplace(reinterpret_cast<float*>(gp), reinterpret_cast<const float*>(S.g_in.data()),
+      partials::add_inplace(reinterpret_cast<float*>(gp), reinterpret_cast<const float*>(S.g_in.data()),
                         gbytes / int64_t(sizeof(float)), stream);
     LCR_CUDA_CHECK(cudaEventRecord(e[3], stream));
     home = gp;
@@ -179,7 +179,7 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
     }
     if (!dq_alias && !hook) put_rows(qs[i].dq, int64_t(H) * S.D, ch, B, S.Lr, g.dq, stream);
     if (S.sink)
-      ring::sink_backward(a.sink, qs[i].lse, S.qc[i].delta.data(), B, H, ch.length, g.dsink,
+      partials::sink_backward(a.sink, qs[i].lse, S.qc[i].delta.data(), B, H, ch.length, g.dsink,
                           /*accumulate=*/i > 0, stream);
   }
   if (S.sink && N > 1) {  // the sink is replicated: its gradient sums every rank's rows

@@ -13,7 +13,7 @@
 #include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
 #include "parallel/ring/cuda/ring_cuda.hpp"
-#include "parallel/ring/cuda/ring_kernels.hpp"
+#include "kernels/attention/cuda/partials.hpp"
 
 namespace lcr::cuda {
 

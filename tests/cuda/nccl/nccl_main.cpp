@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cuda_compare.hpp"
 #include "nccl_test_env.hpp"
 #include "parallel/comm/mpi/mpi_communicator.hpp"
 
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard kokkos(argc, argv);
   int rank = 0, failed = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  compare_quiet() = rank != 0;
   ::testing::InitGoogleTest(&argc, argv);
   g_mpi = lcr::mpi_world();
   // One decision for all ranks: any rank without a GPU makes every rank skip.

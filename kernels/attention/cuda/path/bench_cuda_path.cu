@@ -2,17 +2,22 @@
 // issue's shapes; docs/cuda.md (PaTH section) has the command and the measured figures.
 //
 //   bench_cuda_path [--shapes "B,H,L,D;..."] [--fox] [--no-autotune] [--profile] [--reps N]
+//                   [--chunks "Lc,Lc,..."]
 //
 // Autotunes like Triton does: times every built variant of the tuning knobs (path.hpp:
-// warp_rows x scan_keys for the forward, then bwd_warp_rows for the backward), prints each as
-// "  variant ..." and then one headline line per shape and scheme with the fastest, e.g.
+// warp_rows x scan_keys for the forward, then bwd_warp_rows for the backward), then with the
+// fastest of those the chunked form (chunked.hpp) at each chunk length of --chunks that
+// divides L (default 1024,2048,4096,8192; "0": none), prints each as "  variant ..." and then
+// one headline line per shape and scheme with the fastest forward + backward, e.g.
 //   lcr-path PaTH B=1 H=16 L=16384 D=64 superchunk=1024 warp_rows=16 scan_keys=128
-//     bwd_warp_rows=32 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2 finite=1
+//     bwd_warp_rows=32 chunk=2048 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2
+//     finite=1
+// (chunk=0: the whole-sequence kernels.)
 // FLOPs are counted as 4 B H L^2 D / 2 forward and 2.5 times that backward (the convention
 // of the peer table in DEVICE.md). Times are medians over --reps runs after two warm-ups,
 // CUDA events around each call; inputs are fresh random data (q, k, v ~ N(0, 1) in bf16, w
 // unit rows, beta = 2 sigmoid(N(0, 1)), FoX gates log sigmoid(2 + N(0, 1)) summed).
-// --no-autotune times the automatic choice only; --profile prints each kernel's time once
+// --no-autotune times the automatic choices only (and the automatic chunk length); --profile prints each kernel's time once
 // (forward, then backward) for the fastest variant.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -26,6 +31,7 @@
 #include <vector>
 
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/path/chunked.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "kernels/attention/cuda/path/plan.hpp"
 
@@ -114,7 +120,8 @@ struct Shape {
   int B, H, L, D;
 };
 
-void run(const Shape& s, bool fox, bool autotune, bool profile, int reps) {
+void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
+         const std::vector<int>& chunks) {
   const std::size_t nq = std::size_t(s.B) * s.L * s.H * s.D, nr = std::size_t(s.B) * s.L * s.H;
   Args a;
   a.B = s.B, a.H = s.H, a.Hkv = s.H, a.L = s.L, a.D = s.D;
@@ -189,7 +196,26 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps) {
     if (ms < best_b) best_b = ms, bb = bw;
   }
   a.bwd_warp_rows = bb;
-  bwd();
+  // The chunked form with the fastest variant's settings, per chunk length dividing L.
+  const double whole_f = best_f, whole_b = best_b;
+  int best_chunk = 0, fastest_chunked = 0;
+  double chunked_total = 1e30;
+  const std::vector<int> tries =
+      autotune ? chunks : std::vector<int>{lcr::cuda::path::Chunked().chunk_length(a)};
+  for (int Lc : tries) {
+    if (Lc <= 0 || Lc >= s.L || s.L % Lc) continue;
+    lcr::cuda::path::Chunked ch(Lc);
+    const double f_ms = median_ms(reps, [&] { ch.forward(a, o, lse, nullptr); });
+    ch.forward(a, o, lse, nullptr);
+    const double b_ms = median_ms(reps, [&] { ch.backward(a, o, lse, dout, g, nullptr); });
+    std::printf("  variant %s D=%d L=%d chunked chunk=%d fwd_ms=%.3f bwd_ms=%.3f (%.1f MB)\n",
+                scheme, s.D, s.L, Lc, f_ms, b_ms, ch.bytes() / 1e6);
+    if (f_ms + b_ms < chunked_total) chunked_total = f_ms + b_ms, fastest_chunked = Lc;
+    if (f_ms + b_ms < best_f + best_b) best_f = f_ms, best_b = b_ms, best_chunk = Lc;
+  }
+  lcr::cuda::path::Chunked best(best_chunk > 0 ? best_chunk : s.L);
+  best.forward(a, o, lse, nullptr);
+  best.backward(a, o, lse, dout, g, nullptr);
   // Sanity: the output and a gradient are finite.
   std::vector<__nv_bfloat16> oh(std::min<std::size_t>(nq, 4096));
   std::vector<float> gh(std::min<std::size_t>(nq, 4096));
@@ -200,16 +226,26 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps) {
   for (auto x : gh) finite = finite && std::isfinite(x);
   std::printf(
       "lcr-path %s B=%d H=%d L=%d D=%d superchunk=%d warp_rows=%d scan_keys=%d bwd_warp_rows=%d "
-      "fwd_ms=%.3f bwd_ms=%.3f fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
-      scheme, s.B, s.H, s.L, s.D, plan.R * 64, bf.wr, bf.kn, bb, best_f, best_b,
+      "chunk=%d fwd_ms=%.3f bwd_ms=%.3f fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
+      scheme, s.B, s.H, s.L, s.D, plan.R * 64, bf.wr, bf.kn, bb, best_chunk, best_f, best_b,
       flops / best_f * 1e-9, 2.5 * flops / best_b * 1e-9, int(finite));
   std::fflush(stdout);
-  if (profile) {
+  if (profile) {  // the whole-sequence kernels, then the fastest chunked form
+    std::printf("  profile whole-sequence (fwd %.3f ms, bwd %.3f ms)\n", whole_f, whole_b);
     lcr::cuda::path::detail::set_profiling(true);
     fwd();
     std::printf("%s", lcr::cuda::path::detail::profile_report().c_str());
     bwd();
     std::printf("%s", lcr::cuda::path::detail::profile_report().c_str());
+    if (fastest_chunked > 0) {
+      std::printf("  profile chunk=%d\n", fastest_chunked);
+      lcr::cuda::path::Chunked ch(fastest_chunked);
+      ch.forward(a, o, lse, nullptr);  // allocations outside the profile
+      ch.forward(a, o, lse, nullptr);
+      std::printf("%s", lcr::cuda::path::detail::profile_report().c_str());
+      ch.backward(a, o, lse, dout, g, nullptr);
+      std::printf("%s", lcr::cuda::path::detail::profile_report().c_str());
+    }
     lcr::cuda::path::detail::set_profiling(false);
     std::fflush(stdout);
   }
@@ -225,6 +261,7 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes{{1, 16, 16384, 64}, {1, 16, 16384, 128}, {1, 8, 65536, 64}};
   bool fox = false, autotune = true, profile = false;
   int reps = 10;
+  std::vector<int> chunks{1024, 2048, 4096, 8192};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--fox") {
@@ -235,6 +272,15 @@ int main(int argc, char** argv) {
       profile = true;
     } else if (arg == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--chunks" && i + 1 < argc) {
+      chunks.clear();
+      for (const char* p = argv[++i]; *p;) {  // "1024,2048": stops at anything else
+        char* end = nullptr;
+        const long v = std::strtol(p, &end, 10);
+        if (end == p) break;
+        chunks.push_back(int(v));
+        p = *end == ',' ? end + 1 : end;
+      }
     } else if (arg == "--shapes" && i + 1 < argc) {
       shapes.clear();
       std::string list = argv[++i];
@@ -249,13 +295,13 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes \"B,H,L,D;...\"] [--fox] [--no-autotune] [--profile] "
-                   "[--reps N]\n",
+                   "[--reps N] [--chunks \"Lc,...\"]\n",
                    argv[0]);
       return 2;
     }
   }
   try {
-    for (const Shape& s : shapes) run(s, fox, autotune, profile, reps);
+    for (const Shape& s : shapes) run(s, fox, autotune, profile, reps, chunks);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_path: %s\n", e.what());
     return 1;

@@ -27,7 +27,7 @@ struct ProfiledLaunch {
   cudaEvent_t start, stop;
 };
 bool g_profiling = false;
-std::vector<ProfiledLaunch> g_launches;
+std::vector<ProfiledLaunch> g_launches, g_open;  // g_open: begun, not ended phases
 
 template <class... P, class... A>
 void launch(const char* name, void (*kernel)(P...), Grid3 grid, int threads, std::size_t smem,
@@ -58,6 +58,20 @@ void zero(void* p, std::size_t bytes, cudaStream_t s) {
 
 namespace detail {
 void set_profiling(bool on) { g_profiling = on; }
+void profile_begin(const char* name, cudaStream_t s) {
+  if (!g_profiling) return;
+  ProfiledLaunch pl{name, nullptr, nullptr};
+  LCR_CUDA_CHECK(cudaEventCreate(&pl.start));
+  LCR_CUDA_CHECK(cudaEventCreate(&pl.stop));
+  LCR_CUDA_CHECK(cudaEventRecord(pl.start, s));
+  g_open.push_back(pl);
+}
+void profile_end(cudaStream_t s) {
+  if (!g_profiling || g_open.empty()) return;
+  LCR_CUDA_CHECK(cudaEventRecord(g_open.back().stop, s));
+  g_launches.push_back(g_open.back());
+  g_open.pop_back();
+}
 std::string profile_report() {
   std::map<std::string, double> ms;
   for (const auto& l : g_launches) {

@@ -31,5 +31,9 @@ Plan make_plan(const Args& a, bool backward, bool folds = false);
 // events; the report synchronises and lists the summed milliseconds per kernel name.
 void set_profiling(bool on);
 std::string profile_report();
+// A host-side phase (the chunked PaTH's steps, chunked.hpp) timed like a kernel while profiling
+// is on: events around everything enqueued on s between the two calls; phases may nest.
+void profile_begin(const char* name, cudaStream_t s);
+void profile_end(cudaStream_t s);
 
 }  // namespace lcr::cuda::path::detail

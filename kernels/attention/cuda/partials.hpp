@@ -1,5 +1,6 @@
 #pragma once
-// Small CUDA kernels of the GPU ring (ring_kernels.cu): row gathers/scatters along the
+// Small CUDA kernels for attention computed in parts (partials.cu): the GPU ring
+// (parallel/ring/cuda) and the chunked PaTH (path/chunked.hpp). Row gathers/scatters along the
 // sequence axis, the fp32 log-sum-exp merge of partial results, the forward's final write
 // (sink, bf16), gradient sums and the sink's gradient. All stream-ordered, checked.
 #include <cuda_bf16.h>
@@ -7,7 +8,7 @@
 
 #include <cstdint>
 
-namespace lcr::cuda::ring {
+namespace lcr::cuda::partials {
 
 // Rows [src_r0, src_r0 + n) of src [outer, src_L, inner_bytes] -> rows [dst_r0, dst_r0 + n)
 // of dst [outer, dst_L, inner_bytes] (q [B, L, H, D]: outer B; lse [B, H, L]: outer B H,
@@ -40,4 +41,4 @@ void to_f32(float* dst, const __nv_bfloat16* src, int64_t n, cudaStream_t s);
 void sink_backward(const float* sink, const float* lse, const float* delta, int B, int H, int64_t L,
                    float* dsink, bool accumulate, cudaStream_t s);
 
-}  // namespace lcr::cuda::ring
+}  // namespace lcr::cuda::partials

@@ -1,13 +1,13 @@
-// Kernels of the GPU ring (ring_kernels.hpp). All memory-bound: one warp per attention
+// Kernels for attention computed in parts (partials.hpp). All memory-bound: one warp per attention
 // row (b, i, h) for the row-wise ones, so the row's lse is read once and written by lane 0
 // after the warp has used it; grid-stride loops elsewhere.
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/attention/cuda/cuda_check.hpp"
-#include "parallel/ring/cuda/ring_kernels.hpp"
+#include "kernels/attention/cuda/partials.hpp"
 
-namespace lcr::cuda::ring {
+namespace lcr::cuda::partials {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32;
@@ -192,4 +192,4 @@ void sink_backward(const float* sink, const float* lse, const float* delta, int 
   LCR_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace lcr::cuda::ring
+}  // namespace lcr::cuda::partials

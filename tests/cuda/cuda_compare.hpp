@@ -1,0 +1,81 @@
+#pragma once
+// Comparison helpers of the GPU tests that check one GPU computation against another (the
+// rings and the chunked PaTH against the whole-sequence kernels): rows of a full tensor, the
+// comparison with its documented bound, and the bound's extra term for the gradient of the
+// query bias.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace lcr::test {
+
+// Set by a multi-rank test main on ranks other than 0, so only one rank prints.
+inline bool& compare_quiet() {
+  static bool quiet = false;
+  return quiet;
+}
+
+// A function, not a cast, so `std::vector<float> x(sz(n))` never parses as a declaration.
+inline size_t sz(int64_t n) { return static_cast<size_t>(n); }
+
+// Rows `pos` of a [outer, L, W] tensor -> [outer, pos.size(), W].
+inline std::vector<float> take(const std::vector<float>& x, int64_t outer, int64_t L, int64_t W,
+                               const std::vector<int64_t>& pos) {
+  std::vector<float> y;
+  y.reserve(sz(outer) * pos.size() * sz(W));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p : pos)
+      for (int64_t w = 0; w < W; ++w) y.push_back(x[sz((o * L + p) * W + w)]);
+  return y;
+}
+
+// |got - want| <= rel * max(floor, max |want|) (+ slack[i] per element when given); no NaN
+// (outputs were poisoned, so NaN means a value never written). Prints the largest
+// difference, for the record in docs/cuda.md, unless compare_quiet() (ranks other than 0).
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                         double floor, const std::string& what,
+                         const std::vector<float>* slack = nullptr) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = floor, err = 0, excess = -1;
+  size_t worst = 0;
+  for (float w : want) scale = std::max(scale, double(std::fabs(w)));
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_FALSE(std::isnan(got[i])) << what << "[" << i << "] is NaN (never written?)";
+    const double e = std::fabs(double(got[i]) - double(want[i]));
+    const double ex = e - rel * scale - (slack ? double((*slack)[i]) : 0.0);
+    err = std::max(err, e);
+    if (ex > excess) excess = ex, worst = i;
+  }
+  EXPECT_LE(excess, 0.0) << what << "[" << worst << "]: got " << got[worst] << ", reference "
+                         << want[worst] << ", bound " << rel * scale << " + "
+                         << (slack ? (*slack)[worst] : 0.f) << "; max |difference| " << err
+                         << ", largest reference magnitude " << scale;
+  if (!compare_quiet())
+    std::printf("    %-18s max err %.3e  (%.2e of max |ref| %.3g)\n", what.c_str(), err,
+                err / scale, scale);
+}
+
+// Extra bound of the query-bias gradient (FoX dfox_cq) per row (b, i, h):
+// dbias_q_i = sum_j dS_ij = sum_j P_ij dP_ij - delta_i sum_j P_ij almost cancels (exactly,
+// without a sink), so its size says nothing about its error: delta_i = <dO_i, O_i> is
+// computed from each path's own bf16 o, and o differs by up to one bf16 unit (2^-7 |o_d|)
+// between the ring and the single kernel. That moves dbias_q_i by up to
+// 2^-7 sum_d |dO_id o_id|; the bound allows twice that. dout, o: [rows, Dv].
+inline std::vector<float> delta_slack(const std::vector<float>& dout, const std::vector<float>& o,
+                                      int Dv) {
+  std::vector<float> s(o.size() / sz(Dv));
+  for (size_t r = 0; r < s.size(); ++r) {
+    double a = 0;
+    for (int d = 0; d < Dv; ++d)
+      a += std::fabs(double(dout[r * sz(Dv) + sz(d)]) * o[r * sz(Dv) + sz(d)]);
+    s[r] = float(std::ldexp(a, -6));
+  }
+  return s;
+}
+
+}  // namespace lcr::test
