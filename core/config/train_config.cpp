@@ -65,6 +65,9 @@ void bind_train(Table& root, TrainOptions& o) {
   t.field("peak_tflops", o.peak_tflops,
           "cuda: the GPU's dense bf16 peak TFLOP/s, the denominator of the logged MFU "
           "(H200/H100 SXM: 989)");
+  t.field("path_chunk", o.path_chunk,
+          "cuda, PaTH: attention in chunks of this many positions on one GPU, the pairs of "
+          "chunks on the SDPA kernels (0 = automatic, -1 = whole-sequence kernels)");
   t.field("stop_after", o.stop_after,
           "checkpoint and exit 0 after this many steps of this job (0 = run to train.steps): "
           "splits a run over jobs of fixed length");
@@ -181,6 +184,10 @@ void check_train_config(const TrainConfig& c) {
   require(t.ckpt_every >= 0, "train.ckpt_every must be >= 0 (0 = only at the end), got ",
           t.ckpt_every);
   require(t.keep_ckpts >= 0, "train.keep_ckpts must be >= 0 (0 = keep all), got ", t.keep_ckpts);
+  require(t.path_chunk >= -1,
+          "train.path_chunk must be a length in positions, 0 (automatic) or "
+          "-1 (whole-sequence kernels); got ",
+          t.path_chunk);
   require(t.stop_after >= 0, "train.stop_after must be >= 0 (0 = off), got ", t.stop_after);
   require(t.warmup >= 0, "train.warmup must be >= 0, got ", t.warmup);
   require(t.probe_rows >= 1, "train.probe_rows must be >= 1, got ", t.probe_rows);

@@ -58,7 +58,10 @@ struct TrainOptions {
   std::string device = "cpu";
   bool gemm_tf32 = true;     // cuda: projections on TF32 tensor cores (false = exact fp32)
   double peak_tflops = 989;  // cuda: the GPU's dense bf16 peak, for the logged MFU (H200)
-  int64_t stop_after = 0;    // checkpoint and exit 0 after this many steps of this job (0 = off)
+  // cuda, PaTH: attention in chunks of this many positions on one GPU (cuda::path::Chunked);
+  // 0 = automatic, -1 = always the whole-sequence kernels.
+  int path_chunk = 0;
+  int64_t stop_after = 0;  // checkpoint and exit 0 after this many steps of this job (0 = off)
   int64_t inject_nan_step = -1;  // testing: poison a weight before this step (-1 = off)
 };
 

@@ -63,10 +63,16 @@ GpuModel::GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt) : layout_
   if (na > 0) dparams_ = DeviceBuffer<float>(size_t(na));
   layers_.resize(size_t(cfg.n_layers));
   for (auto& l : layers_) l.ws = std::make_unique<Workspace>();
+  if (path_) {  // one per layer (each keeps its forward's folds), one scratch for all
+    const auto scratch = lcr::cuda::path::make_chunked_scratch();
+    for (int l = 0; l < cfg.n_layers; ++l)
+      path_attn_.push_back(std::make_unique<lcr::cuda::path::Chunked>(opt_.path_chunk, scratch));
+  }
 }
 
 GpuModel::~GpuModel() {
   layers_.clear();
+  path_attn_.clear();
   gemm_.reset();
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -206,10 +212,6 @@ void GpuModel::ensure_buffers(int64_t B, int64_t L) {
       grow(path_gain_part_, int64_t(lcr::cuda::lanes::position_chunks(int(L))) * H * dq);
     }
     if (at.numerics.sink) grow(path_delta_, B * H * L);
-    const lcr::cuda::path::Args pa = path_args(B, L, layers_.front());
-    if (runner_->whole_sequences())  // else the runner's PaTH ring has its own
-      grow(path_ws_, int64_t(std::max(lcr::cuda::path::forward_workspace_bytes(pa),
-                                      lcr::cuda::path::backward_workspace_bytes(pa))));
   }
   grow(partial_, partial);
   B_ = B;
@@ -226,6 +228,7 @@ int64_t GpuModel::activation_bytes() const {
                 a.xn2.bytes() + a.rstd2.bytes() + a.gate.bytes() + a.up.bytes() + a.h.bytes()) +
         a.ws->bytes();
   for (const auto& x : x_) n += int64_t(x.bytes());
+  for (const auto& p : path_attn_) n += int64_t(p->bytes(false));  // PaTH folds kept
   return n + int64_t(xf_.bytes() + logits_.bytes());
 }
 
@@ -390,8 +393,7 @@ void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
       path_qk_norm(a, P + s.attn, false, a.k.data(), a.kn.data());
     }
     if (runner_->whole_sequences())
-      lcr::cuda::path::forward(path_args(B_, L_, a), a.o.data(), a.lse.data(), path_ws_.data(),
-                               path_ws_.bytes(), stream_);
+      path_attn_[size_t(l)]->forward(path_args(B_, L_, a), a.o.data(), a.lse.data(), stream_);
     else
       runner_->path_forward(l, path_args(B_, L_, a), a.o.data(), a.lse.data(), stream_);
     if (c.attention.numerics.sink) {  // a per-row rescale: the same for whole rows or shards
@@ -495,8 +497,8 @@ void GpuModel::layer_backward(int l, const float* x_in) {
     pg.dfox_q = g.dfox_cq;
     pg.dfox_k = g.dfox_ck;
     if (runner_->whole_sequences())
-      lcr::cuda::path::backward(path_args(B_, L_, a), a.o.data(), a.lse.data(), dout16_.data(), pg,
-                                path_ws_.data(), path_ws_.bytes(), stream_);
+      path_attn_[size_t(l)]->backward(path_args(B_, L_, a), a.o.data(), a.lse.data(),
+                                      dout16_.data(), pg, stream_);
     else
       runner_->path_backward(l, path_args(B_, L_, a), a.o.data(), a.lse.data(), dout16_.data(), pg,
                              stream_);

@@ -35,6 +35,7 @@
 #include "core/model/params.hpp"
 #include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/lanes/attention_cuda.hpp"
+#include "kernels/attention/cuda/path/chunked.hpp"
 
 namespace lcr::cuda::path {
 struct Args;
@@ -111,6 +112,9 @@ class LocalGpuAttention : public GpuAttentionRunner {
 struct GpuModelOptions {
   GemmPrecision gemm = GemmPrecision::Tf32;
   int device = -1;  // CUDA device to use; -1 = the current one
+  // PaTH on whole sequences: chunk length of cuda::path::Chunked (0 = automatic, -1 = the
+  // whole-sequence kernels).
+  int path_chunk = 0;
 };
 
 class GpuModel {
@@ -179,10 +183,11 @@ class GpuModel {
   DeviceBuffer<__nv_bfloat16> dout16_;
   DeviceBuffer<float> dparams_, dfox_cq_, dfox_ck_, dfox_z_, partial_;
   // PaTH only: gradients w.r.t. w (then the conv pre-activation), u, beta (then z), and the
-  // CUDA PaTH attention's workspace (max of forward and backward for the current shape).
+  // CUDA PaTH attention per layer (whole sequences: it keeps the chunked form's folds from
+  // forward to backward; the layers share its scratch).
   DeviceBuffer<float> dpath_w_, dpath_u_, dpath_beta_;
   DeviceBuffer<float> path_dqn_, path_gain_part_, path_delta_;  // PaTH with qk_norm / sink
-  DeviceBuffer<unsigned char> path_ws_;
+  std::vector<std::unique_ptr<lcr::cuda::path::Chunked>> path_attn_;
   bool path_ = false;
   int64_t labelled_ = 0;
   double norm_ = 0;

@@ -98,6 +98,7 @@ struct SchemeCase {
   bool sink = false, qk_norm = false;
   double softcap = 0;
   bool path_silu = true;  // model.path_w_silu (PaTH only; true is the default)
+  int path_chunk = 0;     // GpuModelOptions::path_chunk (PaTH only; 11: three chunks of L = 33)
 };
 
 class GpuModelVsCpu : public ::testing::TestWithParam<SchemeCase> {};
@@ -145,6 +146,7 @@ TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
 
   GpuModelOptions o;
   o.gemm = GemmPrecision::Fp32;
+  o.path_chunk = sc.path_chunk;
   GpuModel gm(c, o);
   gm.upload_params(init.params());
   gm.zero_grad();
@@ -198,6 +200,9 @@ INSTANTIATE_TEST_SUITE_P(
                       SchemeCase{"path", Scheme::PaTH}, SchemeCase{"path_fox", Scheme::PaTHFoX},
                       SchemeCase{"path_identity_softcap", Scheme::PaTH, false, false, 20.0, false},
                       SchemeCase{"path_sink_qknorm", Scheme::PaTH, true, true},
+                      SchemeCase{"path_chunked_sink_qknorm", Scheme::PaTH, true, true, 0, true, 11},
+                      SchemeCase{"path_fox_chunked_softcap", Scheme::PaTHFoX, false, false, 20.0,
+                                 true, 11},
                       SchemeCase{"path_fox_sink", Scheme::PaTHFoX, true, false}),
     [](const auto& info) { return std::string(info.param.name); });
 

@@ -119,8 +119,8 @@ TEST_P(CudaPathChunked, MatchesTheWholeSequenceKernels) {
   const cuda::path::Args& a = in.args;
 
   Outputs ref(c);
-  DeviceBuffer<unsigned char> ws(std::max(cuda::path::forward_workspace_bytes(a),
-                                          cuda::path::backward_workspace_bytes(a)));
+  DeviceBuffer<unsigned char> ws(
+      std::max(cuda::path::forward_workspace_bytes(a), cuda::path::backward_workspace_bytes(a)));
   cuda::path::forward(a, ref.o.data(), ref.lse.data(), ws.data(), ws.size(), nullptr);
   cuda::path::backward(a, ref.o.data(), ref.lse.data(), in.do_.data(), ref.g, ws.data(), ws.size(),
                        nullptr);
@@ -168,7 +168,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaPathChunked,
                          case_name);
 
 TEST(CudaPathChunkedArgs, ClearErrors) {
-  EXPECT_THROW(cuda::path::Chunked(-1), Error);
+  EXPECT_THROW(cuda::path::Chunked(-2), Error);
   LCR_REQUIRE_GPU();
   const ChunkCase c{256, 64, 1, 2, 1, 64};
   std::mt19937_64 rng(7);
@@ -176,9 +176,9 @@ TEST(CudaPathChunkedArgs, ClearErrors) {
   Outputs out(c);
   cuda::path::Chunked chunked(c.Lc);
   // A backward before any forward, then with inputs other than the forward's.
-  EXPECT_THROW(chunked.backward(in.args, out.o.data(), out.lse.data(), in.do_.data(), out.g,
-                                nullptr),
-               Error);
+  EXPECT_THROW(
+      chunked.backward(in.args, out.o.data(), out.lse.data(), in.do_.data(), out.g, nullptr),
+      Error);
   chunked.forward(in.args, out.o.data(), out.lse.data(), nullptr);
   cuda::path::Args other = in.args;
   other.k = in.q_.data();

@@ -17,8 +17,8 @@
 // of the peer table in DEVICE.md). Times are medians over --reps runs after two warm-ups,
 // CUDA events around each call; inputs are fresh random data (q, k, v ~ N(0, 1) in bf16, w
 // unit rows, beta = 2 sigmoid(N(0, 1)), FoX gates log sigmoid(2 + N(0, 1)) summed).
-// --no-autotune times the automatic choices only (and the automatic chunk length); --profile prints each kernel's time once
-// (forward, then backward) for the fastest variant.
+// --no-autotune times the automatic choices only (and the automatic chunk length); --profile prints
+// each kernel's time once (forward, then backward) for the fastest variant.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -39,25 +39,33 @@ struct Phase {
 
 }  // namespace
 
+struct ChunkedScratch {
+  DeviceBuffer<unsigned char> ws;  // the chunk-local PaTH kernels' workspace
+  // Carried queries, a pair distance's partial result and the running one (fp32), the lse in
+  // chunk layout [B C, H, Lc], the row deltas; the backward's gradient sums.
+  DeviceBuffer<bf16> y;
+  DeviceBuffer<float> o_blk, lse_blk, o_acc, lse_acc, lse_c, delta;
+  DeviceBuffer<float> dy, dqfold, dkfold, dv_x, dfq_x, dfk_x, dm, dp;
+};
+std::shared_ptr<ChunkedScratch> make_chunked_scratch() {
+  return std::make_shared<ChunkedScratch>();
+}
+
 struct Chunked::State {
   int chunk = 0;
+  std::shared_ptr<ChunkedScratch> scratch;
   // Shape of the last forward: C chunks of Lc; T = C (C - 1) / 2 carry products per row b.
   int B = 0, L = 0, H = 0, Hkv = 0, D = 0, C = 0, Lc = 0;
   int64_t PP = 0, T = 0;  // PP: floats of one chunk's transitions, Hkv D D
   bool fox = false;
   const void* last[5] = {};  // the last forward's q, k, v, w, beta
-  DeviceBuffer<unsigned char> ws;
   // Kept from forward: folds (chunk-major: [B, C, Lc, ...] is [B, L, ...]) and the products
   // M_d[a] for every distance d and query chunk a >= d, per b: [B][T][PP], d-major.
   DeviceBuffer<float> qfold, p, m;
   DeviceBuffer<bf16> kfold;
-  // Scratch: carried queries, a pair distance's partial result and the running one (fp32),
-  // the lse in chunk layout [B C, H, Lc], the row deltas; the backward's gradient sums.
-  DeviceBuffer<bf16> y;
-  DeviceBuffer<float> o_blk, lse_blk, o_acc, lse_acc, lse_c, delta;
-  DeviceBuffer<float> dy, dqfold, dkfold, dv_x, dfq_x, dfk_x, dm, dp;
 
   // M_d of row b starts after the products of distances 1 .. d-1 (C - 1, C - 2, ... of them).
+  ChunkedScratch& x() { return *scratch; }
   float* m_of(DeviceBuffer<float>& buf, int b, int d) const {
     const int64_t before = int64_t(d - 1) * C - int64_t(d - 1) * d / 2;
     return buf.data() + (int64_t(b) * T + before) * PP;
@@ -72,7 +80,7 @@ struct Chunked::State {
   SdpaArgs pair(const Args& a, int b, int d) const {
     SdpaArgs s;
     s.B = C - d, s.Lq = s.Lk = Lc, s.H = H, s.Hkv = Hkv, s.D = s.Dv = D;
-    s.q = y.data();
+    s.q = scratch->y.data();
     s.k = kfold.data() + int64_t(b) * L * Hkv * D;
     s.v = a.v + int64_t(b) * L * Hkv * D;
     s.q_pos0 = Lc, s.k_pos0 = 0;
@@ -86,7 +94,7 @@ struct Chunked::State {
   }
   // y <- M_d q~ for the query chunks d .. C-1 of row b.
   void carry_queries(int b, int d, cudaStream_t s) {
-    path::carry(C - d, Lc, H, Hkv, D, m_of(m, b, d), q_rows(b, d), y.data(), s);
+    path::carry(C - d, Lc, H, Hkv, D, m_of(m, b, d), q_rows(b, d), scratch->y.data(), s);
   }
   float* q_rows(int b, int d) { return qfold.data() + (int64_t(b) * L + int64_t(d) * Lc) * H * D; }
   // lse [B, H, L] <-> chunk layout [B C, H, Lc].
@@ -114,16 +122,17 @@ struct Chunked::State {
     ensure(kfold, nk);
     ensure(p, std::size_t(B) * C * npp);
     ensure(m, std::size_t(B * T) * npp);
-    ensure(y, nq);
-    ensure(o_blk, nq);
-    ensure(lse_blk, nr);
-    ensure(o_acc, nq);
-    ensure(lse_acc, nr);
-    ensure(lse_c, nr);
+    ChunkedScratch& x = *scratch;
+    ensure(x.y, nq);
+    ensure(x.o_blk, nq);
+    ensure(x.lse_blk, nr);
+    ensure(x.o_acc, nq);
+    ensure(x.lse_acc, nr);
+    ensure(x.lse_c, nr);
     const Args l = local(a);
     const std::size_t need =
         std::max(forward_workspace_bytes(l, true), backward_workspace_bytes(l, true));
-    ensure(ws, need);
+    ensure(x.ws, need);
     if (!same) {  // M_1 = I for every row b and query chunk
       std::vector<float> id(std::size_t(C - 1) * npp, 0.f);
       for (int64_t t = 0; t < int64_t(C - 1) * Hkv; ++t)
@@ -135,26 +144,34 @@ struct Chunked::State {
   }
 };
 
-Chunked::Chunked(int chunk) : st_(std::make_unique<State>()) {
-  require(chunk >= 0, "cuda path Chunked: chunk length ", chunk,
-          " is negative; pass a length in positions, or 0 for the automatic choice");
+Chunked::Chunked(int chunk, std::shared_ptr<ChunkedScratch> scratch)
+    : st_(std::make_unique<State>()) {
+  require(chunk >= -1, "cuda path Chunked: chunk length ", chunk,
+          " is negative; pass a length in positions, 0 for the automatic choice or -1 for the "
+          "whole-sequence kernels");
   st_->chunk = chunk;
+  st_->scratch = scratch ? std::move(scratch) : make_chunked_scratch();
 }
 Chunked::~Chunked() = default;
 
 int Chunked::chunk_length(const Args& a) const {
-  // Automatic: 2048 positions (D = 64) or 4096 (D = 128), measured fastest at 16K and 64K
-  // (docs/cuda.md, PaTH section).
-  const int Lc = st_->chunk > 0 ? st_->chunk : (a.D <= 64 ? 2048 : 4096);
-  return (a.L > Lc && a.L % Lc == 0) ? Lc : a.L;
+  // Automatic: 4096 positions at D = 64 from L = 16384 (4 chunks) on; the whole-sequence
+  // kernels otherwise, and at D = 128, where the folds cost more than the chunks save
+  // (measured, docs/cuda.md PaTH section).
+  if (st_->chunk == 0) return (a.D == 64 && a.L >= 16384 && a.L % 4096 == 0) ? 4096 : a.L;
+  const int Lc = st_->chunk;
+  return (Lc > 0 && a.L > Lc && a.L % Lc == 0) ? Lc : a.L;
 }
 
-std::size_t Chunked::bytes() const {
+std::size_t Chunked::bytes(bool with_scratch) const {
   const State& S = *st_;
-  std::size_t n = S.ws.bytes() + S.kfold.bytes() + S.y.bytes();
+  std::size_t n = S.kfold.bytes() + S.qfold.bytes() + S.p.bytes() + S.m.bytes();
+  if (!with_scratch) return n;
+  const ChunkedScratch& x = *S.scratch;
+  n += x.ws.bytes() + x.y.bytes();
   for (const DeviceBuffer<float>* b :
-       {&S.qfold, &S.p, &S.m, &S.o_blk, &S.lse_blk, &S.o_acc, &S.lse_acc, &S.lse_c, &S.delta,
-        &S.dy, &S.dqfold, &S.dkfold, &S.dv_x, &S.dfq_x, &S.dfk_x, &S.dm, &S.dp})
+       {&x.o_blk, &x.lse_blk, &x.o_acc, &x.lse_acc, &x.lse_c, &x.delta, &x.dy, &x.dqfold, &x.dkfold,
+        &x.dv_x, &x.dfq_x, &x.dfk_x, &x.dm, &x.dp})
     n += b->bytes();
   return n;
 }
@@ -163,12 +180,13 @@ void Chunked::forward(const Args& a, bf16* o, float* lse, cudaStream_t s) {
   check(a);
   require(o && lse, "cuda path Chunked forward: o and lse must be device pointers");
   State& S = *st_;
+  ChunkedScratch& X = S.x();
   S.last[0] = a.q, S.last[1] = a.k, S.last[2] = a.v, S.last[3] = a.w, S.last[4] = a.beta;
   const int Lc = chunk_length(a);
   if (Lc == a.L) {  // one chunk: the whole-sequence kernels
     S.C = 1;
-    ensure(S.ws, forward_workspace_bytes(a));
-    path::forward(a, o, lse, S.ws.data(), S.ws.size(), s);
+    ensure(X.ws, forward_workspace_bytes(a));
+    path::forward(a, o, lse, X.ws.data(), X.ws.size(), s);
     return;
   }
   S.setup(a, Lc, s);
@@ -178,8 +196,8 @@ void Chunked::forward(const Args& a, bf16* o, float* lse, cudaStream_t s) {
     Phase ph("chunked: local PaTH", s);
     Folds f;
     f.q = S.qfold.data(), f.k = S.kfold.data(), f.p = S.p.data();
-    path::forward(S.local(a), o, S.lse_acc.data(), S.ws.data(), S.ws.size(), s, &f);
-    partials::to_f32(S.o_acc.data(), o, nq, s);
+    path::forward(S.local(a), o, X.lse_acc.data(), X.ws.data(), X.ws.size(), s, &f);
+    partials::to_f32(X.o_acc.data(), o, nq, s);
   }
   for (int b = 0; b < B; ++b)
     for (int d = 1; d < C; ++d) {
@@ -195,23 +213,24 @@ void Chunked::forward(const Args& a, bf16* o, float* lse, cudaStream_t s) {
       }
       {
         Phase ph("chunked: pairs (SDPA)", s);
-        sdpa_forward(S.pair(a, b, d), nullptr, S.o_blk.data(), S.lse_blk.data(), s);
+        sdpa_forward(S.pair(a, b, d), nullptr, X.o_blk.data(), X.lse_blk.data(), s);
       }
       Phase ph("chunked: merge", s);
-      partials::merge_partial(S.o_acc.data() + (int64_t(b) * L + int64_t(d) * S.Lc) * H * D,
-                              S.lse_acc.data() + (int64_t(b) * C + d) * H * S.Lc, S.o_blk.data(),
-                              S.lse_blk.data(), n, S.Lc, H, D, s);
+      partials::merge_partial(X.o_acc.data() + (int64_t(b) * L + int64_t(d) * S.Lc) * H * D,
+                              X.lse_acc.data() + (int64_t(b) * C + d) * H * S.Lc, X.o_blk.data(),
+                              X.lse_blk.data(), n, S.Lc, H, D, s);
     }
   Phase ph("chunked: merge", s);
-  partials::finish_forward(S.o_acc.data(), S.lse_acc.data(), nullptr, B * C, S.Lc, H, D, o,
-                           S.lse_c.data(), S.Lc, 0, s);
-  S.lse_from_chunks(S.lse_c.data(), lse, s);
+  partials::finish_forward(X.o_acc.data(), X.lse_acc.data(), nullptr, B * C, S.Lc, H, D, o,
+                           X.lse_c.data(), S.Lc, 0, s);
+  S.lse_from_chunks(X.lse_c.data(), lse, s);
 }
 
 void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf16* dout,
                        const Grads& g, cudaStream_t s) {
   check(a);
   State& S = *st_;
+  ChunkedScratch& X = S.x();
   const void* now[5] = {a.q, a.k, a.v, a.w, a.beta};
   for (int i = 0; i < 5; ++i)
     require(S.last[i] == now[i],
@@ -222,8 +241,8 @@ void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf1
           "cuda path Chunked backward: o, lse, dout, dq, dk, dv, dw, dbeta must be device "
           "pointers, and dfox_q / dfox_k for PaTH-FoX");
   if (S.C == 1) {
-    ensure(S.ws, backward_workspace_bytes(a));
-    path::backward(a, o, lse, dout, g, S.ws.data(), S.ws.size(), s);
+    ensure(X.ws, backward_workspace_bytes(a));
+    path::backward(a, o, lse, dout, g, X.ws.data(), X.ws.size(), s);
     return;
   }
   require(a.L == S.L && a.B == S.B && a.H == S.H && a.Hkv == S.Hkv && a.D == S.D,
@@ -232,24 +251,24 @@ void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf1
   const int64_t L = S.L;
   const std::size_t nq = std::size_t(B) * L * H * D, nk = std::size_t(B) * L * Hkv * D;
   const std::size_t nr = std::size_t(B) * L * H;
-  ensure(S.delta, nr);
-  ensure(S.dy, nq);
-  ensure(S.dqfold, nq);
-  ensure(S.dkfold, nk);
-  ensure(S.dv_x, nk);
-  ensure(S.dm, S.m.size());
-  ensure(S.dp, S.p.size());
-  if (S.fox) ensure(S.dfq_x, nr), ensure(S.dfk_x, nr);
+  ensure(X.delta, nr);
+  ensure(X.dy, nq);
+  ensure(X.dqfold, nq);
+  ensure(X.dkfold, nk);
+  ensure(X.dv_x, nk);
+  ensure(X.dm, S.m.size());
+  ensure(X.dp, S.p.size());
+  if (S.fox) ensure(X.dfq_x, nr), ensure(X.dfk_x, nr);
   {
     Phase ph("chunked: setup", s);
-    S.lse_to_chunks(lse, S.lse_c.data(), s);
-    sdpa_row_delta(B * C, Lc, H, D, o, dout, S.delta.data(), s);
-    zero(S.dqfold.data(), nq * sizeof(float), s);
-    zero(S.dkfold.data(), nk * sizeof(float), s);
-    zero(S.dv_x.data(), nk * sizeof(float), s);
-    zero(S.dm.data(), S.dm.bytes(), s);
-    zero(S.dp.data(), S.dp.bytes(), s);
-    if (S.fox) zero(S.dfq_x.data(), nr * 4, s), zero(S.dfk_x.data(), nr * 4, s);
+    S.lse_to_chunks(lse, X.lse_c.data(), s);
+    sdpa_row_delta(B * C, Lc, H, D, o, dout, X.delta.data(), s);
+    zero(X.dqfold.data(), nq * sizeof(float), s);
+    zero(X.dkfold.data(), nk * sizeof(float), s);
+    zero(X.dv_x.data(), nk * sizeof(float), s);
+    zero(X.dm.data(), X.dm.bytes(), s);
+    zero(X.dp.data(), X.dp.bytes(), s);
+    if (S.fox) zero(X.dfq_x.data(), nr * 4, s), zero(X.dfk_x.data(), nr * 4, s);
   }
   for (int b = 0; b < B; ++b) {
     for (int d = 1; d < C; ++d) {
@@ -258,44 +277,44 @@ void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf1
       {
         Phase ph("chunked: carry", s);
         S.carry_queries(b, d, s);
-        zero(S.dy.data(), std::size_t(n) * Lc * H * D * sizeof(float), s);
+        zero(X.dy.data(), std::size_t(n) * Lc * H * D * sizeof(float), s);
       }
       {
         Phase ph("chunked: pairs (SDPA)", s);
         const int64_t krow = int64_t(b) * L;
-        sdpa_backward(S.pair(a, b, d), S.lse_c.data() + (int64_t(b) * C + d) * H * Lc,
-                      S.delta.data() + (int64_t(b) * C + d) * H * Lc, dout + qrow * H * D,
-                      S.dy.data(), S.dkfold.data() + krow * Hkv * D, S.dv_x.data() + krow * Hkv * D,
-                      S.fox ? S.dfq_x.data() + qrow * H : nullptr,
-                      S.fox ? S.dfk_x.data() + krow * H : nullptr, true, s);
+        sdpa_backward(S.pair(a, b, d), X.lse_c.data() + (int64_t(b) * C + d) * H * Lc,
+                      X.delta.data() + (int64_t(b) * C + d) * H * Lc, dout + qrow * H * D,
+                      X.dy.data(), X.dkfold.data() + krow * Hkv * D, X.dv_x.data() + krow * Hkv * D,
+                      S.fox ? X.dfq_x.data() + qrow * H : nullptr,
+                      S.fox ? X.dfk_x.data() + krow * H : nullptr, true, s);
       }
       Phase ph("chunked: carry", s);
-      carry_backward(n, Lc, H, Hkv, D, S.m_of(S.m, b, d), S.q_rows(b, d), S.dy.data(),
-                     S.dqfold.data() + qrow * H * D, S.m_of(S.dm, b, d), s);
+      carry_backward(n, Lc, H, Hkv, D, S.m_of(S.m, b, d), S.q_rows(b, d), X.dy.data(),
+                     X.dqfold.data() + qrow * H * D, S.m_of(X.dm, b, d), s);
     }
     // dP: reverse of M_{d+1}[a] = P_{a-d} M_d[a] (a = d+1 .. C-1), longest products first.
     Phase ph("chunked: M chain", s);
     float* p1 = S.p.data() + (int64_t(b) * C + 1) * S.PP;
-    float* dp1 = S.dp.data() + (int64_t(b) * C + 1) * S.PP;
+    float* dp1 = X.dp.data() + (int64_t(b) * C + 1) * S.PP;
     for (int d = C - 2; d >= 1; --d) {
       const int n = (C - 1 - d) * Hkv;
-      mat_products(n, D, S.m_of(S.dm, b, d + 1), false, S.m_of(S.m, b, d) + S.PP, true, dp1, true,
+      mat_products(n, D, S.m_of(X.dm, b, d + 1), false, S.m_of(S.m, b, d) + S.PP, true, dp1, true,
                    s);
-      mat_products(n, D, p1, true, S.m_of(S.dm, b, d + 1), false, S.m_of(S.dm, b, d) + S.PP, true,
+      mat_products(n, D, p1, true, S.m_of(X.dm, b, d + 1), false, S.m_of(X.dm, b, d) + S.PP, true,
                    s);
     }
   }
   {  // The chunk-local backward with the folds' gradients writes every output.
     Phase ph("chunked: local PaTH", s);
     FoldGrads fg;
-    fg.dq = S.dqfold.data(), fg.dk = S.dkfold.data(), fg.dp = S.dp.data();
-    path::backward(S.local(a), o, S.lse_c.data(), dout, g, S.ws.data(), S.ws.size(), s, &fg);
+    fg.dq = X.dqfold.data(), fg.dk = X.dkfold.data(), fg.dp = X.dp.data();
+    path::backward(S.local(a), o, X.lse_c.data(), dout, g, X.ws.data(), X.ws.size(), s, &fg);
   }
   Phase ph("chunked: merge", s);
-  partials::add_inplace(g.dv, S.dv_x.data(), int64_t(nk), s);
+  partials::add_inplace(g.dv, X.dv_x.data(), int64_t(nk), s);
   if (S.fox) {
-    partials::add_inplace(g.dfox_q, S.dfq_x.data(), int64_t(nr), s);
-    partials::add_inplace(g.dfox_k, S.dfk_x.data(), int64_t(nr), s);
+    partials::add_inplace(g.dfox_q, X.dfq_x.data(), int64_t(nr), s);
+    partials::add_inplace(g.dfox_k, X.dfk_x.data(), int64_t(nr), s);
   }
 }
 

@@ -22,8 +22,10 @@
 // per head of carried queries (fp32) and the folds (about 6 (L / 64) D^3 per KV head).
 //
 // Chunked keeps the forward's folds for the backward (like a ring), so one object serves one
-// attention call at a time (a model holds one per layer). Device memory: about
-// B L (H D (4 + 2) + Hkv D 2) bytes of folds kept, plus scratch of a few such arrays.
+// attention call at a time (a model holds one per layer). Device memory: the folds kept, about
+// B L (4 H D + 2 Hkv D) bytes plus the transitions, and scratch (the chunk-local kernels'
+// workspace and a few arrays of B L H D floats), which objects that never run at the same
+// time (a model's layers) may share.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -34,11 +36,16 @@
 
 namespace lcr::cuda::path {
 
+struct ChunkedScratch;  // opaque; grown as needed
+std::shared_ptr<ChunkedScratch> make_chunked_scratch();
+
 class Chunked {
  public:
-  // chunk: Lc in positions; 0 = automatic (chunk_length says which). A length L that is not a
-  // multiple of Lc, or no longer than Lc, runs the whole-sequence kernels.
-  explicit Chunked(int chunk = 0);
+  // chunk: Lc in positions; 0 = automatic (chunk_length says which); -1 = always the
+  // whole-sequence kernels. A length L that is not a multiple of Lc, or no longer than Lc,
+  // runs the whole-sequence kernels too. scratch: shared with
+  // other objects that never run at the same time; null = its own.
+  explicit Chunked(int chunk = 0, std::shared_ptr<ChunkedScratch> scratch = nullptr);
   ~Chunked();
   Chunked(const Chunked&) = delete;
   Chunked& operator=(const Chunked&) = delete;
@@ -53,8 +60,8 @@ class Chunked {
   void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* dout,
                 const Grads& g, cudaStream_t s);
 
-  // Device memory held now (bytes).
-  std::size_t bytes() const;
+  // Device memory held now (bytes): the kept folds, and with the scratch.
+  std::size_t bytes(bool with_scratch = true) const;
 
  private:
   struct State;

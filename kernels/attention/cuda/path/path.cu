@@ -151,7 +151,8 @@ void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __n
   backward_impl(a, o, lse, dout, g, ws, ws_bytes, s, fold_grads);
 }
 
-void carry(int B, int L, int H, int Hkv, int D, const float* M, const float* q, __nv_bfloat16* y, cudaStream_t s) {
+void carry(int B, int L, int H, int Hkv, int D, const float* M, const float* q, __nv_bfloat16* y,
+           cudaStream_t s) {
   carry_impl(B, L, H, Hkv, D, M, q, y, s);
 }
 void carry_backward(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
