@@ -24,7 +24,7 @@ CUDA_VISIBLE_DEVICES=1 timeout 100 $G/lcr train --config experiments/configs/def
   >$OUT/gpu_path_chunked.log 2>&1 &
 for c in 0 -1; do
   CUDA_VISIBLE_DEVICES=0 timeout 150 $G/lcr train --config experiments/configs/gpu_125m_64k_goat.toml \
-    attention.scheme=path train.path_chunk=$c train.steps=6 train.log_every=3 run.overwrite=true \
+    attention.scheme=path train.path_chunk=$c train.steps=8 train.log_every=4 run.overwrite=true \
     run.dir="\"runs/path64k_c$c\"" >$OUT/path64k_c$c.log 2>&1
 done
 wait
