@@ -74,10 +74,10 @@ void prep_and_chain(const K::Params& p, const Plan& pl, bool forward, cudaStream
 // total (fold_p), Pre and Suf.
 template <int D>
 void fold_chains(const K::Params& p, const Plan& pl, cudaStream_t s) {
-  const std::size_t two = smem_bytes<K::FoldSmem<D>>();
-  launch("fold_local", K::fold_local_kernel<D>, Grid3{pl.ng, p.Hkv, p.B}, 256, two, s, p);
-  launch("fold_group", K::fold_group_kernel<D>, Grid3{1, p.Hkv, p.B}, 256, two, s, p);
-  launch("fold_combine", K::fold_combine_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256, 0, s, p);
+  const std::size_t three = smem_bytes<K::FoldSmem<D>>();  // three Splits
+  launch("fold_local", K::fold_local_kernel<D>, Grid3{pl.ng, p.Hkv, p.B}, 256, three, s, p);
+  launch("fold_group", K::fold_group_kernel<D>, Grid3{1, p.Hkv, p.B}, 256, three, s, p);
+  launch("fold_combine", K::fold_combine_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256, three, s, p);
 }
 
 // Reverse mode of fold_chains plus the folds' application: adds to dqf, dkf and dpf (before
@@ -85,15 +85,15 @@ void fold_chains(const K::Params& p, const Plan& pl, cudaStream_t s) {
 template <int D>
 void fold_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   fold_chains<D>(p, pl, s);
-  const std::size_t two = smem_bytes<K::FoldSmem<D>>();
+  const std::size_t three = smem_bytes<K::FoldSmem<D>>();  // three Splits
   launch("fold_apply_backward", K::fold_apply_backward_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256,
          smem_bytes<K::FoldApplyBwdSmem<D>>(), s, p);
-  launch("fold_combine_backward", K::fold_combine_backward_kernel<D>, Grid3{pl.ng, p.Hkv, p.B},
-         256, two, s, p);
-  launch("fold_group_backward", K::fold_group_backward_kernel<D>, Grid3{1, p.Hkv, p.B}, 256, two,
+  launch("fold_combine_backward", K::fold_combine_backward_kernel<D>, Grid3{pl.ng, p.Hkv, p.B}, 256,
+         smem_bytes<K::FoldAccSmem<D>>(), s, p);
+  launch("fold_group_backward", K::fold_group_backward_kernel<D>, Grid3{1, p.Hkv, p.B}, 256, three,
          s, p);
   launch("fold_local_backward", K::fold_local_backward_kernel<D>, Grid3{pl.ng, p.Hkv, p.B}, 256,
-         two, s, p);
+         three, s, p);
 }
 
 template <int D, int MT, int KN>
@@ -103,7 +103,8 @@ void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
          smem_bytes<K::FwdSmem<D, MT, KN>>(), s, p);
   if (p.fold_q) {
     fold_chains<D>(p, pl, s);
-    launch("fold_apply", K::fold_apply_kernel<D>, Grid3{pl.nb, p.H + p.Hkv, p.B}, 256, 0, s, p);
+    launch("fold_apply", K::fold_apply_kernel<D>, Grid3{pl.nb, p.H + p.Hkv, p.B}, 256,
+           smem_bytes<K::FoldSmem<D>>(), s, p);
   }
 }
 
@@ -213,11 +214,11 @@ void carry_impl(int B, int L, int H, int Hkv, int D, const float* M, const float
   const Grid3 grid{(L + 64 * K::kCarryTiles - 1) / (64 * K::kCarryTiles), H, B};
   K::SmemCarver c;
   if (D == 64)
-    launch("carry", K::ring_carry_kernel<64>, grid, 256, K::RingCarrySmem<64>::carve(c, nullptr, false), s,
-           a);
+    launch("carry", K::ring_carry_kernel<64>, grid, 256,
+           K::RingCarrySmem<64>::carve(c, nullptr, false), s, a);
   else
-    launch("carry", K::ring_carry_kernel<128>, grid, 256, K::RingCarrySmem<128>::carve(c, nullptr, false),
-           s, a);
+    launch("carry", K::ring_carry_kernel<128>, grid, 256,
+           K::RingCarrySmem<128>::carve(c, nullptr, false), s, a);
 }
 
 void carry_backward_impl(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
@@ -239,15 +240,18 @@ void carry_backward_impl(int B, int L, int H, int Hkv, int D, const float* M, co
            K::RingCarrySmem<128>::carve(c, nullptr, true), s, a);
 }
 
-void mat_products_impl(int batch, int D, const float* A, bool ta, const float* B, bool tb,
-                       float* C, bool accumulate, cudaStream_t s) {
+void mat_products_impl(int batch, int D, const float* A, bool ta, const float* B, bool tb, float* C,
+                       bool accumulate, cudaStream_t s) {
+  using namespace launch_detail;
   require(batch >= 0 && (D == 64 || D == 128) && A && B && C,
           "cuda path mat_products: bad dimensions or a null matrix");
   if (batch == 0) return;
   K::MatProductArgs a;
   a.A = A, a.B = B, a.C = C, a.ta = ta, a.tb = tb, a.accumulate = accumulate;
   if (D == 64)
-    launch("mat_products", K::mat_product_kernel<64>, Grid3{batch, 1, 1}, 256, 0, s, a);
+    launch("mat_products", K::mat_product_kernel<64>, Grid3{batch, 1, 1}, 256,
+           smem_bytes<K::FoldSmem<64>>(), s, a);
   else
-    launch("mat_products", K::mat_product_kernel<128>, Grid3{batch, 1, 1}, 256, 0, s, a);
+    launch("mat_products", K::mat_product_kernel<128>, Grid3{batch, 1, 1}, 256,
+           smem_bytes<K::FoldSmem<128>>(), s, a);
 }

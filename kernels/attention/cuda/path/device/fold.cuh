@@ -21,74 +21,81 @@
 
 namespace lcr::cuda::LCR_PATHK {
 
-// Element (r, c) of op(X): p[r * ld + c], or p[c * ld + r] when transposed; fp32 or bf16.
-template <class T>
-struct MatOp {
-  const T* p;
+// A matrix held in shared memory as two bf16 tiles, x = hi + lo: hi is x rounded to bf16 and
+// lo the rounded remainder, so hi + lo keeps 16 significant bits (relative error <= 2^-17 per
+// element). Products of such matrices on the tensor cores (split_gemm) are then accurate to
+// about 2^-16 relative, fp32-like for chains of a few dozen factors, where a plain bf16
+// product would add 2^-9 per factor. Leading dimension pad(D) (tile.cuh).
+struct Split {
+  bf16 *hi, *lo;
   int ld;
-  bool t;
-  LCR_DEV float at(int r, int c) const {
-    const T x = t ? p[int64_t(c) * ld + r] : p[int64_t(r) * ld + c];
-    if constexpr (sizeof(T) == 2)
-      return to_f(x);
-    else
-      return x;
+  LCR_DEV void set(int r, int c, float v) const {
+    const bf16 h = __float2bfloat16(v);
+    hi[r * ld + c] = h;
+    lo[r * ld + c] = __float2bfloat16(v - to_f(h));
   }
+  LCR_DEV float get(int r, int c) const { return to_f(hi[r * ld + c]) + to_f(lo[r * ld + c]); }
 };
-template <class T>
-LCR_DEV MatOp<T> mat(const T* p, int ld, bool t = false) {
-  return MatOp<T>{p, ld, t};
+template <int D>
+LCR_HD Split take_split(SmemCarver& c, int rows) {
+  Split s;
+  s.ld = pad(D);
+  s.hi = c.take<bf16>(std::size_t(rows) * pad(D));
+  s.lo = c.take<bf16>(std::size_t(rows) * pad(D));
+  return s;
 }
 
-// C[M x N] = op(A)[M x K] op(B)[K x N] in fp32, 256 threads as 16 x 16 owners of interleaved
-// (M/16) x (N/16) element sets. epi(r, c, v) runs for every element after a barrier (so it
-// may overwrite an operand), followed by another barrier.
-template <int M, int N, class TA, class TB, class Epi>
-LCR_DEV void f32_gemm(int K, MatOp<TA> A, MatOp<TB> B, Epi&& epi) {
-  constexpr int TM = M / 16, TN = N / 16;
-  const int tr = tid() / 16, tc = tid() % 16;
-  float acc[TM][TN];
-  LCR_UNROLL
-  for (int i = 0; i < TM; ++i) LCR_UNROLL
-  for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
-  for (int k = 0; k < K; ++k) {
-    float a[TM], b[TN];
-    LCR_UNROLL
-    for (int i = 0; i < TM; ++i) a[i] = A.at(tr + 16 * i, k);
-    LCR_UNROLL
-    for (int j = 0; j < TN; ++j) b[j] = B.at(k, tc + 16 * j);
-    LCR_UNROLL
-    for (int i = 0; i < TM; ++i) LCR_UNROLL
-    for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+// C[M x N] = op(A) op(B) (op: transposed when ta / tb) as hi hi + hi lo + lo hi on the tensor
+// cores with fp32 accumulation (lo lo is below 2^-16 relative); epi(r, c, v) and the closing
+// barrier as cta_gemm's. M, N, K multiples of 16.
+template <class Epi>
+LCR_DEV void split_gemm(int M, int N, int K, Split A, bool ta, Split B, bool tb, Epi&& epi) {
+  const Term t[3] = {{op(A.hi, A.ld, ta), op(B.hi, B.ld, tb), K, 1.f},
+                     {op(A.hi, A.ld, ta), op(B.lo, B.ld, tb), K, 1.f},
+                     {op(A.lo, A.ld, ta), op(B.hi, B.ld, tb), K, 1.f}};
+  cta_gemm(M, N, t, epi);
+}
+
+// rows x D from global memory (fp32 or bf16, row stride `stride`; rows >= valid are zero) into
+// a Split; the identity; a D x D Split to dense global fp32. Element e belongs to thread
+// e % nthreads() in all three, so one thread's set then get needs no barrier.
+template <int D, class T>
+LCR_DEV void load_split(Split s, const T* src, int64_t stride, int rows, int valid) {
+  for (int e = tid(); e < rows * D; e += nthreads()) {
+    const int r = e / D, c = e % D;
+    float v = 0.f;
+    if (r < valid) {
+      if constexpr (sizeof(T) == 2)
+        v = to_f(src[r * stride + c]);
+      else
+        v = src[r * stride + c];
+    }
+    s.set(r, c, v);
   }
-  sync_cta();
-  LCR_UNROLL
-  for (int i = 0; i < TM; ++i) LCR_UNROLL
-  for (int j = 0; j < TN; ++j) epi(tr + 16 * i, tc + 16 * j, acc[i][j]);
-  sync_cta();
-}
-
-template <int D>
-constexpr int kMatLd = D + 1;
-template <int D>
-constexpr std::size_t kMatBytes = std::size_t(D) * (D + 1) * sizeof(float);
-
-template <int D>
-LCR_DEV void set_identity(float* m) {
-  for (int e = tid(); e < D * D; e += nthreads()) m[(e / D) * kMatLd<D> + e % D] = e / D == e % D;
 }
 template <int D, class T>
-LCR_DEV void load_mat(float* dst, const T* src) {  // dense global -> shared
-  for (int e = tid(); e < D * D; e += nthreads()) {
-    if constexpr (sizeof(T) == 2)
-      dst[(e / D) * kMatLd<D> + e % D] = to_f(src[e]);
-    else
-      dst[(e / D) * kMatLd<D> + e % D] = src[e];
-  }
+LCR_DEV void load_split(Split s, const T* src) {  // a dense D x D matrix
+  load_split<D>(s, src, D, D, D);
 }
 template <int D>
-LCR_DEV void store_mat(float* dst, const float* src) {  // shared -> dense global
-  for (int e = tid(); e < D * D; e += nthreads()) dst[e] = src[(e / D) * kMatLd<D> + e % D];
+LCR_DEV void identity_split(Split s) {
+  for (int e = tid(); e < D * D; e += nthreads()) s.set(e / D, e % D, e / D == e % D ? 1.f : 0.f);
+}
+template <int D>
+LCR_DEV void store_split(float* dst, Split s) {
+  for (int e = tid(); e < D * D; e += nthreads()) dst[e] = s.get(e / D, e % D);
+}
+
+// fp32 accumulators in shared memory, D x (D + 1) (no bank conflicts on the column walk).
+template <int D>
+constexpr int kAccLd = D + 1;
+template <int D>
+LCR_DEV void zero_acc(float* acc) {
+  for (int e = tid(); e < D * D; e += nthreads()) acc[(e / D) * kAccLd<D> + e % D] = 0.f;
+}
+template <int D>
+LCR_DEV void store_acc(float* dst, const float* acc) {
+  for (int e = tid(); e < D * D; e += nthreads()) dst[e] = acc[(e / D) * kAccLd<D> + e % D];
 }
 
 // Matrix i of a [B, Hkv, count, D, D] array for (b, hk).
@@ -97,77 +104,80 @@ LCR_DEV T* mat_at(T* base, const Params& p, int b, int hk, int count, int i) {
   return base + ((int64_t(b) * p.Hkv + hk) * count + i) * D * D;
 }
 
-// Exclusive prefix and suffix products of X(0) ... X(n-1) (load(i, smem) fills X(i)):
+// Exclusive prefix and suffix products of X(0) ... X(n-1) (load(i, split) fills X(i)):
 // pre(i) = X(0) ... X(i-1) and suf(i) = X(i+1) ... X(n-1) to global memory; the total
-// X(0) ... X(n-1) to total. cur and x: shared matrices.
+// X(0) ... X(n-1) to total. cur, nxt, x: D x D Splits (cur and nxt swap each step).
 template <int D, class Load>
-LCR_DEV void chain_products(int n, Load load, float* pre, float* suf, float* total, float* cur,
-                            float* x) {
-  constexpr int ld = kMatLd<D>;
-  set_identity<D>(cur);
+LCR_DEV void chain_products(int n, Load load, float* pre, float* suf, float* total, Split cur,
+                            Split nxt, Split x) {
+  identity_split<D>(cur);
   for (int i = 0; i < n; ++i) {
-    store_mat<D>(pre + int64_t(i) * D * D, cur);
+    store_split<D>(pre + int64_t(i) * D * D, cur);
     load(i, x);
     sync_cta();
-    f32_gemm<D, D>(D, mat(cur, ld), mat(x, ld),
-                   [&](int r, int c, float v) { cur[r * ld + c] = v; });
+    split_gemm(D, D, D, cur, false, x, false, [&](int r, int c, float v) { nxt.set(r, c, v); });
+    const Split t = cur;
+    cur = nxt, nxt = t;
   }
-  store_mat<D>(total, cur);
-  sync_cta();
-  set_identity<D>(cur);
+  store_split<D>(total, cur);
+  identity_split<D>(cur);  // same threads, same elements as the store
   for (int i = n - 1; i >= 0; --i) {
-    store_mat<D>(suf + int64_t(i) * D * D, cur);
+    store_split<D>(suf + int64_t(i) * D * D, cur);
     load(i, x);
     sync_cta();
-    f32_gemm<D, D>(D, mat(x, ld), mat(cur, ld),
-                   [&](int r, int c, float v) { cur[r * ld + c] = v; });
+    split_gemm(D, D, D, x, false, cur, false, [&](int r, int c, float v) { nxt.set(r, c, v); });
+    const Split t = cur;
+    cur = nxt, nxt = t;
   }
-  sync_cta();
 }
 
 // Reverse mode of chain_products: given d pre(i), d suf(i) (dense global, null = zero) and
 // d total, calls add_dx(i, r, c, v) with every contribution to d X(i) (two per element:
-// the prefix pass, then the suffix pass). acc and x: shared matrices.
+// the prefix pass, then the suffix pass). acc, t, x: D x D Splits (acc and t swap).
 template <int D, class Load, class AddDx>
 LCR_DEV void chain_products_backward(int n, Load load, const float* pre, const float* dpre,
                                      const float* suf, const float* dsuf, const float* dtotal,
-                                     AddDx add_dx, float* acc, float* x) {
-  constexpr int ld = kMatLd<D>, DD = D * D;
+                                     AddDx add_dx, Split acc, Split t, Split x) {
+  constexpr int DD = D * D;
   // Prefix: pre(i+1) = pre(i) X(i), total = pre(n). acc = d pre(i+1) going down.
-  load_mat<D>(acc, dtotal);
+  load_split<D>(acc, dtotal);
   for (int i = n - 1; i >= 0; --i) {
     load(i, x);
+    load_split<D>(t, pre + int64_t(i) * DD);
     sync_cta();
-    f32_gemm<D, D>(D, mat(pre + int64_t(i) * DD, D, true), mat(acc, ld),
-                   [&](int r, int c, float v) { add_dx(i, r, c, v); });
+    split_gemm(D, D, D, t, true, acc, false, [&](int r, int c, float v) { add_dx(i, r, c, v); });
     const float* dp = dpre ? dpre + int64_t(i) * DD : nullptr;
-    f32_gemm<D, D>(D, mat(acc, ld), mat(x, ld, true), [&](int r, int c, float v) {
-      acc[r * ld + c] = v + (dp ? dp[r * D + c] : 0.f);
-    });
+    split_gemm(D, D, D, acc, false, x, true,
+               [&](int r, int c, float v) { t.set(r, c, v + (dp ? dp[r * D + c] : 0.f)); });
+    const Split u = acc;
+    acc = t, t = u;
   }
   // Suffix: suf(i-1) = X(i) suf(i), suf(n-1) = I. acc = d suf(i-1) going up.
   if (dsuf == nullptr) return;
-  load_mat<D>(acc, dsuf);
+  load_split<D>(acc, dsuf);
   for (int i = 1; i < n; ++i) {
     load(i, x);
+    load_split<D>(t, suf + int64_t(i) * DD);
     sync_cta();
-    f32_gemm<D, D>(D, mat(acc, ld), mat(suf + int64_t(i) * DD, D, true),
-                   [&](int r, int c, float v) { add_dx(i, r, c, v); });
+    split_gemm(D, D, D, acc, false, t, true, [&](int r, int c, float v) { add_dx(i, r, c, v); });
     const float* ds = dsuf + int64_t(i) * DD;
-    f32_gemm<D, D>(D, mat(x, ld, true), mat(acc, ld),
-                   [&](int r, int c, float v) { acc[r * ld + c] = v + ds[r * D + c]; });
+    split_gemm(D, D, D, x, true, acc, false,
+               [&](int r, int c, float v) { t.set(r, c, v + ds[r * D + c]); });
+    const Split u = acc;
+    acc = t, t = u;
   }
 }
 
 template <int D>
-struct FoldSmem {  // two shared matrices
-  float *a, *b;
-  static LCR_HD std::size_t carve(SmemCarver& c, FoldSmem* s) {
+struct FoldSmem {  // three D x D Splits
+  Split a, b, c;
+  static LCR_HD std::size_t carve(SmemCarver& cv, FoldSmem* s) {
     FoldSmem t;
-    t.a = c.take<float>(std::size_t(D) * kMatLd<D>);
-    t.b = c.take<float>(std::size_t(D) * kMatLd<D>);
+    t.a = take_split<D>(cv, D);
+    t.b = take_split<D>(cv, D);
+    t.c = take_split<D>(cv, D);
     if (s) *s = t;
-    return c.off;
+    return cv.off;
   }
   static LCR_DEV FoldSmem here() {  // the running block's
     FoldSmem s;
@@ -177,22 +187,42 @@ struct FoldSmem {  // two shared matrices
   }
 };
 
-// Loads of the chains' factors into shared memory: a group's block transitions P_m (bf16
-// pf, from block m0) or the group products gg (fp32).
+template <int D>
+struct FoldAccSmem {  // two D x D Splits and an fp32 accumulator
+  Split a, b;
+  float* acc;
+  static LCR_HD std::size_t carve(SmemCarver& cv, FoldAccSmem* s) {
+    FoldAccSmem t;
+    t.a = take_split<D>(cv, D);
+    t.b = take_split<D>(cv, D);
+    t.acc = cv.take<float>(std::size_t(D) * kAccLd<D>);
+    if (s) *s = t;
+    return cv.off;
+  }
+  static LCR_DEV FoldAccSmem here() {
+    FoldAccSmem s;
+    SmemCarver c{smem_base()};
+    carve(c, &s);
+    return s;
+  }
+};
+
+// Loads of the chains' factors into a Split: a group's block transitions P_m (bf16 pf, from
+// block m0) or the group products gg (fp32).
 template <int D>
 struct BlockFactors {
   const Params& p;
   int b, hk, m0;
-  LCR_DEV void operator()(int i, float* x) const {
-    load_mat<D>(x, mat_at<D>(p.pf, p, b, hk, p.nb, m0 + i));
+  LCR_DEV void operator()(int i, Split x) const {
+    load_split<D>(x, mat_at<D>(p.pf, p, b, hk, p.nb, m0 + i));
   }
 };
 template <int D>
 struct GroupFactors {
   const Params& p;
   int b, hk;
-  LCR_DEV void operator()(int i, float* x) const {
-    load_mat<D>(x, mat_at<D>(p.fgg, p, b, hk, p.ng, i));
+  LCR_DEV void operator()(int i, Split x) const {
+    load_split<D>(x, mat_at<D>(p.fgg, p, b, hk, p.ng, i));
   }
 };
 
@@ -211,7 +241,7 @@ void fold_local_kernel(Params p) {
   const BlockFactors<D> load{p, b, hk, m0};
   chain_products<D>(group_size(p, g), load, mat_at<D>(p.flp, p, b, hk, p.nb, m0),
                     mat_at<D>(p.fls, p, b, hk, p.nb, m0), mat_at<D>(p.fgg, p, b, hk, p.ng, g), s.a,
-                    s.b);
+                    s.b, s.c);
 }
 
 // Per (KV head, batch): gp, gs over the groups and the span's transition P.
@@ -223,56 +253,65 @@ void fold_group_kernel(Params p) {
   const GroupFactors<D> load{p, b, hk};
   chain_products<D>(p.ng, load, mat_at<D>(p.fgp, p, b, hk, p.ng, 0),
                     mat_at<D>(p.fgs, p, b, hk, p.ng, 0), mat_at<D>(p.fold_p, p, b, hk, 1, 0), s.a,
-                    s.b);
+                    s.b, s.c);
 }
 
-// Per (block m, KV head, batch): Pre_m = gp_g lp_m, Suf_m = ls_m gs_g (operands from global).
+// Per (block m, KV head, batch): Pre_m = gp_g lp_m, Suf_m = ls_m gs_g.
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void fold_combine_kernel(Params p) {
+  const FoldSmem<D> s = FoldSmem<D>::here();
   const int m = bid_x(), hk = bid_y(), b = bid_z(), g = m / p.rg;
   float* pre = mat_at<D>(p.fpre, p, b, hk, p.nb, m);
   float* suf = mat_at<D>(p.fsuf, p, b, hk, p.nb, m);
-  f32_gemm<D, D>(D, mat(mat_at<D>(p.fgp, p, b, hk, p.ng, g), D),
-                 mat(mat_at<D>(p.flp, p, b, hk, p.nb, m), D),
-                 [&](int r, int c, float v) { pre[r * D + c] = v; });
-  f32_gemm<D, D>(D, mat(mat_at<D>(p.fls, p, b, hk, p.nb, m), D),
-                 mat(mat_at<D>(p.fgs, p, b, hk, p.ng, g), D),
-                 [&](int r, int c, float v) { suf[r * D + c] = v; });
+  load_split<D>(s.a, mat_at<D>(p.fgp, p, b, hk, p.ng, g));
+  load_split<D>(s.b, mat_at<D>(p.flp, p, b, hk, p.nb, m));
+  sync_cta();
+  split_gemm(D, D, D, s.a, false, s.b, false, [&](int r, int c, float v) { pre[r * D + c] = v; });
+  load_split<D>(s.a, mat_at<D>(p.fls, p, b, hk, p.nb, m));
+  load_split<D>(s.b, mat_at<D>(p.fgs, p, b, hk, p.ng, g));
+  sync_cta();
+  split_gemm(D, D, D, s.a, false, s.b, false, [&](int r, int c, float v) { suf[r * D + c] = v; });
 }
 
 // Per (block m, head y, batch), y < H a query head, else KV head y - H:
 //   q_fold rows = qf rows Pre_m^T (row form of Pre_m q~), k_fold rows = kf rows Suf_m.
+// s.a holds the 64 rows, s.b the matrix.
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void fold_apply_kernel(Params p) {
+  const FoldSmem<D> s = FoldSmem<D>::here();
   const int m = bid_x(), y = bid_y(), b = bid_z(), s0 = m * kBlk;
   if (y < p.H) {
     const int h = y, hk = h / p.G();
-    const float* qf = p.qf + ((int64_t(b) * p.H + h) * p.Lp + s0) * D;
-    f32_gemm<kBlk, D>(D, mat(qf, D), mat(mat_at<D>(p.fpre, p, b, hk, p.nb, m), D, true),
-                      [&](int r, int c, float v) {
-                        if (s0 + r < p.L)
-                          p.fold_q[((int64_t(b) * p.L + s0 + r) * p.H + h) * D + c] = v;
-                      });
+    load_split<D>(s.a, p.qf + ((int64_t(b) * p.H + h) * p.Lp + s0) * D, D, kBlk, kBlk);
+    load_split<D>(s.b, mat_at<D>(p.fpre, p, b, hk, p.nb, m));
+    sync_cta();
+    split_gemm(kBlk, D, D, s.a, false, s.b, true, [&](int r, int c, float v) {
+      if (s0 + r < p.L) p.fold_q[((int64_t(b) * p.L + s0 + r) * p.H + h) * D + c] = v;
+    });
   } else {
     const int hk = y - p.H;
-    const bf16* kf = p.kf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D;
-    f32_gemm<kBlk, D>(
-        D, mat(kf, D), mat(mat_at<D>(p.fsuf, p, b, hk, p.nb, m), D), [&](int r, int c, float v) {
-          if (s0 + r < p.L)
-            p.fold_k[((int64_t(b) * p.L + s0 + r) * p.Hkv + hk) * D + c] = __float2bfloat16(v);
-        });
+    load_split<D>(s.a, p.kf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D, D, kBlk, kBlk);
+    load_split<D>(s.b, mat_at<D>(p.fsuf, p, b, hk, p.nb, m));
+    sync_cta();
+    split_gemm(kBlk, D, D, s.a, false, s.b, false, [&](int r, int c, float v) {
+      if (s0 + r < p.L)
+        p.fold_k[((int64_t(b) * p.L + s0 + r) * p.Hkv + hk) * D + c] = __float2bfloat16(v);
+    });
   }
 }
 
 template <int D>
 struct FoldApplyBwdSmem {
-  float *g, *acc;  // g: 64 rows x (D + 1), acc: one matrix
+  Split g, x, m;  // g, x: 64 rows; m: D x D
+  float* acc;     // D x (D + 1)
   static LCR_HD std::size_t carve(SmemCarver& c, FoldApplyBwdSmem* s) {
     FoldApplyBwdSmem t;
-    t.g = c.take<float>(std::size_t(kBlk) * kMatLd<D>);
-    t.acc = c.take<float>(std::size_t(D) * kMatLd<D>);
+    t.g = take_split<D>(c, kBlk);
+    t.x = take_split<D>(c, kBlk);
+    t.m = take_split<D>(c, D);
+    t.acc = c.take<float>(std::size_t(D) * kAccLd<D>);
     if (s) *s = t;
     return c.off;
   }
@@ -288,39 +327,37 @@ void fold_apply_backward_kernel(Params p) {
   FoldApplyBwdSmem<D> s;
   SmemCarver carver{smem_base()};
   FoldApplyBwdSmem<D>::carve(carver, &s);
-  constexpr int ld = kMatLd<D>;
+  constexpr int ld = kAccLd<D>;
   const int m = bid_x(), hk = bid_y(), b = bid_z(), s0 = m * kBlk;
+  const int valid = p.L - s0 < kBlk ? p.L - s0 : kBlk;  // rows of d q_fold / d k_fold
   float* pre = mat_at<D>(p.fpre, p, b, hk, p.nb, m);
   float* suf = mat_at<D>(p.fsuf, p, b, hk, p.nb, m);
-  // Loads rows s0.. of a [B, L, heads, D] fp32 tensor's head `h` into s.g (zero past L).
-  auto load_rows = [&](const float* x, int heads, int h) {
-    for (int e = tid(); e < kBlk * D; e += nthreads()) {
-      const int r = e / D, c = e % D;
-      s.g[r * ld + c] = s0 + r < p.L ? x[((int64_t(b) * p.L + s0 + r) * heads + h) * D + c] : 0.f;
-    }
-    sync_cta();
-  };
-  for (int e = tid(); e < D * D; e += nthreads()) s.acc[(e / D) * ld + e % D] = 0.f;
+  zero_acc<D>(s.acc);
+  if (p.dfold_q) load_split<D>(s.m, pre);
   for (int gi = 0; gi < p.G() && p.dfold_q; ++gi) {
     const int h = hk * p.G() + gi;
-    load_rows(p.dfold_q, p.H, h);
+    load_split<D>(s.g, p.dfold_q + ((int64_t(b) * p.L + s0) * p.H + h) * D, int64_t(p.H) * D, kBlk,
+                  valid);
+    load_split<D>(s.x, p.qf + ((int64_t(b) * p.H + h) * p.Lp + s0) * D, D, kBlk, kBlk);
+    sync_cta();
     float* dqf = p.dqf + ((int64_t(b) * p.H + h) * p.Lp + s0) * D;
-    f32_gemm<kBlk, D>(D, mat(s.g, ld), mat(pre, D),
-                      [&](int r, int c, float v) { dqf[r * D + c] += v; });
-    const float* qf = p.qf + ((int64_t(b) * p.H + h) * p.Lp + s0) * D;
-    f32_gemm<D, D>(kBlk, mat(s.g, ld, true), mat(qf, D),
-                   [&](int r, int c, float v) { s.acc[r * ld + c] += v; });
+    split_gemm(kBlk, D, D, s.g, false, s.m, false,
+               [&](int r, int c, float v) { dqf[r * D + c] += v; });
+    split_gemm(D, D, kBlk, s.g, true, s.x, false,
+               [&](int r, int c, float v) { s.acc[r * ld + c] += v; });
   }
-  store_mat<D>(pre, s.acc);
-  sync_cta();
+  store_acc<D>(pre, s.acc);
   if (p.dfold_k) {
-    load_rows(p.dfold_k, p.Hkv, hk);
+    load_split<D>(s.m, suf);
+    load_split<D>(s.g, p.dfold_k + ((int64_t(b) * p.L + s0) * p.Hkv + hk) * D, int64_t(p.Hkv) * D,
+                  kBlk, valid);
+    load_split<D>(s.x, p.kf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D, D, kBlk, kBlk);
+    sync_cta();
     float* dkf = p.dkf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D;
-    f32_gemm<kBlk, D>(D, mat(s.g, ld), mat(suf, D, true),
-                      [&](int r, int c, float v) { dkf[r * D + c] += v; });
-    const bf16* kf = p.kf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D;
-    f32_gemm<D, D>(kBlk, mat(kf, D, true), mat(s.g, ld),
-                   [&](int r, int c, float v) { suf[r * D + c] = v; });
+    split_gemm(kBlk, D, D, s.g, false, s.m, true,
+               [&](int r, int c, float v) { dkf[r * D + c] += v; });
+    split_gemm(D, D, kBlk, s.x, true, s.g, false,
+               [&](int r, int c, float v) { suf[r * D + c] = v; });
   } else {
     for (int e = tid(); e < D * D; e += nthreads()) suf[e] = 0.f;
   }
@@ -328,32 +365,44 @@ void fold_apply_backward_kernel(Params p) {
 
 // Per (group g, KV head, batch): from dPre_m (in fpre) and dSuf_m (in fsuf) of the group's
 // blocks, d lp_m = gp_g^T dPre_m (into fpre), d ls_m = dSuf_m gs_g^T (into fsuf), and
-// d gp_g = sum dPre_m lp_m^T, d gs_g = sum ls_m^T dSuf_m (fdgp, fdgs).
+// d gp_g = sum dPre_m lp_m^T, d gs_g = sum ls_m^T dSuf_m (fdgp, fdgs). Four passes over the
+// group's blocks (the sums first: they read dPre_m / dSuf_m before those are overwritten).
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void fold_combine_backward_kernel(Params p) {
-  const FoldSmem<D> s = FoldSmem<D>::here();
-  constexpr int ld = kMatLd<D>;
+  const FoldAccSmem<D> s = FoldAccSmem<D>::here();
+  constexpr int ld = kAccLd<D>;
   const int g = bid_x(), hk = bid_y(), b = bid_z(), m0 = group_first(p, g);
-  const float* gp = mat_at<D>(p.fgp, p, b, hk, p.ng, g);
-  const float* gs = mat_at<D>(p.fgs, p, b, hk, p.ng, g);
-  for (int e = tid(); e < D * D; e += nthreads())
-    s.a[(e / D) * ld + e % D] = s.b[(e / D) * ld + e % D] = 0.f;
-  sync_cta();
-  for (int m = m0; m < m0 + group_size(p, g); ++m) {
-    float* dpre = mat_at<D>(p.fpre, p, b, hk, p.nb, m);
-    float* dsuf = mat_at<D>(p.fsuf, p, b, hk, p.nb, m);
-    f32_gemm<D, D>(D, mat(dpre, D), mat(mat_at<D>(p.flp, p, b, hk, p.nb, m), D, true),
-                   [&](int r, int c, float v) { s.a[r * ld + c] += v; });
-    f32_gemm<D, D>(D, mat(gp, D, true), mat(dpre, D),
-                   [&](int r, int c, float v) { dpre[r * D + c] = v; });
-    f32_gemm<D, D>(D, mat(mat_at<D>(p.fls, p, b, hk, p.nb, m), D, true), mat(dsuf, D),
-                   [&](int r, int c, float v) { s.b[r * ld + c] += v; });
-    f32_gemm<D, D>(D, mat(dsuf, D), mat(gs, D, true),
-                   [&](int r, int c, float v) { dsuf[r * D + c] = v; });
+  const int m1 = m0 + group_size(p, g);
+  for (int side = 0; side < 2; ++side) {  // 0: the prefix side, 1: the suffix side
+    float* dmat = side == 0 ? p.fpre : p.fsuf;
+    const float* part = side == 0 ? p.flp : p.fls;
+    zero_acc<D>(s.acc);
+    for (int m = m0; m < m1; ++m) {
+      load_split<D>(s.a, mat_at<D>(dmat, p, b, hk, p.nb, m));
+      load_split<D>(s.b, mat_at<D>(part, p, b, hk, p.nb, m));
+      sync_cta();
+      if (side == 0)  // d gp += dPre_m lp_m^T
+        split_gemm(D, D, D, s.a, false, s.b, true,
+                   [&](int r, int c, float v) { s.acc[r * ld + c] += v; });
+      else  // d gs += ls_m^T dSuf_m
+        split_gemm(D, D, D, s.b, true, s.a, false,
+                   [&](int r, int c, float v) { s.acc[r * ld + c] += v; });
+    }
+    store_acc<D>(mat_at<D>(side == 0 ? p.fdgp : p.fdgs, p, b, hk, p.ng, g), s.acc);
+    load_split<D>(s.b, mat_at<D>(side == 0 ? p.fgp : p.fgs, p, b, hk, p.ng, g));
+    for (int m = m0; m < m1; ++m) {
+      float* dm = mat_at<D>(dmat, p, b, hk, p.nb, m);
+      load_split<D>(s.a, dm);
+      sync_cta();
+      if (side == 0)  // d lp_m = gp^T dPre_m
+        split_gemm(D, D, D, s.b, true, s.a, false,
+                   [&](int r, int c, float v) { dm[r * D + c] = v; });
+      else  // d ls_m = dSuf_m gs^T
+        split_gemm(D, D, D, s.a, false, s.b, true,
+                   [&](int r, int c, float v) { dm[r * D + c] = v; });
+    }
   }
-  store_mat<D>(mat_at<D>(p.fdgp, p, b, hk, p.ng, g), s.a);
-  store_mat<D>(mat_at<D>(p.fdgs, p, b, hk, p.ng, g), s.b);
 }
 
 // Per (KV head, batch): d gg_g from d gp, d gs and d P (fdgg, overwritten).
@@ -371,9 +420,10 @@ void fold_group_backward_kernel(Params p) {
   if (dp == nullptr) {  // a zero d P: start the prefix pass from zeros held in dgg's last slot
     dp = dgg;           // (all zero here; the pass writes slot i only after reading dp)
   }
-  chain_products_backward<D>(
-      p.ng, load, mat_at<D>(p.fgp, p, b, hk, p.ng, 0), mat_at<D>(p.fdgp, p, b, hk, p.ng, 0),
-      mat_at<D>(p.fgs, p, b, hk, p.ng, 0), mat_at<D>(p.fdgs, p, b, hk, p.ng, 0), dp, add, s.a, s.b);
+  chain_products_backward<D>(p.ng, load, mat_at<D>(p.fgp, p, b, hk, p.ng, 0),
+                             mat_at<D>(p.fdgp, p, b, hk, p.ng, 0),
+                             mat_at<D>(p.fgs, p, b, hk, p.ng, 0),
+                             mat_at<D>(p.fdgs, p, b, hk, p.ng, 0), dp, add, s.a, s.b, s.c);
 }
 
 // Per (group g, KV head, batch): dP_m of the group's blocks from d lp, d ls and d gg_g,
@@ -386,10 +436,11 @@ void fold_local_backward_kernel(Params p) {
   const BlockFactors<D> load{p, b, hk, m0};
   float* dpf = mat_at<D>(p.dpf, p, b, hk, p.nb, m0);
   auto add = [&](int i, int r, int c, float v) { dpf[(int64_t(i) * D + r) * D + c] += v; };
-  chain_products_backward<D>(
-      group_size(p, g), load, mat_at<D>(p.flp, p, b, hk, p.nb, m0),
-      mat_at<D>(p.fpre, p, b, hk, p.nb, m0), mat_at<D>(p.fls, p, b, hk, p.nb, m0),
-      mat_at<D>(p.fsuf, p, b, hk, p.nb, m0), mat_at<D>(p.fdgg, p, b, hk, p.ng, g), add, s.a, s.b);
+  chain_products_backward<D>(group_size(p, g), load, mat_at<D>(p.flp, p, b, hk, p.nb, m0),
+                             mat_at<D>(p.fpre, p, b, hk, p.nb, m0),
+                             mat_at<D>(p.fls, p, b, hk, p.nb, m0),
+                             mat_at<D>(p.fsuf, p, b, hk, p.nb, m0),
+                             mat_at<D>(p.fdgg, p, b, hk, p.ng, g), add, s.a, s.b, s.c);
 }
 
 // ---- The ring's side (path.hpp: carry, carry_backward, mat_products) ----
@@ -419,7 +470,7 @@ struct RingCarrySmem {
     t.m = c.take<bf16>(std::size_t(D) * pad(D));
     t.x = c.take<bf16>(std::size_t(kBlk) * pad(D));
     t.z = backward ? c.take<bf16>(std::size_t(kBlk) * pad(D)) : nullptr;
-    t.acc = backward ? c.take<float>(std::size_t(D) * kMatLd<D>) : nullptr;
+    t.acc = backward ? c.take<float>(std::size_t(D) * kAccLd<D>) : nullptr;
     if (s) *s = t;
     return c.off;
   }
@@ -461,7 +512,7 @@ void ring_carry_backward_kernel(RingCarryArgs a) {
   RingCarrySmem<D> s;
   SmemCarver carver{smem_base()};
   RingCarrySmem<D>::carve(carver, &s, true);
-  constexpr int ld = kMatLd<D>;
+  constexpr int ld = kAccLd<D>;
   const int hk = bid_y(), b = bid_z(), G = a.H / a.Hkv;
   convert_tile(s.m, pad(D), a.M + (int64_t(b) * a.Hkv + hk) * D * D, D, D, D, D);
   for (int e = tid(); e < D * D; e += nthreads()) s.acc[(e / D) * ld + e % D] = 0.f;
@@ -495,11 +546,14 @@ struct MatProductArgs {
 template <int D>
 LCR_KERNEL_BOUNDS(256, 1)
 void mat_product_kernel(MatProductArgs a) {
+  const FoldSmem<D> s = FoldSmem<D>::here();
   const int64_t off = int64_t(bid_x()) * D * D;
   float* C = a.C + off;
-  f32_gemm<D, D>(D, mat(a.A + off, D, a.ta), mat(a.B + off, D, a.tb), [&](int r, int c, float v) {
-    C[r * D + c] = a.accumulate ? C[r * D + c] + v : v;
-  });
+  load_split<D>(s.a, a.A + off);
+  load_split<D>(s.b, a.B + off);
+  sync_cta();
+  split_gemm(D, D, D, s.a, a.ta, s.b, a.tb,
+             [&](int r, int c, float v) { C[r * D + c] = a.accumulate ? C[r * D + c] + v : v; });
 }
 
 }  // namespace lcr::cuda::LCR_PATHK
