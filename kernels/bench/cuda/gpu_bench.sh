@@ -122,7 +122,7 @@ fi
 train_md="$OUT/train.md"
 : >"$train_md"
 if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin lcr); then
-  for s in goat nope; do
+  for s in goat nope path; do  # path: PaTH in chunks (cuda::path::Chunked, automatic)
     note "lcr train gpu_125m_64k_goat.toml attention.scheme=$s"
     CUDA_VISIBLE_DEVICES=$lcr_gpu timeout "$((2 * lim))" "$b" train \
       --config experiments/configs/gpu_125m_64k_goat.toml attention.scheme="$s" train.steps=15 \
@@ -134,7 +134,7 @@ import h5py
 print("\n## Training on one GPU (lcr train, experiments/configs/gpu_125m_64k_goat.toml)\n")
 print("| scheme (125M, L = 65536, batch 1) | tokens/s | model TFLOP/s | MFU (causal) | MFU (PaLM count) |")
 print("|---|---|---|---|---|")
-for s in ("goat", "nope"):
+for s in ("goat", "nope", "path"):
     try:
         with h5py.File(f"/tmp/lcr_bench_runs/run_64k_{s}/run.h5", "r") as f:
             m = {k: f["metrics/" + k][-1] for k in ("tokens_per_s", "model_tflops", "mfu", "mfu_palm")}
