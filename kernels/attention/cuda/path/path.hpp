@@ -59,7 +59,8 @@ struct Grads {
 //   k [B, L, Hkv, D] bf16   k_fold_j = H_e ... H_{j+1} k_j   keys folded to the right end
 //   p [B, Hkv, D, D] fp32   P = H_s ... H_e                  the span's transition
 // and backward takes their gradients (fp32, shaped alike; null = zero) and adds what they
-// contribute to dq, dk, dw, dbeta. fp32 products on the CUDA cores, about 6 nb D^3 flops
+// contribute to dq, dk, dw, dbeta. Products with fp32-like accuracy on the tensor cores (three
+// bf16 MMAs each, device/fold.cuh), about 6 nb D^3 flops
 // per KV head forward (nb = L / 64 blocks); docs/cuda.md, PaTH section.
 struct Folds {
   float* q = nullptr;
@@ -73,7 +74,7 @@ struct FoldGrads {
 };
 
 // The ring's carried query and its product chain (parallel/ring/cuda/path_ring.hpp), D = 64
-// or 128, fp32 on the CUDA cores:
+// or 128 (carry: bf16 tensor cores; mat_products: fp32-like on the tensor cores, fold.cuh):
 //   carry:          y = M q per query head (M [B, Hkv, D, D], q [B, L, H, D] fp32, y bf16)
 //   carry_backward: dq += M^T dy, dM += sum over rows and the group's heads of dy q^T
 //   mat_products:   C_i (+)= op(A_i) op(B_i) for a batch of dense D x D matrices

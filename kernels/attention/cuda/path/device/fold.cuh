@@ -5,9 +5,10 @@
 //   Pre_m = P_0 ... P_{m-1},   Suf_m = P_{m+1} ... P_{nb-1},   P = P_0 ... P_{nb-1}
 //   q_fold_i = Pre_m q~_i   (query i of block m folded to the span's left end)
 //   k_fold_j = Suf_m^T k~_j (key j of block m folded to the span's right end)
-// The products are fp32 on the CUDA cores: they are chains of up to nb factors, and bf16
-// storage between factors would add its rounding nb times. Two levels keep the sequential
-// depth at rg + nb / rg (rg, the group size, about sqrt(nb)):
+// The products run on the tensor cores with fp32-like accuracy (Split below: each matrix as a
+// bf16 hi + lo pair, three bf16 MMAs per product, ~2^-16 relative): they are chains of up to
+// nb factors, and plain bf16 storage between factors would add its rounding (2^-9) nb times.
+// Two levels keep the sequential depth at rg + nb / rg (rg, the group size, about sqrt(nb)):
 //   lp_m / ls_m = exclusive prefix / suffix products inside block m's group g (fold_local),
 //   gg_g = the group's product, gp_g / gs_g = exclusive prefix / suffix of the gg (fold_group),
 //   Pre_m = gp_g lp_m, Suf_m = ls_m gs_g (fold_combine).
@@ -15,8 +16,9 @@
 // to dqf / dkf) and dPre_m, dSuf_m; those run back through the two levels into dP_m (added to
 // dpf), which block_backward turns into dq, dk, dw, dbeta with the attention's own share.
 //
-// Matrices are D x D fp32, row-major, dense in global memory ([B, Hkv, count, D, D]) and with
-// leading dimension D + 1 in shared memory (no bank conflicts on transposed reads).
+// Matrices are D x D fp32, row-major, dense in global memory ([B, Hkv, count, D, D]); in shared
+// memory Splits with leading dimension D + 8 (ldmatrix rows in distinct banks), fp32
+// accumulators with D + 1.
 #include "kernels/attention/cuda/path/device/tile.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
