@@ -135,6 +135,20 @@ __global__ void sink_backward_kernel(const float* __restrict__ sink, const float
   }
 }
 
+__global__ void query_bias_total_kernel(const float* __restrict__ delta,
+                                        const float* __restrict__ lse_keys,
+                                        const float* __restrict__ lse, int H, int64_t L,
+                                        int64_t total, float* __restrict__ dq) {
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {  // t = (b, i, h), the output's order
+    const int64_t h = t % H, i = (t / H) % L, b = t / (H * L);
+    const int64_t r = (b * H + h) * L + i;
+    const float keys = lse_keys[r], fin = lse[r];
+    // Both -inf (a row that sees nothing): no gradient.
+    dq[t] = keys == fin ? 0.f : delta[r] * (1.f - expf(keys - fin));
+  }
+}
+
 }  // namespace
 
 void copy_rows(const void* src, int64_t src_L, int64_t src_r0, void* dst, int64_t dst_L,
@@ -189,6 +203,15 @@ void sink_backward(const float* sink, const float* lse, const float* delta, int 
                    float* dsink, bool accumulate, cudaStream_t s) {
   if (H == 0) return;
   sink_backward_kernel<<<H, kThreads, 0, s>>>(sink, lse, delta, B, H, L, dsink, accumulate);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void query_bias_total(const float* delta, const float* lse_keys, const float* lse, int B, int H,
+                      int64_t L, float* dq, cudaStream_t s) {
+  const int64_t total = int64_t(B) * H * L;
+  if (total == 0) return;
+  query_bias_total_kernel<<<blocks_for(total, kThreads), kThreads, 0, s>>>(delta, lse_keys, lse, H,
+                                                                           L, total, dq);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -41,4 +41,14 @@ void to_f32(float* dst, const __nv_bfloat16* src, int64_t n, cudaStream_t s);
 void sink_backward(const float* sink, const float* lse, const float* delta, int B, int H, int64_t L,
                    float* dsink, bool accumulate, cudaStream_t s);
 
+// The gradient of a query-side logit term c_i that enters every logit of row i (FoX's query
+// lane), summed over ALL keys, without softcap: sum_j dS_ij = sum_j P_ij (dP_ij - delta_i)
+// = delta_i (1 - sum_j P_ij) in exact arithmetic, and sum_j P_ij = exp(lse_keys_i - lse_i),
+// lse_keys the keys' own log-sum-exp (the attention's forward lse) and lse the final one
+// (after a sink; equal to lse_keys without one, then the result is exactly 0). Summing dS
+// over key blocks instead would keep the bf16 rounding of P in O (sdpa.hpp, dbias_q_sums).
+//   dq[b, i, h] = delta[b, h, i] (1 - exp(lse_keys[b, h, i] - lse[b, h, i])), [B, L, H] out.
+void query_bias_total(const float* delta, const float* lse_keys, const float* lse, int B, int H,
+                      int64_t L, float* dq, cudaStream_t s);
+
 }  // namespace lcr::cuda::partials

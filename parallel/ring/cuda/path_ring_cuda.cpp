@@ -37,6 +37,7 @@ struct PathRing::State : RingPairHook {
   DeviceBuffer<bf16> kfold;                        // [B, Lr, Hkv, D] the ring's key lanes
   DeviceBuffer<float> p_all, dp_all, ident;        // [chunks][PP]; ident [PP]
   DeviceBuffer<float> dkfold, dv_x, dfq_x, dfk_x;  // the ring's gradient outputs
+  DeviceBuffer<float> lse_keys, delta;             // PaTH-FoX: the forward's lse, the rows' deltas
   std::shared_ptr<DeviceBuffer<unsigned char>> ws;
   const void* last[5] = {};  // the inputs of the last forward (q, k, v, w, beta)
 
@@ -163,7 +164,10 @@ PathRing::PathRing(NcclCommunicator& comm, const SeqLayout& layout, int B, int H
   s.kfold = DeviceBuffer<bf16>(nk);
   s.dkfold = DeviceBuffer<float>(nk);
   s.dv_x = DeviceBuffer<float>(nk);
-  if (fox) s.dfq_x = DeviceBuffer<float>(nf), s.dfk_x = DeviceBuffer<float>(nf);
+  if (fox) {
+    s.dfq_x = DeviceBuffer<float>(nf), s.dfk_x = DeviceBuffer<float>(nf);
+    s.lse_keys = DeviceBuffer<float>(nf), s.delta = DeviceBuffer<float>(nf);
+  }
   s.p_all = DeviceBuffer<float>(size_t(layout.num_chunks()) * size_t(s.PP));
   s.dp_all = DeviceBuffer<float>(size_t(layout.num_chunks()) * size_t(s.PP));
   std::vector<float> id(size_t(s.PP), 0.f);
@@ -192,8 +196,8 @@ RingStats PathRing::forward(const PathRingArgs& a, bf16* o, float* lse, cudaStre
     f.p = S.p_of(sl.ch.index);
     path::forward(sl.args, sl.o_own.data(), sl.lse_own.data(), S.ws->data(), S.ws->size(), stream,
                   &f);
-    partials::copy_rows(sl.kfold.data(), sl.ch.length, 0, S.kfold.data(), S.Lr, sl.ch.local_offset, S.B,
-                    sl.ch.length, int64_t(S.Hkv) * S.D * int64_t(sizeof(bf16)), stream);
+    partials::copy_rows(sl.kfold.data(), sl.ch.length, 0, S.kfold.data(), S.Lr, sl.ch.local_offset,
+                        S.B, sl.ch.length, int64_t(S.Hkv) * S.D * int64_t(sizeof(bf16)), stream);
   }
   S.allreduce(S.p_all.data(), int64_t(S.p_all.size()), stream);
   // M_b = P_{b+1} M_{b+1} from M_{a-1} = I down to M_0.
@@ -208,6 +212,9 @@ RingStats PathRing::forward(const PathRingArgs& a, bf16* o, float* lse, cudaStre
   }
   const RingSdpaArgs ra = S.ring_args(a);
   RingStats st = S.ring->forward(ra, o, lse, stream, &S);
+  if (S.fox)
+    LCR_CUDA_CHECK(cudaMemcpyAsync(S.lse_keys.data(), lse, S.lse_keys.bytes(),
+                                   cudaMemcpyDeviceToDevice, stream));
   S.last[0] = a.q, S.last[1] = a.k, S.last[2] = a.v, S.last[3] = a.w, S.last[4] = a.beta;
   st.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return st;
@@ -234,10 +241,14 @@ RingStats PathRing::backward(const PathRingArgs& a, const bf16* o, const float* 
     if (sl.dm.size()) LCR_CUDA_CHECK(cudaMemsetAsync(sl.dm.data(), 0, sl.dm.bytes(), stream));
   }
   // Cross pairs on the ring: dk~, dv, dc_j travel home; dq~, dM through the hook.
+  // PaTH-FoX without softcap: the query lane's gradient over all keys has a closed form
+  // (partials::query_bias_total), so the pairs do not sum it and take the SDPA's fast
+  // bias-lane kernels; with softcap they sum it.
+  const bool fox_total = S.fox && a.softcap == 0.f;
   RingSdpaGrads rg;
   rg.dk = S.dkfold.data();
   rg.dv = S.dv_x.data();
-  rg.dbias_q = S.fox ? S.dfq_x.data() : nullptr;
+  rg.dbias_q = S.fox && !fox_total ? S.dfq_x.data() : nullptr;
   rg.dbias_k = S.fox ? S.dfk_x.data() : nullptr;
   RingStats st = S.ring->backward(S.ring_args(a), o, lse, dout, rg, stream, &S);
 
@@ -288,7 +299,7 @@ RingStats PathRing::backward(const PathRingArgs& a, const bf16* o, const float* 
     if (!direct) {
       auto put = [&](const float* src, int64_t W, float* dst) {
         partials::copy_rows(src, rows, 0, dst, S.Lr, ch.local_offset, B, rows,
-                        W * int64_t(sizeof(float)), stream);
+                            W * int64_t(sizeof(float)), stream);
       };
       put(pg.dq, int64_t(H) * D, g.dq);
       put(pg.dk, int64_t(Hkv) * D, g.dk);
@@ -304,9 +315,13 @@ RingStats PathRing::backward(const PathRingArgs& a, const bf16* o, const float* 
   // The cross pairs' shares of dv and the FoX lanes.
   const int64_t nk = int64_t(B) * S.Lr * Hkv * D, nf = int64_t(B) * S.Lr * H;
   partials::add_inplace(g.dv, S.dv_x.data(), nk, stream);
-  if (S.fox) {
+  if (S.fox) partials::add_inplace(g.dfox_k, S.dfk_x.data(), nf, stream);
+  if (fox_total) {  // replaces the chunk-local parts the PaTH backward wrote
+    sdpa_row_delta(B, int(S.Lr), H, D, o, dout, S.delta.data(), stream);
+    partials::query_bias_total(S.delta.data(), S.lse_keys.data(), lse, B, H, S.Lr, g.dfox_q,
+                               stream);
+  } else if (S.fox) {
     partials::add_inplace(g.dfox_q, S.dfq_x.data(), nf, stream);
-    partials::add_inplace(g.dfox_k, S.dfk_x.data(), nf, stream);
   }
   LCR_CUDA_CHECK(cudaStreamSynchronize(stream));
   st.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

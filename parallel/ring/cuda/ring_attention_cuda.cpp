@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/lanes/lane_kernels.hpp"
 #include "kernels/attention/params.hpp"
 #include "parallel/ring/cuda/ring_state.hpp"
 
@@ -29,7 +30,7 @@ struct RingAttention::Impl {
   };
   std::vector<Tmp> tmp;
   DeviceBuffer<bf16> q2, k2;  // the local lanes, assembled from the chunks' workspaces
-  DeviceBuffer<float> dq2, dk2, dsink, dcq, dck;
+  DeviceBuffer<float> dq2, dk2, dsink, dcq, dck, delta;
 
   Impl(NcclCommunicator& c, const SeqLayout& l, const AttentionSpec& s)
       : comm(&c), layout(l), spec(s) {}
@@ -79,9 +80,9 @@ struct RingAttention::Impl {
       for (size_t i = 0; i < chunks.size(); ++i) {
         const Chunk& ch = chunks[i];
         partials::copy_rows(P[i].sdpa.q, ch.length, 0, q2.data(), Lr, ch.local_offset, B, ch.length,
-                        int64_t(H) * D2 * 2, s);
+                            int64_t(H) * D2 * 2, s);
         partials::copy_rows(P[i].sdpa.k, ch.length, 0, k2.data(), Lr, ch.local_offset, B, ch.length,
-                        int64_t(Hkv) * D2 * 2, s);
+                            int64_t(Hkv) * D2 * 2, s);
       }
       a.q = q2.data(), a.k = k2.data();
     }
@@ -139,11 +140,15 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
   if (m.dk2.size() < nk) m.dk2 = DeviceBuffer<float>(nk);
   RingSdpaGrads rg;
   rg.dq = m.dq2.data(), rg.dk = m.dk2.data(), rg.dv = g.dv;
+  // FoX without softcap: the query lane's gradient over all keys has a closed form
+  // (lanes::fox_query_grad, as the single-GPU API), so the ring does not sum it and its pairs
+  // take the SDPA's fast bias-lane kernels; with softcap the ring sums it.
+  const bool fox_total = m.fox() && m.spec.numerics.softcap == 0;
+  const size_t nb = size_t(B) * size_t(m.Lr) * H;
   if (m.fox()) {  // the FoX lanes' gradients are dfox_cq / dfox_ck (scratch when not asked)
-    const size_t nb = size_t(B) * size_t(m.Lr) * H;
-    if (!g.dfox_cq && m.dcq.size() < nb) m.dcq = DeviceBuffer<float>(nb);
+    if (!fox_total && !g.dfox_cq && m.dcq.size() < nb) m.dcq = DeviceBuffer<float>(nb);
     if (!g.dfox_ck && m.dck.size() < nb) m.dck = DeviceBuffer<float>(nb);
-    rg.dbias_q = g.dfox_cq ? g.dfox_cq : m.dcq.data();
+    rg.dbias_q = fox_total ? nullptr : (g.dfox_cq ? g.dfox_cq : m.dcq.data());
     rg.dbias_k = g.dfox_ck ? g.dfox_ck : m.dck.data();
   }
   if (m.spec.numerics.sink) {
@@ -151,6 +156,12 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
     rg.dsink = m.dsink.data();
   }
   RingStats st = m.ring->backward(a, out.o, out.lse, dout, rg, stream);
+  if (fox_total && g.dfox_cq) {
+    if (m.delta.size() < nb) m.delta = DeviceBuffer<float>(nb);
+    sdpa_row_delta(B, int(m.Lr), H, m.spec.v_dim(), out.o, dout, m.delta.data(), stream);
+    const float* sink = m.spec.numerics.sink ? params.data + m.params.at("sink").offset : nullptr;
+    lanes::fox_query_grad(B, int(m.Lr), H, m.delta.data(), out.lse, sink, g.dfox_cq, stream);
+  }
 
   // Lane gradients -> dq, dk and the lane / QK-norm parameter gradients, chunk by chunk.
   const auto t0 = std::chrono::steady_clock::now();
@@ -174,8 +185,10 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
     float* dk = alias ? g.dk + off * wk : t.dk.data();
     prepared_backward(m.spec, params, ci, dq2, dk2, dq, dk, g.dparams, *m.ws[i], stream);
     if (!alias) {
-      partials::copy_rows(dq, ch.length, 0, g.dq, m.Lr, ch.local_offset, B, ch.length, wq * 4, stream);
-      partials::copy_rows(dk, ch.length, 0, g.dk, m.Lr, ch.local_offset, B, ch.length, wk * 4, stream);
+      partials::copy_rows(dq, ch.length, 0, g.dq, m.Lr, ch.local_offset, B, ch.length, wq * 4,
+                          stream);
+      partials::copy_rows(dk, ch.length, 0, g.dk, m.Lr, ch.local_offset, B, ch.length, wk * 4,
+                          stream);
     }
   }
   // Parameters are replicated: their gradient sums every rank's share. The sink's share

@@ -191,19 +191,19 @@ TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(
     Schemes, GpuModelVsCpu,
-    ::testing::Values(SchemeCase{"nope", Scheme::NoPE}, SchemeCase{"rope", Scheme::RoPE},
-                      SchemeCase{"alibi", Scheme::ALiBi}, SchemeCase{"goat", Scheme::GOAT},
-                      SchemeCase{"goat2d", Scheme::GOAT2D}, SchemeCase{"pope", Scheme::PoPE},
-                      SchemeCase{"fox", Scheme::FoX},
-                      SchemeCase{"goat_sink_qknorm", Scheme::GOAT, true, true},
-                      SchemeCase{"rope_softcap", Scheme::RoPE, false, false, 20.0},
-                      SchemeCase{"path", Scheme::PaTH}, SchemeCase{"path_fox", Scheme::PaTHFoX},
-                      SchemeCase{"path_identity_softcap", Scheme::PaTH, false, false, 20.0, false},
-                      SchemeCase{"path_sink_qknorm", Scheme::PaTH, true, true},
-                      SchemeCase{"path_chunked_sink_qknorm", Scheme::PaTH, true, true, 0, true, 11},
-                      SchemeCase{"path_fox_chunked_softcap", Scheme::PaTHFoX, false, false, 20.0,
-                                 true, 11},
-                      SchemeCase{"path_fox_sink", Scheme::PaTHFoX, true, false}),
+    ::testing::Values(
+        SchemeCase{"nope", Scheme::NoPE}, SchemeCase{"rope", Scheme::RoPE},
+        SchemeCase{"alibi", Scheme::ALiBi}, SchemeCase{"goat", Scheme::GOAT},
+        SchemeCase{"goat2d", Scheme::GOAT2D}, SchemeCase{"pope", Scheme::PoPE},
+        SchemeCase{"fox", Scheme::FoX}, SchemeCase{"goat_sink_qknorm", Scheme::GOAT, true, true},
+        SchemeCase{"rope_softcap", Scheme::RoPE, false, false, 20.0},
+        SchemeCase{"path", Scheme::PaTH}, SchemeCase{"path_fox", Scheme::PaTHFoX},
+        SchemeCase{"path_identity_softcap", Scheme::PaTH, false, false, 20.0, false},
+        SchemeCase{"path_sink_qknorm", Scheme::PaTH, true, true},
+        SchemeCase{"path_chunked_sink_qknorm", Scheme::PaTH, true, true, 0, true, 11},
+        SchemeCase{"path_fox_chunked_softcap", Scheme::PaTHFoX, false, false, 20.0, true, 11},
+        SchemeCase{"path_fox_chunked_sink", Scheme::PaTHFoX, true, false, 0, true, 11},
+        SchemeCase{"path_fox_sink", Scheme::PaTHFoX, true, false}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // 30 AdamW steps on a learnable stream (token t+1 = (3 t + 1) mod V with 10% noise), GPU

@@ -63,6 +63,7 @@ struct Chunked::State {
   // M_d[a] for every distance d and query chunk a >= d, per b: [B][T][PP], d-major.
   DeviceBuffer<float> qfold, p, m;
   DeviceBuffer<bf16> kfold;
+  DeviceBuffer<float> lse_keys;  // the forward's lse [B, H, L] (PaTH-FoX: the query lane's total)
 
   // M_d of row b starts after the products of distances 1 .. d-1 (C - 1, C - 2, ... of them).
   ChunkedScratch& x() { return *scratch; }
@@ -224,6 +225,11 @@ void Chunked::forward(const Args& a, bf16* o, float* lse, cudaStream_t s) {
   partials::finish_forward(X.o_acc.data(), X.lse_acc.data(), nullptr, B * C, S.Lc, H, D, o,
                            X.lse_c.data(), S.Lc, 0, s);
   S.lse_from_chunks(X.lse_c.data(), lse, s);
+  if (S.fox) {
+    ensure(S.lse_keys, std::size_t(B) * H * L);
+    LCR_CUDA_CHECK(cudaMemcpyAsync(S.lse_keys.data(), lse, std::size_t(B) * H * L * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, s));
+  }
 }
 
 void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf16* dout,
@@ -251,6 +257,10 @@ void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf1
   const int64_t L = S.L;
   const std::size_t nq = std::size_t(B) * L * H * D, nk = std::size_t(B) * L * Hkv * D;
   const std::size_t nr = std::size_t(B) * L * H;
+  // PaTH-FoX without softcap: the query lane's gradient has a closed form over all keys
+  // (partials::query_bias_total), so the pairs need not sum it and take the SDPA's fast
+  // bias-lane kernels; with softcap they sum it (dbias_q, the option path).
+  const bool fox_total = S.fox && a.softcap == 0.f;
   ensure(X.delta, nr);
   ensure(X.dy, nq);
   ensure(X.dqfold, nq);
@@ -285,7 +295,7 @@ void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf1
         sdpa_backward(S.pair(a, b, d), X.lse_c.data() + (int64_t(b) * C + d) * H * Lc,
                       X.delta.data() + (int64_t(b) * C + d) * H * Lc, dout + qrow * H * D,
                       X.dy.data(), X.dkfold.data() + krow * Hkv * D, X.dv_x.data() + krow * Hkv * D,
-                      S.fox ? X.dfq_x.data() + qrow * H : nullptr,
+                      S.fox && !fox_total ? X.dfq_x.data() + qrow * H : nullptr,
                       S.fox ? X.dfk_x.data() + krow * H : nullptr, true, s);
       }
       Phase ph("chunked: carry", s);
@@ -312,9 +322,13 @@ void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf1
   }
   Phase ph("chunked: merge", s);
   partials::add_inplace(g.dv, X.dv_x.data(), int64_t(nk), s);
-  if (S.fox) {
+  if (S.fox) partials::add_inplace(g.dfox_k, X.dfk_x.data(), int64_t(nr), s);
+  if (fox_total) {                  // replaces the chunk-local part the PaTH backward wrote
+    float* delta = X.o_blk.data();  // [B, H, L], scratch free by now
+    sdpa_row_delta(B, int(L), H, D, o, dout, delta, s);
+    partials::query_bias_total(delta, S.lse_keys.data(), lse, B, H, L, g.dfox_q, s);
+  } else if (S.fox) {
     partials::add_inplace(g.dfox_q, X.dfq_x.data(), int64_t(nr), s);
-    partials::add_inplace(g.dfox_k, X.dfk_x.data(), int64_t(nr), s);
   }
 }
 
