@@ -14,7 +14,7 @@ namespace {
 void put_rows(const float* src, int64_t W, const Chunk& ch, int B, int64_t Lr, float* dst,
               cudaStream_t s) {
   partials::copy_rows(src, ch.length, 0, dst, Lr, ch.local_offset, B, ch.length,
-                  W * int64_t(sizeof(float)), s);
+                      W * int64_t(sizeof(float)), s);
 }
 
 }  // namespace
@@ -26,10 +26,10 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
   State& S = *st_;
   S.check(a, hook != nullptr);
   require(o && lse && dout, "GPU ring backward: o, lse and dout must be device pointers");
-  require((g.dq || hook) && g.dk && g.dv && (!S.bias || (g.dbias_q && g.dbias_k)) &&
-              (!S.sink || g.dsink),
-          "GPU ring backward: dq, dk, dv are required, and dbias_q/dbias_k with bias lanes, "
-          "dsink with a sink");
+  require((g.dq || hook) && g.dk && g.dv && (!S.bias || g.dbias_k) && (!S.sink || g.dsink),
+          "GPU ring backward: dq, dk, dv are required, and dbias_k with bias lanes, dsink with a "
+          "sink");
+  const bool dbq = S.bias && g.dbias_q;  // the query lane's gradient, when asked for
   NcclCommunicator& comm = *S.comm;
   const int N = S.N, me = S.me, next = (me + 1) % N, prev = (me - 1 + N) % N;
   const int B = S.B, H = S.H;
@@ -66,9 +66,9 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
     sdpa_row_delta(B, int(rows), H, S.Dv, op, x.dout, q.delta.data(), stream);
     const size_t nq = size_t(B) * rows * H * S.D, nb = size_t(B) * rows * H;
     if (!dq_alias && q.dq.size() < nq) q.dq = DeviceBuffer<float>(nq);
-    if (!alias && S.bias && q.dbq.size() < nb) q.dbq = DeviceBuffer<float>(nb);
+    if (!alias && dbq && q.dbq.size() < nb) q.dbq = DeviceBuffer<float>(nb);
     x.dq = dq_alias ? g.dq + (S.one_chunk ? 0 : q.ch.local_offset * H * S.D) : q.dq.data();
-    x.dbq = !S.bias ? nullptr
+    x.dbq = !dbq    ? nullptr
             : alias ? g.dbias_q + (S.one_chunk ? 0 : q.ch.local_offset * H)
                     : q.dbq.data();
     LCR_CUDA_CHECK(cudaMemsetAsync(x.dq, 0, nq * sizeof(float), stream));
@@ -135,8 +135,9 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
     if (s > 0) comm.wait_on(grad_recv, stream);  // what the ranks before us added
     LCR_CUDA_CHECK(cudaEventRecord(e[2], stream));
     if (s > 0)
-      partials::add_inplace(reinterpret_cast<float*>(gp), reinterpret_cast<const float*>(S.g_in.data()),
-                        gbytes / int64_t(sizeof(float)), stream);
+      partials::add_inplace(reinterpret_cast<float*>(gp),
+                            reinterpret_cast<const float*>(S.g_in.data()),
+                            gbytes / int64_t(sizeof(float)), stream);
     LCR_CUDA_CHECK(cudaEventRecord(e[3], stream));
     home = gp;
     if (N > 1) {  // pass the sum on (issued with the next step's group, after this step)
@@ -175,12 +176,12 @@ RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, cons
     if (S.bias) {
       put_rows(reinterpret_cast<const float*>(home + own[i].off[2]), H, ch, B, S.Lr, g.dbias_k,
                stream);
-      if (!alias) put_rows(qs[i].dbq, H, ch, B, S.Lr, g.dbias_q, stream);
+      if (!alias && dbq) put_rows(qs[i].dbq, H, ch, B, S.Lr, g.dbias_q, stream);
     }
     if (!dq_alias && !hook) put_rows(qs[i].dq, int64_t(H) * S.D, ch, B, S.Lr, g.dq, stream);
     if (S.sink)
       partials::sink_backward(a.sink, qs[i].lse, S.qc[i].delta.data(), B, H, ch.length, g.dsink,
-                          /*accumulate=*/i > 0, stream);
+                              /*accumulate=*/i > 0, stream);
   }
   if (S.sink && N > 1) {  // the sink is replicated: its gradient sums every rank's rows
     comm.after(stream);

@@ -49,7 +49,8 @@ struct RingSdpaGrads {
   float* dq = nullptr;       // [B, Lr, H, D]
   float* dk = nullptr;       // [B, Lr, Hkv, D]
   float* dv = nullptr;       // [B, Lr, Hkv, Dv]
-  float* dbias_q = nullptr;  // [B, Lr, H], required iff bias_q is given
+  float* dbias_q = nullptr;  // [B, Lr, H] or null: then not computed (FoX without softcap:
+                             // the caller's closed form, lanes::fox_query_grad)
   float* dbias_k = nullptr;  // [B, Lr, H], required iff bias_k is given
   float* dsink = nullptr;    // [H], required iff sink is given; summed over the ring's ranks
 };
