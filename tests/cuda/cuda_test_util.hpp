@@ -76,4 +76,29 @@ inline std::vector<float> random_normal(size_t n, std::mt19937_64& rng, float si
   return x;
 }
 
+// FoX cumulative log gates, [B, L, H]: c_i = sum_{t <= i} log sigmoid(g_t), g ~ N(2, 1) per
+// (b, h), so decreasing from about -0.13 per step.
+inline std::vector<float> random_fox_gates(int B, int64_t L, int H, std::mt19937_64& rng) {
+  std::normal_distribution<float> gate(2.f, 1.f);
+  std::vector<float> cum(size_t(B) * size_t(L) * size_t(H));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      float acc = 0.f;
+      for (int64_t i = 0; i < L; ++i) {
+        acc -= std::log1p(std::exp(-gate(rng)));
+        cum[size_t((b * L + i) * H + h)] = acc;
+      }
+    }
+  return cum;
+}
+
+// Rows of D values scaled to unit length in double (PaTH's w).
+inline void normalise_rows(std::vector<float>& w, int D) {
+  for (size_t r = 0; r < w.size() / size_t(D); ++r) {
+    double n = 0;
+    for (int d = 0; d < D; ++d) n += double(w[r * D + d]) * w[r * D + d];
+    for (int d = 0; d < D; ++d) w[r * D + d] = float(w[r * D + d] / std::sqrt(n));
+  }
+}
+
 }  // namespace lcr::cuda::test

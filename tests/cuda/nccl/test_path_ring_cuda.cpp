@@ -67,23 +67,11 @@ TEST_P(PathRingCuda, ForwardAndBackwardMatchSingleGpu) {
   auto v = random_normal(sz(B * L * Hkv * D), rng), dout = random_normal(sz(B * L * H * D), rng);
   for (auto* x : {&q, &k, &v, &dout}) round_to_bf16(*x);
   auto w = random_normal(sz(B * L * Hkv * D), rng);
-  for (size_t r = 0; r < w.size() / sz(D); ++r) {  // unit rows
-    double n = 0;
-    for (int d = 0; d < D; ++d) n += double(w[r * sz(D) + sz(d)]) * w[r * sz(D) + sz(d)];
-    for (int d = 0; d < D; ++d) w[r * sz(D) + sz(d)] = float(w[r * sz(D) + sz(d)] / std::sqrt(n));
-  }
-  std::vector<float> beta(sz(B * L * Hkv)), cum(sz(B * L * H));
+  normalise_rows(w, D);
+  std::vector<float> beta(sz(B * L * Hkv));
   std::uniform_real_distribution<float> u02(0.f, 1.998f);
   for (float& b : beta) b = u02(rng);
-  std::normal_distribution<float> gate(2.f, 1.f);
-  for (int b = 0; b < B; ++b)  // FoX: c_i = sum_{t<=i} log sigmoid(g_t), decreasing
-    for (int h = 0; h < H; ++h) {
-      float acc = 0.f;
-      for (int64_t i = 0; i < L; ++i) {
-        acc -= std::log1p(std::exp(-gate(rng)));
-        cum[sz((b * L + i) * H + h)] = acc;
-      }
-    }
+  const std::vector<float> cum = random_fox_gates(B, L, H, rng);
 
   // Reference: the single-GPU PaTH kernel on the whole sequence.
   auto q_ = upload_bf16(q), k_ = upload_bf16(k), v_ = upload_bf16(v), do_ = upload_bf16(dout);

@@ -80,16 +80,9 @@ TEST_P(RingCuda, ForwardAndBackwardMatchSingleGpu) {
   auto q = random_normal(sz(B * L * H * D), rng), k = random_normal(sz(B * L * Hkv * D), rng);
   auto v = random_normal(sz(B * L * Hkv * Dv), rng), dout = random_normal(sz(B * L * H * Dv), rng);
   for (auto* x : {&q, &k, &v, &dout}) round_to_bf16(*x);
-  std::vector<float> cum(sz(B * L * H)), sink(sz(H)), slopes(sz(H));
-  std::normal_distribution<float> gate(2.f, 1.f), unit(0.f, 1.f);
-  for (int b = 0; b < B; ++b)  // FoX: c_i = sum_{t<=i} log sigmoid(g_t), decreasing
-    for (int h = 0; h < H; ++h) {
-      float acc = 0.f;
-      for (int64_t i = 0; i < L; ++i) {
-        acc -= std::log1p(std::exp(-gate(rng)));
-        cum[sz((b * L + i) * H + h)] = acc;
-      }
-    }
+  std::vector<float> sink(sz(H)), slopes(sz(H));
+  std::normal_distribution<float> unit(0.f, 1.f);
+  const std::vector<float> cum = random_fox_gates(B, int64_t(L), H, rng);
   for (int h = 0; h < H; ++h) {
     sink[sz(h)] = unit(rng);
     slopes[sz(h)] = std::exp2(-8.f * float(h + 1) / float(H));

@@ -56,24 +56,12 @@ struct Inputs {
     v = random_normal(sz(B * L * Hkv * D), rng), dout = random_normal(sz(B * L * H * D), rng);
     for (auto* x : {&q, &k, &v, &dout}) round_to_bf16(*x);
     w = random_normal(sz(B * L * Hkv * D), rng);
-    for (size_t r = 0; r < w.size() / sz(D); ++r) {  // unit rows
-      double n = 0;
-      for (int d = 0; d < D; ++d) n += double(w[r * sz(D) + sz(d)]) * w[r * sz(D) + sz(d)];
-      for (int d = 0; d < D; ++d) w[r * sz(D) + sz(d)] = float(w[r * sz(D) + sz(d)] / std::sqrt(n));
-    }
-    beta.resize(sz(B * L * Hkv)), cum.resize(sz(B * L * H));
+    normalise_rows(w, D);
+    beta.resize(sz(B * L * Hkv));
     // A third of beta near 2 (reflections), the rest over (0, 2).
     std::uniform_real_distribution<float> u(0.f, 1.f);
     for (float& b : beta) b = u(rng) < 1.f / 3 ? 1.998f - 0.01f * u(rng) : 1.998f * u(rng);
-    std::normal_distribution<float> gate(2.f, 1.f);
-    for (int b = 0; b < B; ++b)  // FoX: c_i = sum_{t<=i} log sigmoid(g_t), decreasing
-      for (int h = 0; h < H; ++h) {
-        float acc = 0.f;
-        for (int64_t i = 0; i < L; ++i) {
-          acc -= std::log1p(std::exp(-gate(rng)));
-          cum[sz((b * L + i) * H + h)] = acc;
-        }
-      }
+    cum = random_fox_gates(B, L, H, rng);
     q_ = upload_bf16(q), k_ = upload_bf16(k), v_ = upload_bf16(v), do_ = upload_bf16(dout);
     w_ = DeviceBuffer<float>(w), beta_ = DeviceBuffer<float>(beta), cum_ = DeviceBuffer<float>(cum);
     args.B = B, args.L = c.L, args.H = H, args.Hkv = Hkv, args.D = D;
@@ -152,15 +140,16 @@ TEST_P(CudaPathChunked, MatchesTheWholeSequenceKernels) {
   }
 }
 
-// Chunks of odd lengths (1, 7, 129, 200: not multiples of the kernels' 64/128 tiles) and of
-// tile multiples, 3 to 8 chunks (distances up to 7 through the M chains), GQA, D = 64 and
-// 128, PaTH-FoX with and without softcap, B = 2, and a length the chunk does not divide (the
-// whole-sequence kernels run).
+// Chunks of odd lengths (1, 7, 129, 200, 250: not multiples of the kernels' 64/128 tiles) and
+// of tile multiples, 3 to 8 chunks (distances up to 7 through the M chains), GQA, D = 64 and
+// 128, PaTH-FoX with softcap (the pairs sum the query lane's gradient) and without (its closed
+// form), B = 2, and a length the chunk does not divide (the whole-sequence kernels run).
 INSTANTIATE_TEST_SUITE_P(Cases, CudaPathChunked,
                          ::testing::Values(ChunkCase{5, 1, 1, 2, 1, 64},
                                            ChunkCase{21, 7, 2, 4, 2, 64},
                                            ChunkCase{387, 129, 1, 2, 1, 128, true},
                                            ChunkCase{1000, 200, 2, 4, 2, 64, true, 20.f},
+                                           ChunkCase{1000, 250, 2, 4, 2, 64, true},
                                            ChunkCase{2048, 256, 1, 4, 2, 64, true},
                                            ChunkCase{4096, 1024, 1, 4, 4, 128},
                                            ChunkCase{1536, 512, 2, 2, 2, 128, false, 30.f},
