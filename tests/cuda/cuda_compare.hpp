@@ -60,6 +60,16 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
                 err / scale, scale);
 }
 
+// Floor of PaTH's dbeta bound: with G_t the gradient with respect to the transition
+// H_t = I - beta_t w_t w_t^T, dbeta_t = -w_t^T G_t w_t and dw_t = -beta_t (G_t + G_t^T) w_t
+// (|w_t| = 1), so dbeta's terms are of dw's size while their sum can be far smaller (measured:
+// L = 5, max |dbeta| 0.2 against max |dw| 3.5): its bound is relative to the larger of the two.
+inline double dbeta_floor(const std::vector<float>& dw_ref) {
+  double m = 1e-6;
+  for (float x : dw_ref) m = std::max(m, double(std::fabs(x)));
+  return m;
+}
+
 // Extra bound of the query-bias gradient (FoX dfox_cq) per row (b, i, h):
 // dbias_q_i = sum_j dS_ij = sum_j P_ij dP_ij - delta_i sum_j P_ij almost cancels (exactly,
 // without a sink), so its size says nothing about its error: delta_i = <dO_i, O_i> is
