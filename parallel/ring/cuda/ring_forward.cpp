@@ -74,8 +74,8 @@ RingStats RingSdpa::forward(const RingSdpaArgs& a, __nv_bfloat16* o, float* lse,
         if (!started[i]) {
           started[i] = true;
         } else {
-          partials::merge_partial(q.o_acc.data(), q.lse_acc.data(), q.o_blk.data(), q.lse_blk.data(),
-                              S.B, q.ch.length, S.H, S.Dv, stream);
+          partials::merge_partial(q.o_acc.data(), q.lse_acc.data(), q.o_blk.data(),
+                                  q.lse_blk.data(), S.B, q.ch.length, S.H, S.Dv, stream);
         }
         ++ss.blocks_computed;
       }
@@ -92,8 +92,8 @@ RingStats RingSdpa::forward(const RingSdpaArgs& a, __nv_bfloat16* o, float* lse,
   // Every chunk sees at least its own diagonal block, so every accumulator started.
   for (size_t i = 0; i < S.qc.size(); ++i) {
     auto& q = S.qc[i];
-    partials::finish_forward(q.o_acc.data(), q.lse_acc.data(), a.sink, S.B, q.ch.length, S.H, S.Dv, o,
-                         lse, S.Lr, q.ch.local_offset, stream);
+    partials::finish_forward(q.o_acc.data(), q.lse_acc.data(), a.sink, S.B, q.ch.length, S.H, S.Dv,
+                             o, lse, S.Lr, q.ch.local_offset, stream);
   }
   LCR_CUDA_CHECK(cudaEventRecord(S.ev_pass[3], stream));
   return S.collect("forward", std::move(steps), t0);

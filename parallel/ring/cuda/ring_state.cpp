@@ -50,7 +50,7 @@ T* chunk_rows(T* x, int64_t W, const Chunk& ch, bool one_chunk, int B, int64_t L
   const size_t n = size_t(B) * size_t(ch.length) * size_t(W);
   if (tmp.size() < n) tmp = DeviceBuffer<std::remove_const_t<T>>(n);
   partials::copy_rows(x, Lr, ch.local_offset, tmp.data(), ch.length, 0, B, ch.length,
-                  W * int64_t(sizeof(T)), s);
+                      W * int64_t(sizeof(T)), s);
   return tmp.data();
 }
 template const __nv_bfloat16* chunk_rows(const __nv_bfloat16*, int64_t, const Chunk&, bool, int,
@@ -148,8 +148,8 @@ void RingSdpa::State::pack_own(const RingSdpaArgs& a, cudaStream_t s) {
     const Chunk& ch = layout.chunk(slots[i].chunk);
     const void* src[3] = {a.k, a.v, a.bias_k};
     for (size_t f = 0; f < kv.row_bytes.size(); ++f)
-      partials::copy_rows(src[f], Lr, ch.local_offset, kv_cur.data() + slots[i].off[f], ch.length, 0, B,
-                      ch.length, kv.row_bytes[f], s);
+      partials::copy_rows(src[f], Lr, ch.local_offset, kv_cur.data() + slots[i].off[f], ch.length,
+                          0, B, ch.length, kv.row_bytes[f], s);
   }
 }
 

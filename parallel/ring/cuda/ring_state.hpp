@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "kernels/attention/cuda/device_buffer.hpp"
+#include "kernels/attention/cuda/partials.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
 #include "parallel/ring/cuda/ring_cuda.hpp"
-#include "kernels/attention/cuda/partials.hpp"
 
 namespace lcr::cuda {
 
