@@ -2,12 +2,13 @@
 //
 //   mpirun -np 2 bench_cuda_ring [--L 131072] [--B 1] [--H 16] [--Hkv H] [--D 64,128]
 //                               [--layout zigzag] [--warmup 1] [--iters 3] [--scheme sdpa]
-//                               [--split 1]
+//                               [--split 1] [--path-1gpu chunked|whole]
 //
 // For each head width: the whole causal sequence through the single-GPU kernel on rank 0's
-// GPU (sdpa: forward; backward = row delta + sdpa_backward; path: the CUDA PaTH kernel,
-// path_ring_cuda.hpp), then the ring on all ranks (each holding L / N positions), its
-// layout's chunks cut into `split` pieces (layout.hpp; with one rank and path, the chunked
+// GPU (sdpa: forward; backward = row delta + sdpa_backward; path: the fastest single-GPU
+// PaTH, cuda::path::Chunked with its automatic chunk length, chunked.hpp; --path-whole: the
+// whole-sequence PaTH kernels instead), then the ring on all ranks (each holding L / N positions),
+// its layout's chunks cut into `split` pieces (layout.hpp; with one rank and path, the chunked
 // single-GPU PaTH). Efficiency = t_1gpu / (N t_ring), with the median time
 // of `iters` runs after `warmup`, t_ring the slowest rank's. Also the per-step compute
 // and wait (compute stream idle on a transfer) of the last ring run, per rank. Rank 0
@@ -29,6 +30,7 @@
 #include "parallel/comm/mpi/mpi_communicator.hpp"
 #include "parallel/ring/cuda/ring_cuda.hpp"
 #if defined(LCR_HAVE_CUDA_PATH_RING)
+#include "kernels/attention/cuda/path/chunked.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "kernels/attention/cuda/path/plan.hpp"
 #include "parallel/ring/cuda/path_ring_cuda.hpp"
@@ -98,6 +100,7 @@ struct Options {
   std::vector<int> D{64, 128};
   std::string layout = "zigzag";
   std::string scheme = "sdpa";  // sdpa | path
+  bool path_whole = false;      // --path-1gpu whole: the 1-GPU PaTH without chunks
 };
 
 Options parse(int argc, char** argv) {
@@ -124,7 +127,11 @@ Options parse(int argc, char** argv) {
       o.scheme = v;
     else if (a == "--split")
       o.split = std::stoi(v);
-    else if (a == "--D") {
+    else if (a == "--path-1gpu") {
+      lcr::require(v == "chunked" || v == "whole",
+                   "bench_cuda_ring: --path-1gpu takes chunked or whole, got ", v);
+      o.path_whole = v == "whole";
+    } else if (a == "--D") {
       o.D.clear();
       std::stringstream ss(v);
       for (std::string t; std::getline(ss, t, ',');) o.D.push_back(std::stoi(t));
@@ -222,21 +229,24 @@ Times single_gpu_path(const Options& o, int D, cudaStream_t s) {
   auto out = buffer<bf16>(nq * D);
   auto lse = buffer<float>(nq), dq = buffer<float>(nq * D), dk = buffer<float>(nk * D);
   auto dv = buffer<float>(nk * D), dw = buffer<float>(nk * D), db = buffer<float>(nk);
-  DeviceBuffer<unsigned char> ws(
-      std::max(P::forward_workspace_bytes(a), P::backward_workspace_bytes(a)));
+  P::Chunked attn(o.path_whole ? -1 : 0);
   P::Grads g;
   g.dq = dq.data(), g.dk = dk.data(), g.dv = dv.data(), g.dw = dw.data(), g.dbeta = db.data();
   LCR_CUDA_CHECK(cudaDeviceSynchronize());
   Times t;
   const auto nothing = [] {};
   t.fwd = time_runs(o, nothing, [&] {
-    P::forward(a, out.data(), lse.data(), ws.data(), ws.size(), s);
+    attn.forward(a, out.data(), lse.data(), s);
     LCR_CUDA_CHECK(cudaStreamSynchronize(s));
   });
   t.bwd = time_runs(o, nothing, [&] {
-    P::backward(a, out.data(), lse.data(), in.dout.data(), g, ws.data(), ws.size(), s);
+    attn.backward(a, out.data(), lse.data(), in.dout.data(), g, s);
     LCR_CUDA_CHECK(cudaStreamSynchronize(s));
   });
+  std::printf("1-GPU PaTH at D = %d: %s\n", D,
+              attn.chunk_length(a) < a.L
+                  ? ("chunked, " + std::to_string(attn.chunk_length(a)) + " positions").c_str()
+                  : "whole-sequence kernels");
   return t;
 }
 #endif
