@@ -126,23 +126,12 @@ void GpuPathShards::w_backward(int B, int L, int Hkv, int d, bool silu, const fl
   }
 }
 
-namespace {
-// The ring's chunks: the layout's, halved when they are long and D = 64 (layout.hpp's split;
-// local rows unchanged). Measured on 2x H200 at 128K (docs/cuda.md): split 2 gives the D = 64
-// ring 11% (32K chunks into 16K pieces: more of the work in the SDPA kernel, less in the
-// PaTH scan); at D = 128 it changes nothing (+-1%), so it stays 1 there.
-int ring_split(const SeqLayout& layout, int D) {
-  int64_t shortest = layout.length();
-  for (const Chunk& c : layout.chunks()) shortest = std::min(shortest, c.length);
-  return D == 64 && shortest >= 32768 ? 2 : 1;
-}
-}  // namespace
-
 cuda::PathRing& GpuPathShards::ring(int l, const cuda::path::Args& a) {
   auto& r = rings_[size_t(l)];
   if (!r || batch_[size_t(l)] != a.B) {
+    // Finer chunks for the ring (local rows unchanged): cuda::path_ring_split.
     const SeqLayout fine(layout_.kind(), layout_.length(), layout_.ranks(),
-                         ring_split(layout_, a.D));
+                         cuda::path_ring_split(layout_, a.D));
     r = std::make_unique<cuda::PathRing>(comm_, fine, a.B, a.H, a.Hkv, a.D, a.fox_q != nullptr,
                                          ws_);
     batch_[size_t(l)] = a.B;

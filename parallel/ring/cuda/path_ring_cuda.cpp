@@ -3,6 +3,7 @@
 // the reverse of all three.
 #include "parallel/ring/cuda/path_ring_cuda.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <vector>
@@ -126,6 +127,13 @@ struct PathRing::State : RingPairHook {
     comm->join(s);
   }
 };
+
+int path_ring_split(const SeqLayout& layout, int D) {
+  int64_t shortest = layout.length();
+  for (const Chunk& c : layout.chunks()) shortest = std::min(shortest, c.length);
+  const int64_t piece = D <= 64 ? 8192 : 16384;
+  return int(std::max<int64_t>(1, shortest / piece));
+}
 
 PathRing::PathRing(NcclCommunicator& comm, const SeqLayout& layout, int B, int H, int Hkv, int D,
                    bool fox, std::shared_ptr<DeviceBuffer<unsigned char>> workspace)

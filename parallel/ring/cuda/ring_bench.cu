@@ -2,7 +2,7 @@
 //
 //   mpirun -np 2 bench_cuda_ring [--L 131072] [--B 1] [--H 16] [--Hkv H] [--D 64,128]
 //                               [--layout zigzag] [--warmup 1] [--iters 3] [--scheme sdpa]
-//                               [--split 1] [--path-1gpu chunked|whole]
+//                               [--split N] [--path-1gpu chunked|whole]
 //
 // For each head width: the whole causal sequence through the single-GPU kernel on rank 0's
 // GPU (sdpa: forward; backward = row delta + sdpa_backward; path: the fastest single-GPU
@@ -96,7 +96,8 @@ DeviceBuffer<bf16> random_bf16(int64_t n, uint64_t seed) {
 
 struct Options {
   int64_t L = 131072;
-  int B = 1, H = 16, Hkv = 0, warmup = 1, iters = 3, split = 1;  // Hkv 0: = H (no GQA)
+  int B = 1, H = 16, Hkv = 0, warmup = 1, iters = 3;  // Hkv 0: = H (no GQA)
+  int split = -1;                                     // -1: path 0 (path_ring_split per D), sdpa 1
   std::vector<int> D{64, 128};
   std::string layout = "zigzag";
   std::string scheme = "sdpa";  // sdpa | path
@@ -136,12 +137,15 @@ Options parse(int argc, char** argv) {
       std::stringstream ss(v);
       for (std::string t; std::getline(ss, t, ',');) o.D.push_back(std::stoi(t));
     } else
-      lcr::throw_error(
-          "bench_cuda_ring: unknown option ", a,
-          " (valid: --L --B --H --Hkv --D --layout --warmup --iters --scheme --split)");
+      lcr::throw_error("bench_cuda_ring: unknown option ", a,
+                       " (valid: --L --B --H --Hkv --D --layout --warmup --iters --scheme --split "
+                       "--path-1gpu)");
   }
   lcr::require(o.iters >= 1 && o.warmup >= 0, "bench_cuda_ring: --iters >= 1, --warmup >= 0");
   if (o.Hkv == 0) o.Hkv = o.H;  // --H 8 alone means 8 KV heads too, not GQA against 16
+  if (o.split < 0) o.split = o.scheme == "path" ? 0 : 1;
+  lcr::require(o.split >= 1 || (o.split == 0 && o.scheme == "path"),
+               "bench_cuda_ring: --split is >= 1 (or 0 for path: cuda::path_ring_split)");
 #if defined(LCR_HAVE_CUDA_PATH_RING)
   lcr::require(o.scheme == "sdpa" || o.scheme == "path",
                "bench_cuda_ring: --scheme is sdpa or path, got ", o.scheme);
@@ -347,8 +351,8 @@ Times ring_path(const Options& o, lcr::NcclCommunicator& comm, const lcr::SeqLay
 void run(const Options& o) {
   auto comm = lcr::nccl_world();
   const int N = comm->size(), me = comm->rank();
-  const lcr::SeqLayout layout(lcr::parse_layout(o.layout), o.L, N, o.split);
-  const int64_t Lr = layout.local_length(me);
+  const lcr::SeqLayout base(lcr::parse_layout(o.layout), o.L, N, std::max(o.split, 1));
+  const int64_t Lr = base.local_length(me);
   cudaStream_t s;
   LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (me == 0)
@@ -362,6 +366,12 @@ void run(const Options& o) {
   std::vector<std::string> rows;
   [[maybe_unused]] const bool path = o.scheme == "path";
   for (int D : o.D) {
+    int split = std::max(o.split, 1);  // --split 0 (the default for path): path_ring_split
+#if defined(LCR_HAVE_CUDA_PATH_RING)
+    if (path && o.split == 0) split = lcr::cuda::path_ring_split(base, D);
+#endif
+    const lcr::SeqLayout layout(base.kind(), o.L, N, split);
+    if (me == 0 && split != std::max(o.split, 1)) std::printf("D = %d: split %d\n", D, split);
     Times one;
 #if defined(LCR_HAVE_CUDA_PATH_RING)
     if (me == 0) one = path ? single_gpu_path(o, D, s) : single_gpu(o, D, s);
@@ -394,7 +404,7 @@ void run(const Options& o) {
           "RESULT,ring,scheme=%s,L=%lld,B=%d,H=%d,D=%d,%s,ranks=%d,layout=%s,split=%d,t1_ms=%.3f,"
           "ring_ms=%.3f,efficiency=%.4f\n",
           o.scheme.c_str(), (long long)o.L, o.B, o.H, D, p ? "bwd" : "fwd", N, o.layout.c_str(),
-          o.split, 1e3 * t1, 1e3 * t, eff);
+          split, 1e3 * t1, 1e3 * t, eff);
     }
     std::fflush(stdout);
   }
