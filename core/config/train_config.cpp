@@ -188,6 +188,10 @@ void check_train_config(const TrainConfig& c) {
           "train.path_chunk must be a length in positions, 0 (automatic) or "
           "-1 (whole-sequence kernels); got ",
           t.path_chunk);
+  require(t.path_chunk <= 0 || (t.path_chunk < t.seq_len && t.seq_len % t.path_chunk == 0),
+          "train.path_chunk = ", t.path_chunk, " must divide train.seq_len = ", t.seq_len,
+          " into two or more chunks (e.g. 4096 for 65536), or be 0 (automatic) or -1 "
+          "(whole-sequence kernels)");
   require(t.stop_after >= 0, "train.stop_after must be >= 0 (0 = off), got ", t.stop_after);
   require(t.warmup >= 0, "train.warmup must be >= 0, got ", t.warmup);
   require(t.probe_rows >= 1, "train.probe_rows must be >= 1, got ", t.probe_rows);

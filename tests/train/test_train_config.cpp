@@ -58,6 +58,10 @@ INSTANTIATE_TEST_SUITE_P(
                 {"train.device = \"cuda\" trains in float32"}},
         // Without CUDA in the build, or without a GPU: the error says which and the fix.
         BadCase{"cuda_unavailable", {"train.device=cuda"}, {"train.device = \"cuda\""}},
+        BadCase{"path_chunk_does_not_divide",
+                {"train.path_chunk=24"},
+                {"train.path_chunk = 24 must divide train.seq_len = 32", "-1"}},
+        BadCase{"path_chunk_negative", {"train.path_chunk=-2"}, {"train.path_chunk", "automatic"}},
         BadCase{"eval_too_long",
                 {"data.source=text", "train.seq_len=2048", "eval.max_length_factor=16"},
                 {"eval.max_length_factor"}}),
