@@ -18,3 +18,15 @@ struct LaneArgs {
 };
 
 }  // namespace lcr
+
+// Explicit instantiations of a scheme's lanes_forward / lanes_backward (the declarations in
+// its header) for float and double; used once, inside the scheme's namespace, in its .cpp.
+#define LCR_INSTANTIATE_LANES(T)                                                           \
+  template void lanes_forward<T>(const ::lcr::LaneArgs<T>&, const ::lcr::View4<T>&,        \
+                                 const ::lcr::View4<T>&);                                  \
+  template void lanes_backward<T>(const ::lcr::LaneArgs<T>&, const ::lcr::View4<const T>&, \
+                                  const ::lcr::View4<const T>&, const ::lcr::View4<T>&,    \
+                                  const ::lcr::View4<T>&, ::lcr::ParamSet<T>&);
+#define LCR_INSTANTIATE_SCHEME_LANES() \
+  LCR_INSTANTIATE_LANES(float)         \
+  LCR_INSTANTIATE_LANES(double)

@@ -345,15 +345,6 @@ void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4
       });
 }
 
-template void lanes_forward<float>(const LaneArgs<float>&, const View4<float>&,
-                                   const View4<float>&);
-template void lanes_forward<double>(const LaneArgs<double>&, const View4<double>&,
-                                    const View4<double>&);
-template void lanes_backward<float>(const LaneArgs<float>&, const View4<const float>&,
-                                    const View4<const float>&, const View4<float>&,
-                                    const View4<float>&, ParamSet<float>&);
-template void lanes_backward<double>(const LaneArgs<double>&, const View4<const double>&,
-                                     const View4<const double>&, const View4<double>&,
-                                     const View4<double>&, ParamSet<double>&);
+LCR_INSTANTIATE_SCHEME_LANES()
 
 }  // namespace lcr::goat
