@@ -2,7 +2,7 @@
 // the tests. Every rank runs every test (collectives need all ranks); only rank 0 prints
 // gtest's output, and the exit code is failing if any rank failed, so a failure seen only
 // on another rank still fails the ctest entry (that rank's assertion messages are printed
-// with a "[rank r]" prefix by the listener below).
+// with a "[rank r]" prefix, tests/rank_output.hpp).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -10,24 +10,7 @@
 #include <cstdio>
 
 #include "parallel/comm/mpi/mpi_communicator.hpp"
-
-namespace {
-
-// On ranks other than 0: print only failed assertions, prefixed with the rank.
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (!r.failed()) return;
-    std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_,
-                 r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
-
-}  // namespace
+#include "rank_output.hpp"
 
 int main(int argc, char** argv) {
   lcr::MpiSession mpi(&argc, &argv);
@@ -36,11 +19,7 @@ int main(int argc, char** argv) {
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     ::testing::InitGoogleTest(&argc, argv);
-    if (rank != 0) {
-      auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-      delete listeners.Release(listeners.default_result_printer());
-      listeners.Append(new RankFailurePrinter(rank));
-    }
+    lcr::test::rank_output(rank);
     const int local = RUN_ALL_TESTS();
     MPI_Allreduce(&local, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   }

@@ -12,25 +12,13 @@
 #include "cuda_compare.hpp"
 #include "nccl_test_env.hpp"
 #include "parallel/comm/mpi/mpi_communicator.hpp"
+#include "rank_output.hpp"
 
 namespace lcr::test {
 namespace {
 std::unique_ptr<NcclCommunicator> g_nccl;
 std::unique_ptr<Communicator> g_mpi;
 std::string g_reason;
-
-class RankFailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit RankFailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (!r.failed()) return;
-    std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_,
-                 r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
 
 // Empty when this rank has a GPU of its own (local rank < visible devices).
 std::string local_reason() {
@@ -69,11 +57,7 @@ int main(int argc, char** argv) {
   else if (g_reason.empty())
     g_reason = "another rank has no GPU of its own";
   if (rank == 0 && !all) std::printf("NCCL tests skip: %s\n", g_reason.c_str());
-  if (rank != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new RankFailurePrinter(rank));
-  }
+  rank_output(rank);
   const int local = RUN_ALL_TESTS();
   MPI_Allreduce(&local, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   g_nccl.reset();
