@@ -80,22 +80,11 @@ const BwdVariant k128_256[] = {LCR_BWD_OPTS(128, 256, 32, 4)};
 const BwdVariant k256_64[] = {LCR_BWD_OPTS(256, 64, 32, 4)};
 const BwdVariant k256_256[] = {LCR_BWD_OPTS(256, 256, 32, 4)};
 
-template <size_t N>
-std::pair<const BwdVariant*, int> span(const BwdVariant (&v)[N]) {
-  return {v, int(N)};
-}
-
 std::pair<const BwdVariant*, int> variants(int D, int Dv) {
-  const int dp = width_class(D), dvp = width_class(Dv);
-  if (dp == 64 && dvp == 64) return span(k64_64);
-  if (dp == 128 && dvp == 128) return span(k128_128);
-  if (dp == 128 && dvp == 64) return span(k128_64);
-  if (dp == 256 && dvp == 128) return span(k256_128);
-  if (dp == 64 && dvp == 128) return span(k64_128);
-  if (dp == 64) return span(k64_256);
-  if (dp == 128) return span(k128_256);
-  if (dvp == 64) return span(k256_64);
-  return span(k256_256);
+  static const VariantTables<BwdVariant> tables{span(k64_64),   span(k128_128), span(k128_64),
+                                                span(k256_128), span(k64_128),  span(k64_256),
+                                                span(k128_256), span(k256_64),  span(k256_256)};
+  return tables.pick(D, Dv);
 }
 
 }  // namespace

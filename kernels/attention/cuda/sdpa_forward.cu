@@ -82,22 +82,11 @@ const FwdVariant k128_256[] = {LCR_FWD_OPTS(128, 256, 64, 64, 4)};
 const FwdVariant k256_64[] = {LCR_FWD_OPTS(256, 64, 64, 64, 4)};
 const FwdVariant k256_256[] = {LCR_FWD_OPTS(256, 256, 64, 64, 4)};
 
-template <size_t N>
-std::pair<const FwdVariant*, int> span(const FwdVariant (&v)[N]) {
-  return {v, int(N)};
-}
-
 std::pair<const FwdVariant*, int> variants(int D, int Dv) {
-  const int dp = width_class(D), dvp = width_class(Dv);
-  if (dp == 64 && dvp == 64) return span(k64_64);
-  if (dp == 128 && dvp == 128) return span(k128_128);
-  if (dp == 128 && dvp == 64) return span(k128_64);
-  if (dp == 256 && dvp == 128) return span(k256_128);
-  if (dp == 64 && dvp == 128) return span(k64_128);
-  if (dp == 64) return span(k64_256);
-  if (dp == 128) return span(k128_256);
-  if (dvp == 64) return span(k256_64);
-  return span(k256_256);
+  static const VariantTables<FwdVariant> tables{span(k64_64),   span(k128_128), span(k128_64),
+                                                span(k256_128), span(k64_128),  span(k64_256),
+                                                span(k128_256), span(k256_64),  span(k256_256)};
+  return tables.pick(D, Dv);
 }
 
 // delta[b,h,i] = <o[b,i,h,:], dout[b,i,h,:]>: o, dout [B, Lq, H, Dv], delta [B, H, Lq].

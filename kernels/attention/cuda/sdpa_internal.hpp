@@ -5,7 +5,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/attention/cuda/sdpa.hpp"
 
@@ -30,6 +32,32 @@ struct KernelParams {
 // Padded head width class the kernels are compiled for: 64, 128 or 256 (the real width
 // may be smaller; the padding lanes are zero-filled in shared memory).
 inline int width_class(int d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
+
+// A table of tile variants (forward or backward), as (first, count).
+template <class V>
+using VariantSpan = std::pair<const V*, int>;
+template <class V, std::size_t N>
+VariantSpan<V> span(const V (&v)[N]) {
+  return {v, int(N)};
+}
+// The tables of one direction per (D, Dv) width-class pair; pick() chooses by the widths.
+template <class V>
+struct VariantTables {
+  VariantSpan<V> d64_64, d128_128, d128_64, d256_128, d64_128, d64_wide, d128_wide, d256_64,
+      d256_256;  // *_wide: Dv = 256
+  VariantSpan<V> pick(int D, int Dv) const {
+    const int dp = width_class(D), dvp = width_class(Dv);
+    if (dp == 64 && dvp == 64) return d64_64;
+    if (dp == 128 && dvp == 128) return d128_128;
+    if (dp == 128 && dvp == 64) return d128_64;
+    if (dp == 256 && dvp == 128) return d256_128;
+    if (dp == 64 && dvp == 128) return d64_128;
+    if (dp == 64) return d64_wide;
+    if (dp == 128) return d128_wide;
+    if (dvp == 64) return d256_64;
+    return d256_256;
+  }
+};
 
 // variant 0 is the tuned default for the width class; the others exist for the benchmark
 // (bench_cuda_sdpa --variants all) and are listed by *_variant_name. Returns false when the
