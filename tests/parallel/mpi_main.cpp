@@ -9,8 +9,8 @@
 #include <Kokkos_Core.hpp>
 #include <cstdio>
 
+#include "../rank_output.hpp"  // tests/rank_output.hpp (also built from other folders)
 #include "parallel/comm/mpi/mpi_communicator.hpp"
-#include "rank_output.hpp"
 
 int main(int argc, char** argv) {
   lcr::MpiSession mpi(&argc, &argv);

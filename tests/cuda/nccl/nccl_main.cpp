@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <memory>
 
+#include "../../rank_output.hpp"
 #include "cuda_compare.hpp"
 #include "nccl_test_env.hpp"
 #include "parallel/comm/mpi/mpi_communicator.hpp"
-#include "rank_output.hpp"
 
 namespace lcr::test {
 namespace {
