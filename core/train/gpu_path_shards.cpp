@@ -14,10 +14,6 @@ using cuda::DeviceBuffer;
 
 namespace {
 
-void grow(DeviceBuffer<float>& b, int64_t n) {
-  if (int64_t(b.size()) < n) b = DeviceBuffer<float>(size_t(n));
-}
-
 // rows [r0, r0 + n) of src [B, src_L, C] -> rows [d0, d0 + n) of dst [B, dst_L, C].
 void copy_rows(const float* src, int64_t src_L, int64_t r0, float* dst, int64_t dst_L, int64_t d0,
                int B, int64_t n, int64_t C, cudaStream_t s) {
@@ -36,7 +32,7 @@ GpuPathShards::~GpuPathShards() = default;
 
 void GpuPathShards::exchange_tails(int B, int L, int64_t C, const float* x, cudaStream_t s) {
   const int64_t n = int64_t(layout_.num_chunks()) * B * 2 * C;
-  grow(slots_, n);
+  slots_.grow(size_t(n));
   LCR_CUDA_CHECK(cudaMemsetAsync(slots_.data(), 0, size_t(n) * 4, s));
   for (int c : layout_.chunks_of(comm_.rank())) {
     const Chunk& ch = layout_.chunk(c);
@@ -65,7 +61,7 @@ const float* GpuPathShards::prefix_row(int c, int back, int B, int b, int64_t C)
 int64_t GpuPathShards::extend(int c, int B, int L, int64_t C, const float* u, cudaStream_t s) {
   const Chunk& ch = layout_.chunk(c);
   const int64_t e = std::min<int64_t>(2, ch.start), Le = ch.length + e;
-  grow(ext_u_, B * Le * C);
+  ext_u_.grow(size_t(B * Le * C));
   for (int b = 0; b < B; ++b)
     for (int64_t j = 0; j < e; ++j)
       LCR_CUDA_CHECK(cudaMemcpyAsync(ext_u_.data() + (b * Le + j) * C,
@@ -82,7 +78,7 @@ void GpuPathShards::w_forward(int B, int L, int Hkv, int d, bool silu, const flo
   for (int c : layout_.chunks_of(comm_.rank())) {
     const Chunk& ch = layout_.chunk(c);
     const int64_t e = extend(c, B, L, C, u, s), n = ch.length, Le = n + e;
-    grow(ext_w_, B * Le * C);
+    ext_w_.grow(size_t(B * Le * C));
     cuda::model::path_w_forward(B, Le, Hkv, d, silu, ext_u_.data(), conv, ext_w_.data(), s);
     copy_rows(ext_w_.data(), Le, e, w, L, ch.local_offset, B, n, C, s);
   }
@@ -93,14 +89,14 @@ void GpuPathShards::w_backward(int B, int L, int Hkv, int d, bool silu, const fl
                                cudaStream_t s) {
   const int64_t C = int64_t(Hkv) * d, nslots = int64_t(layout_.num_chunks()) * B * 2 * C;
   exchange_tails(B, L, C, u, s);
-  grow(dslots_, nslots);  // gradients of the chunks' last two rows
+  dslots_.grow(size_t(nslots));  // gradients of the chunks' last two rows
   LCR_CUDA_CHECK(cudaMemsetAsync(dslots_.data(), 0, size_t(nslots) * 4, s));
   for (int c : layout_.chunks_of(comm_.rank())) {
     const Chunk& ch = layout_.chunk(c);
     const int64_t e = extend(c, B, L, C, u, s), n = ch.length, Le = n + e;
-    grow(ext_w_, B * Le * C);  // d w of [prefix; chunk], zero on the prefix rows
-    grow(ext_du_, B * Le * C);
-    grow(partial_, cuda::model::path_conv_partial_floats(B * Le, Hkv, d));
+    ext_w_.grow(size_t(B * Le * C));  // d w of [prefix; chunk], zero on the prefix rows
+    ext_du_.grow(size_t(B * Le * C));
+    partial_.grow(size_t(cuda::model::path_conv_partial_floats(B * Le, Hkv, d)));
     LCR_CUDA_CHECK(cudaMemsetAsync(ext_w_.data(), 0, size_t(B * Le * C) * 4, s));
     copy_rows(dw, L, ch.local_offset, ext_w_.data(), Le, e, B, n, C, s);
     cuda::model::path_w_backward(B, Le, Hkv, d, silu, ext_u_.data(), conv, ext_w_.data(),

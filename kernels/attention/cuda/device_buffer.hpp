@@ -37,6 +37,13 @@ class DeviceBuffer {
   ~DeviceBuffer() { release(); }
 
   std::size_t size() const { return n_; }
+  // At least n elements: reallocates (contents lost, the old memory freed first, so old and
+  // new need not fit together) when smaller, else keeps the buffer as it is.
+  void grow(std::size_t n) {
+    if (n_ >= n) return;
+    release();
+    allocate(n);
+  }
   std::size_t bytes() const { return n_ * sizeof(T); }
   T* data() { return ptr_; }
   const T* data() const { return ptr_; }

@@ -19,13 +19,6 @@ using bf16 = __nv_bfloat16;
 
 namespace {
 
-template <class T>
-void ensure(DeviceBuffer<T>& b, std::size_t n) {
-  if (b.size() >= n) return;
-  b = DeviceBuffer<T>();  // free first: the old and new may not both fit
-  b = DeviceBuffer<T>(n);
-}
-
 void zero(void* p, std::size_t bytes, cudaStream_t s) {
   if (bytes) LCR_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, s));
 }
@@ -119,21 +112,21 @@ struct Chunked::State {
     PP = int64_t(Hkv) * D * D, T = int64_t(C) * (C - 1) / 2;
     const std::size_t nq = std::size_t(B) * L * H * D, nk = std::size_t(B) * L * Hkv * D;
     const std::size_t nr = std::size_t(B) * L * H, npp = std::size_t(PP);
-    ensure(qfold, nq);
-    ensure(kfold, nk);
-    ensure(p, std::size_t(B) * C * npp);
-    ensure(m, std::size_t(B * T) * npp);
+    qfold.grow(nq);
+    kfold.grow(nk);
+    p.grow(std::size_t(B) * C * npp);
+    m.grow(std::size_t(B * T) * npp);
     ChunkedScratch& x = *scratch;
-    ensure(x.y, nq);
-    ensure(x.o_blk, nq);
-    ensure(x.lse_blk, nr);
-    ensure(x.o_acc, nq);
-    ensure(x.lse_acc, nr);
-    ensure(x.lse_c, nr);
+    x.y.grow(nq);
+    x.o_blk.grow(nq);
+    x.lse_blk.grow(nr);
+    x.o_acc.grow(nq);
+    x.lse_acc.grow(nr);
+    x.lse_c.grow(nr);
     const Args l = local(a);
     const std::size_t need =
         std::max(forward_workspace_bytes(l, true), backward_workspace_bytes(l, true));
-    ensure(x.ws, need);
+    x.ws.grow(need);
     if (!same) {  // M_1 = I for every row b and query chunk
       std::vector<float> id(std::size_t(C - 1) * npp, 0.f);
       for (int64_t t = 0; t < int64_t(C - 1) * Hkv; ++t)
@@ -186,7 +179,7 @@ void Chunked::forward(const Args& a, bf16* o, float* lse, cudaStream_t s) {
   const int Lc = chunk_length(a);
   if (Lc == a.L) {  // one chunk: the whole-sequence kernels
     S.C = 1;
-    ensure(X.ws, forward_workspace_bytes(a));
+    X.ws.grow(forward_workspace_bytes(a));
     path::forward(a, o, lse, X.ws.data(), X.ws.size(), s);
     return;
   }
@@ -226,7 +219,7 @@ void Chunked::forward(const Args& a, bf16* o, float* lse, cudaStream_t s) {
                            X.lse_c.data(), S.Lc, 0, s);
   S.lse_from_chunks(X.lse_c.data(), lse, s);
   if (S.fox) {
-    ensure(S.lse_keys, std::size_t(B) * H * L);
+    S.lse_keys.grow(std::size_t(B) * H * L);
     LCR_CUDA_CHECK(cudaMemcpyAsync(S.lse_keys.data(), lse, std::size_t(B) * H * L * sizeof(float),
                                    cudaMemcpyDeviceToDevice, s));
   }
@@ -247,7 +240,7 @@ void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf1
           "cuda path Chunked backward: o, lse, dout, dq, dk, dv, dw, dbeta must be device "
           "pointers, and dfox_q / dfox_k for PaTH-FoX");
   if (S.C == 1) {
-    ensure(X.ws, backward_workspace_bytes(a));
+    X.ws.grow(backward_workspace_bytes(a));
     path::backward(a, o, lse, dout, g, X.ws.data(), X.ws.size(), s);
     return;
   }
@@ -261,14 +254,15 @@ void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf1
   // (partials::query_bias_total), so the pairs need not sum it and take the SDPA's fast
   // bias-lane kernels; with softcap they sum it (dbias_q, the option path).
   const bool fox_total = S.fox && a.softcap == 0.f;
-  ensure(X.delta, nr);
-  ensure(X.dy, nq);
-  ensure(X.dqfold, nq);
-  ensure(X.dkfold, nk);
-  ensure(X.dv_x, nk);
-  ensure(X.dm, S.m.size());
-  ensure(X.dp, S.p.size());
-  if (S.fox) ensure(X.dfq_x, nr), ensure(X.dfk_x, nr);
+  X.delta.grow(nr);
+  X.dy.grow(nq);
+  X.dqfold.grow(nq);
+  X.dkfold.grow(nk);
+  X.dv_x.grow(nk);
+  X.dm.grow(S.m.size());
+  X.dp.grow(S.p.size());
+  if (S.fox) X.dfk_x.grow(nr);
+  if (S.fox && !fox_total) X.dfq_x.grow(nr);  // the pairs' query-lane sums
   {
     Phase ph("chunked: setup", s);
     S.lse_to_chunks(lse, X.lse_c.data(), s);
@@ -278,7 +272,8 @@ void Chunked::backward(const Args& a, const bf16* o, const float* lse, const bf1
     zero(X.dv_x.data(), nk * sizeof(float), s);
     zero(X.dm.data(), X.dm.bytes(), s);
     zero(X.dp.data(), X.dp.bytes(), s);
-    if (S.fox) zero(X.dfq_x.data(), nr * 4, s), zero(X.dfk_x.data(), nr * 4, s);
+    if (S.fox) zero(X.dfk_x.data(), nr * 4, s);
+    if (S.fox && !fox_total) zero(X.dfq_x.data(), nr * 4, s);
   }
   for (int b = 0; b < B; ++b) {
     for (int d = 1; d < C; ++d) {
