@@ -66,13 +66,11 @@ const BwdVariant k128_64[] = {LCR_BWD(128, 64, 64, 8)};
 // lanes per warp with few spills (measured 177 vs 151 (q16_w4) vs 128 (q32_w4) TFLOP/s at
 // 1x16x16384, H200, 2026-11-29); the option path keeps q32_w4.
 const BwdVariant k256_128[] = {
-    BwdVariant{"q16_w8/opts_q32_w4", &launch_bwd<256, 128, 16, 8, false>,
+    // dQ one step late (kPipe): 21.55 vs 23.39 ms at 1x16x16384, 169.5 vs 185.5 at
+    // 1x8x65536 (H200, 2026-11-30 08:28 UTC); the default since the SDPA suite ran it.
+    BwdVariant{"q16_w8_pipe/opts_q32_w4", &launch_bwd<256, 128, 16, 8, false, true>,
                &launch_bwd<256, 128, 32, 4, true>},
-    // dQ one step late (kPipe): 21.55 vs 23.39 ms at 1x16x16384,
-    // 169.5 vs 185.5 at 1x8x65536 (H200, 2026-11-30 08:28 UTC);
-    // not the default until the SDPA suite has run it on a GPU
-    // (the session's device time ran out).
-    BwdVariant{"q16_w8_pipe", &launch_bwd<256, 128, 16, 8, false, true>, nullptr},
+    BwdVariant{"q16_w8", &launch_bwd<256, 128, 16, 8, false>, nullptr},
     LCR_BWD_PLAIN(256, 128, 16, 4), LCR_BWD_PLAIN(256, 128, 32, 4)};
 const BwdVariant k64_128[] = {LCR_BWD_OPTS(64, 128, 64, 8)};
 const BwdVariant k64_256[] = {LCR_BWD_OPTS(64, 256, 32, 4)};
