@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One device call: where GOAT's time beyond NoPE's goes. nsys (or, without it, ncu's
-# durations) over bench_cuda_attention for nope and goat at the benchmark shapes, kernel
-# by kernel, plus the SDPA (256, 128) variants (PoPE at d = 128). Bundle NAME holds
+# One device call: where GOAT's time beyond NoPE's goes. bench_cuda_attention for nope and
+# goat (SCHEMES=...: others too) at the benchmark shapes, then ncu's duration of every kernel at 1x16x16384x64;
+# SDPA256=1 adds the SDPA (256, 128) variants (PoPE at d = 128). Bundle NAME holds
 # bench_cuda_attention and bench_cuda_sdpa.
 #   run(command="tar xJf .devbundle/gpack/NAME.tar.xz -C .devbundle &&
 #                BUNDLE=.devbundle/NAME bash scripts/device/goat_profile.sh",
@@ -10,23 +10,24 @@ set -u
 source "$(dirname "$0")/common.sh"
 device_init goat_profile
 shapes=${SHAPES:-1x16x16384x64,1x16x16384x128,1x8x65536x64}
-"$B/bench_cuda_attention" --schemes nope,goat --shapes "$shapes" --iters 7 \
+"$B/bench_cuda_attention" --schemes "${SCHEMES:-nope,goat}" --shapes "$shapes" --iters 7 \
   2>&1 | tee -a "$OUT/summary.txt"
-nsys=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys \
-  2>/dev/null | head -1)
-echo "nsys: ${nsys:-none}" | tee -a "$OUT/summary.txt"
+# Kernel by kernel: one metric (the duration), so ncu replays each kernel once.
 for sc in nope goat; do
-  if [[ -n $nsys ]]; then
-    timeout 180 "$nsys" profile -o "$OUT/$sc" -f true -t cuda "$B/.real/bench_cuda_attention" \
-      --schemes $sc --shapes 1x16x16384x64 --iters 3 --warmup 1 --no-check >/dev/null 2>&1
-    "$nsys" stats -r cuda_gpu_kern_sum -f csv "$OUT/$sc.nsys-rep" 2>/dev/null |
-      cut -c1-220 | tee -a "$OUT/summary.txt"
-  else
-    timeout 180 ncu --clock-control none --section SpeedOfLight "$B/.real/bench_cuda_attention" \
-      --schemes $sc --shapes 1x16x16384x64 --iters 1 --warmup 0 --no-check 2>&1 |
-      grep -E "^  [a-z_].*\(|Duration|DRAM Throughput" | tee -a "$OUT/summary.txt"
-  fi
+  echo "-- $sc kernels (ncu gpu__time_duration, us)" | tee -a "$OUT/summary.txt"
+  LD_LIBRARY_PATH=$B/../lib:${LD_LIBRARY_PATH:-} timeout 240 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+    "$B/.real/bench_cuda_attention" --schemes $sc --shapes 1x16x16384x64 --iters 1 --warmup 0 \
+    --no-check >"$OUT/ncu_$sc.csv" 2>"$OUT/ncu_$sc.err"
+  python3 - "$OUT/ncu_$sc.csv" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+head = rows[0]; k = head.index("Kernel Name"); v = head.index("Metric Value"); u = head.index("Metric Unit")
+for r in rows[1:]:
+    val = float(r[v].replace(",", "")); val = val / 1000 if r[u] == "nsecond" else val * (1000 if r[u] == "msecond" else 1)
+    print(f"{val:10.1f}  {r[k][:110]}")
+PY
+  tail -3 "$OUT/ncu_$sc.err" | tee -a "$OUT/summary.txt"
 done
-"$B/bench_cuda_sdpa" --B 1 --H 16 --L 16384 --D 256 --Dv 128 --variants all --reps 9 2>&1 |
-  tee -a "$OUT/summary.txt"
+((${SDPA256:-0})) && "$B/bench_cuda_sdpa" --B 1 --H 16 --L 16384 --D 256 --Dv 128 \
+  --variants all --reps 9 2>&1 | tee -a "$OUT/summary.txt"
 echo "total $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"

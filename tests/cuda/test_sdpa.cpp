@@ -155,12 +155,21 @@ TEST_P(CudaSdpa, MatchesFloat64Reference) {
   DeviceBuffer<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv);
   DeviceBuffer<float> o32(c.o_f32 ? o.size() : 0), lse(size_t(p.B) * p.H * p.Lq);
   o.fill_bytes(0xFF), o32.fill_bytes(0xFF), lse.fill_bytes(0xFF);
-  sdpa_forward(a, c.o_f32 ? nullptr : o.data(), c.o_f32 ? o32.data() : nullptr, lse.data(), 0);
+  // o_f32 cases ask for both outputs (the attention API's path without a sink).
+  sdpa_forward(a, o.data(), c.o_f32 ? o32.data() : nullptr, lse.data(), 0);
   LCR_CUDA_CHECK(cudaDeviceSynchronize());
   const auto o_gpu = c.o_f32 ? to_double(o32.download()) : to_double(test::download_bf16(o));
   compare(o_gpu, naive.o, exact.o, "o");
   compare(to_double(lse.download()), naive.lse, exact.lse, "lse", true);
-  if (c.o_f32) return;  // backward needs the bf16 O; covered by the other cases
+  if (c.o_f32) {
+    // With both outputs the bf16 one is the fp32 one rounded, element for element.
+    const auto o16 = test::download_bf16(o);
+    const auto o32h = o32.download();
+    size_t bad = 0;
+    for (size_t e = 0; e < o16.size(); ++e) bad += o16[e] != test::round_bf16(o32h[e]);
+    EXPECT_EQ(bad, 0u) << "o is not o_f32 rounded to bf16";
+    return;  // the backward is covered by the other cases
+  }
 
   // The forward is deterministic: a second run gives the same bits.
   {

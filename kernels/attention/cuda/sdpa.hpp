@@ -36,8 +36,9 @@ struct SdpaArgs {
 // from Dv, e.g. PoPE D = 2 Dv), or softcap < 0.
 void check(const SdpaArgs& a);
 
-// o [B, Lq, H, Dv] (bf16, or fp32 when o_f32 != null, then o may be null), lse [B, H, Lq]
-// fp32. A row that sees no key: lse = -inf, o = 0.
+// o [B, Lq, H, Dv] bf16 and/or o_f32 [B, Lq, H, Dv] fp32 (either may be null, not both;
+// with both, o is o_f32 rounded to bf16), lse [B, H, Lq] fp32. A row that sees no key:
+// lse = -inf, o = 0.
 void sdpa_forward(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse, cudaStream_t s);
 
 // delta[b,h,i] = <dO_i, O_i> in fp32, [B, H, Lq]; o and dout are [B, Lq, H, Dv] bf16.

@@ -135,7 +135,8 @@ const char* forward_variant_name(int D, int Dv, int variant) {
 
 void sdpa_forward(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse, cudaStream_t s) {
   check(a);
-  require(o != nullptr || o_f32 != nullptr, "cuda sdpa_forward: pass o (bf16) or o_f32 (fp32)");
+  require(o != nullptr || o_f32 != nullptr,
+          "cuda sdpa_forward: pass o (bf16), o_f32 (fp32) or both");
   require(lse != nullptr, "cuda sdpa_forward: lse [B, H, Lq] is required");
   if (a.Lq == 0) return;
   detail::KernelParams p;

@@ -334,11 +334,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
         const int c = n * 8 + 2 * t;
         if (c >= a.Dv) continue;
         const float x0 = acc[mt][n][2 * r] * inv, x1 = acc[mt][n][2 * r + 1] * inv;
-        if (p.o_f32) {
-          *reinterpret_cast<float2*>(p.o_f32 + orow + c) = make_float2(x0, x1);
-        } else {
-          *reinterpret_cast<__nv_bfloat162*>(p.o + orow + c) = __floats2bfloat162_rn(x0, x1);
-        }
+        if (p.o_f32) *reinterpret_cast<float2*>(p.o_f32 + orow + c) = make_float2(x0, x1);
+        if (p.o) *reinterpret_cast<__nv_bfloat162*>(p.o + orow + c) = __floats2bfloat162_rn(x0, x1);
       }
     }
 }

@@ -2,11 +2,14 @@
 // GOAT's key bias u(j) and its parameter gradients, PoPE's clamped phase bias, ALiBi
 // slopes, the learned sink and FoX's cumulative log gates. Everything that the CPU path
 // keeps in double (u(j), the FoX running sums, the parameter reductions) is double here
-// too; every reduction runs in a fixed order (no atomics).
+// too, except GOAT's MLP, which runs in fp32 (goat_key_bias_kernel says why); every
+// reduction runs in a fixed order (no atomics).
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/lanes/lane_kernels.hpp"
@@ -17,9 +20,16 @@ namespace {
 constexpr unsigned kFull = 0xffffffffu;
 constexpr double kTwoPi = 6.283185307179586;
 constexpr int kMaxFeatures = 2 * 16 + 2;  // phi width for up to 16 feature pairs
-constexpr int kKeyThreads = 128, kKeysPerThread = 2, kKeyChunk = kKeyThreads * kKeysPerThread;
-constexpr int kProjectThreads = 1024;  // goat_du_project: one block per KV head
-constexpr int kFoxSeg = 64;            // positions per FoX scan segment
+// goat_key_bias: a block = (kBiasKeys keys, one KV head) of kBiasThreads threads.
+constexpr int kBiasThreads = 128, kBiasKeys = 256;
+// goat_key_param_partials: a block = (kKeyChunk keys, one KV head, kKeyUnits hidden units)
+// of kKeyWarps warps, phi staged kKeyTile keys at a time.
+constexpr int kKeyWarps = 4, kKeyThreads = 32 * kKeyWarps, kKeyUnits = 16;
+constexpr int kKeyChunk = 512, kKeyTile = 64;
+// goat_du_project: kProjectBlocks slices of the keys per KV head.
+constexpr int kProjectBlocks = 16, kProjectThreads = 256;
+constexpr int kRowThreads = 256;  // finish_output, row_delta_f32
+constexpr int kFoxSeg = 64;       // positions per FoX scan segment
 
 int blocks_for(int64_t n, int threads) {
   return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 65535)));
@@ -50,98 +60,259 @@ __global__ void goat_features_kernel(GoatKeyArgs a, double* phi) {
   }
 }
 
-// Block = (kKeyThreads keys, KV head hk): the head's MLP weights go to shared memory as
-// double once per block (read as broadcasts in the loops), one key per thread.
-__global__ void __launch_bounds__(kKeyThreads) goat_key_bias_kernel(GoatKeyArgs a, double* u) {
-  extern __shared__ double wsm[];  // w1 [N][NF], b1 [N], w2 [N] of head hk
+// GOAT's MLP g(p) = w2 . silu(W1 phi(p) + b1) runs in fp32 (pre-activation, sigmoid, silu
+// and the per-key gradient terms), phi read as double and rounded. That is enough: g is
+// O(1) and reaches the logits through the bf16 hi/lo lanes of sqrt(d_h) u, which carry u to
+// ~2^-16 relative, far above fp32's 2^-24 on g; the tests bound the parameter gradients at
+// 10x a naive bf16 error. What fp32 would not carry stays double: u = lambda p + g + bump
+// (lambda p grows with the position, up to ~1e7) and the sums of the per-key gradient
+// terms over the keys.
+__device__ __forceinline__ float sigmoid_f(float x) {
+  const float e = expf(-fabsf(x)), d = 1.f + e;  // d in [1, 2]
+  // r = 1 / d as the IEEE division computes it for such d (approximate reciprocal, one
+  // Newton step), without its branch for out-of-range divisors, which would keep the
+  // compiler from overlapping the sigmoids of different keys and units.
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  r = fmaf(r, fmaf(-d, r, 1.f), r);
+  return x >= 0.f ? r : e * r;  // exp(x) / (1 + exp(x)) below 0, without overflow
+}
+
+// The MLP kernels unroll their register arrays over P >= NF = 2F + 2, one instance per
+// class of feature_freqs: F <= 4 (the default), 8, 16. Entries NF .. P - 1 of phi and W1
+// are zero, so the loops need no bounds (and cost nothing extra at F = 4, 8, 16).
+void check_feature_freqs(int F) {
+  require(F <= (kMaxFeatures - 2) / 2,
+          "CUDA GOAT supports goat.feature_freqs <= ", (kMaxFeatures - 2) / 2, ", got ", F,
+          "; lower goat.feature_freqs");
+}
+template <class Fn>
+void with_phi_width(int F, Fn&& launch) {
+  check_feature_freqs(F);
+  const int NF = 2 * F + 2;
+  if (NF <= 10)
+    launch(std::integral_constant<int, 10>());
+  else if (NF <= 18)
+    launch(std::integral_constant<int, 18>());
+  else
+    launch(std::integral_constant<int, kMaxFeatures>());
+}
+
+// Block = (kBiasKeys keys, KV head hk), keys j and j + kBiasThreads per thread (two
+// independent chains) with their phi in registers as fp32. The head's weights go to shared
+// memory as fp32 rows of P + 2 per hidden unit n: b1_n, w2_n, W1_n,0 .. W1_n,P-1 (a
+// multiple of 4 floats, read as float4 broadcasts).
+template <int P>
+__global__ void __launch_bounds__(kBiasThreads) goat_key_bias_kernel(GoatKeyArgs a, double* u) {
+  constexpr int kRow = P + 2, kKeys = kBiasKeys / kBiasThreads;
+  static_assert(kRow % 4 == 0, "float4 rows");
+  extern __shared__ float4 wsm[];  // [N][kRow / 4]
   const int hk = blockIdx.y, NF = 2 * a.F + 2, N = a.N;
-  double *w1 = wsm, *b1 = w1 + N * NF, *w2 = b1 + N;
-  for (int i = threadIdx.x; i < N * NF; i += kKeyThreads) w1[i] = a.w1[int64_t(hk) * N * NF + i];
-  for (int i = threadIdx.x; i < N; i += kKeyThreads)
-    b1[i] = a.b1[hk * N + i], w2[i] = a.w2[hk * N + i];
-  __syncthreads();
-  const int j = blockIdx.x * kKeyThreads + threadIdx.x;
-  if (j >= a.L) return;
-  const int64_t p = a.pos0 + j;
-  const double* phi_j = a.phi + int64_t(j) * NF;
-  double g = 0;
-  for (int k = 0; k < N; ++k) {
-    double pre = b1[k];
-    for (int m = 0; m < NF; ++m) pre += w1[k * NF + m] * phi_j[m];
-    g += w2[k] * pre * sigmoid_d(pre);  // w2 silu(pre)
+  float* w = reinterpret_cast<float*>(wsm);
+  for (int e = threadIdx.x; e < N * kRow; e += kBiasThreads) {
+    const int n = e / kRow, m = e % kRow - 2, hn = hk * N + n;
+    w[e] = m == -2 ? a.b1[hn] : m == -1 ? a.w2[hn] : m < NF ? a.w1[int64_t(hn) * NF + m] : 0.f;
   }
-  u[int64_t(j) * a.Hkv + hk] =
-      double(a.lambda[hk]) * double(p) + g + (p == 0 ? double(a.bump[hk]) : 0.0);
-}
-
-// Sums vals[0..n) over the block (warp shuffles, then the warps in order) into out[0..n).
-// Unrolled over the array's full size with a guard, so vals stays in registers.
-__device__ __forceinline__ void block_sum_write(const double (&vals)[kMaxFeatures + 2], int n,
-                                                double (*red)[kMaxFeatures + 2], float* out) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float phi[kKeys][P];  // keys past L compute on key L - 1 and store nothing
 #pragma unroll
-  for (int i = 0; i < kMaxFeatures + 2; ++i) {
-    if (i >= n) break;
-    double v = vals[i];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-    if (lane == 0) red[warp][i] = v;
+  for (int k = 0; k < kKeys; ++k) {
+    const int j = min(int(blockIdx.x) * kBiasKeys + k * kBiasThreads + int(threadIdx.x), a.L - 1);
+    const double2* phi_j = reinterpret_cast<const double2*>(a.phi + int64_t(j) * NF);
+#pragma unroll
+    for (int i = 0; i < P / 2; ++i) {
+      const double2 v = 2 * i < NF ? phi_j[i] : make_double2(0, 0);
+      phi[k][2 * i] = float(v.x), phi[k][2 * i + 1] = float(v.y);
+    }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    double v = 0;
-    for (int w = 0; w < kKeyThreads / 32; ++w) v += red[w][i];
-    out[i] = float(v);
+  float g[kKeys] = {};
+  for (int n = 0; n < N; ++n) {
+    float r[kRow];
+#pragma unroll
+    for (int q = 0; q < kRow / 4; ++q) {
+      const float4 v = wsm[n * (kRow / 4) + q];
+      r[4 * q] = v.x, r[4 * q + 1] = v.y, r[4 * q + 2] = v.z, r[4 * q + 3] = v.w;
+    }
+#pragma unroll
+    for (int k = 0; k < kKeys; ++k) {
+      float pre = r[0];
+#pragma unroll
+      for (int m = 0; m < P; ++m) pre = fmaf(r[2 + m], phi[k][m], pre);
+      g[k] = fmaf(r[1], pre * sigmoid_f(pre), g[k]);  // w2 silu(pre)
+    }
   }
-  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kKeys; ++k) {
+    const int j = int(blockIdx.x) * kBiasKeys + k * kBiasThreads + int(threadIdx.x);
+    const int64_t p = a.pos0 + j;
+    if (j < a.L)
+      u[int64_t(j) * a.Hkv + hk] =
+          double(a.lambda[hk]) * double(p) + double(g[k]) + (p == 0 ? double(a.bump[hk]) : 0.0);
+  }
 }
 
-// Block = (kKeyChunk keys, KV head hk), the head's MLP weights in shared memory as double
-// (as in goat_key_bias_kernel).
+// C += A B for one warp: A [8 x 4] row-major (lane l holds A[l / 4][l % 4]), B [4 x 8]
+// (lane l holds B[l % 4][l / 4]), C [8 x 8] (lane l holds C[l / 4][2 (l % 4) + i]); FP64
+// tensor cores, double products and sums (mma.m8n8k4, sm_80 and newer).
+__device__ __forceinline__ void mma_f64_8x8x4(double a, double b, double (&c)[2]) {
+  asm("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+      : "+d"(c[0]), "+d"(c[1])
+      : "d"(a), "d"(b));
+}
+
+// Shared memory of goat_key_partials_kernel: the staged tile of keys, then (reusing it) the
+// per-warp sums.
+template <int P>
+struct KeyPartialsSmem {
+  // Columns of B: 1 (-> d b1), phi_0 .. phi_P-1 (-> d W1), zeros to a multiple of 8.
+  static constexpr int kCols = (P + 8) / 8 * 8;
+  struct Tile {
+    double b[kKeyTile][kCols + 4];  // rows padded so that 4 keys x 8 columns hit distinct banks
+    float phi_du[kKeyTile][P + 2];  // phi as fp32 (zero past NF), then du and a zero
+  };
+  union {
+    Tile tile;
+    double sums[kKeyWarps][kKeyUnits][kCols + 1];  // per warp: C, then d w2 in column kCols
+  } u;
+  double lambda_bump[2][kKeyWarps];
+};
+
+// Block = (kKeyChunk keys, KV head hk, hidden units z kKeyUnits .. + kKeyUnits - 1; units
+// >= N get zero weights and add nothing). The chunk's phi and du go through shared memory
+// kKeyTile keys at a time. A warp takes 4 keys at a time, lane l computing key l % 4 for the
+// units l / 4 and l / 4 + 8 in fp32 (weights in registers): back = du w2 silu'(pre), which
+// is the A operand of the [units x keys] x [keys x (1, phi)] product that gives d b1 and
+// d W1 on the FP64 tensor cores (mma_f64_8x8x4: two unit halves x kCols / 8 column tiles),
+// and du silu(pre), summed in double for d w2. Keys past the tile and keys with du = 0 add
+// exact zeros. At the end the warps' sums are added in warp order into the block's partial
+// row (and d lambda, d bump from du, per warp, then in warp order). Every sum runs in a
+// fixed order: no atomics.
+template <int P>
 __global__ void __launch_bounds__(kKeyThreads)
     goat_key_partials_kernel(GoatKeyArgs a, const float* du_in, float* part) {
-  __shared__ double red[kKeyThreads / 32][kMaxFeatures + 2];
-  extern __shared__ double wsm[];  // w1 [N][NF], b1 [N], w2 [N] of head hk
-  const int hk = blockIdx.y, NF = 2 * a.F + 2, N = a.N, cols = 2 + N * (2 + NF);
-  double *w1 = wsm, *b1 = w1 + N * NF, *w2 = b1 + N;
-  for (int i = threadIdx.x; i < N * NF; i += kKeyThreads) w1[i] = a.w1[int64_t(hk) * N * NF + i];
-  for (int i = threadIdx.x; i < N; i += kKeyThreads)
-    b1[i] = a.b1[hk * N + i], w2[i] = a.w2[hk * N + i];
-  float* out = part + (int64_t(blockIdx.x) * a.Hkv + hk) * cols;
-  double du[kKeysPerThread];
-  int j[kKeysPerThread];
+  static_assert(kKeyTile <= kKeyThreads, "one thread stages each key's du");
+  using Smem = KeyPartialsSmem<P>;
+  constexpr int kCols = Smem::kCols, kTiles = kCols / 8, kHalves = kKeyUnits / 8;
+  __shared__ __align__(16) Smem sm;
+  const int hk = blockIdx.y, NF = 2 * a.F + 2, N = a.N, per = 2 + NF, cols = 2 + N * per;
+  const int t = threadIdx.x, warp = t / 32, kq = t % 4, ul = t % 32 / 4;
+  // This lane's units ul + 8 h of the block's group (A rows l / 4 of the two unit halves).
+  float w1[kHalves][P], b1[kHalves], w2[kHalves];
 #pragma unroll
-  for (int k = 0; k < kKeysPerThread; ++k) {
-    j[k] = blockIdx.x * kKeyChunk + k * kKeyThreads + threadIdx.x;
-    du[k] = j[k] < a.L ? double(du_in[int64_t(j[k]) * a.Hkv + hk]) : 0.0;  // 0: no contribution
+  for (int h = 0; h < kHalves; ++h) {
+    const int n = blockIdx.z * kKeyUnits + ul + 8 * h;
+    const bool ok = n < N;
+#pragma unroll
+    for (int m = 0; m < P; ++m)
+      w1[h][m] = ok && m < NF ? a.w1[(int64_t(hk) * N + n) * NF + m] : 0.f;
+    b1[h] = ok ? a.b1[hk * N + n] : 0.f;
+    w2[h] = ok ? a.w2[hk * N + n] : 0.f;
   }
-  double vals[kMaxFeatures + 2];
-  vals[0] = vals[1] = 0;
-#pragma unroll
-  for (int k = 0; k < kKeysPerThread; ++k) {
-    const int64_t p = a.pos0 + j[k];
-    vals[0] += du[k] * double(p);   // d lambda: u = lambda p + ...
-    vals[1] += p == 0 ? du[k] : 0;  // d bump: only at global position 0
+  // The constant columns of B: 1 in column 0, zeros from 1 + NF (staging writes 1 .. NF).
+  for (int e = t; e < kKeyTile * kCols; e += kKeyThreads) {
+    const int k = e / kCols, c = e % kCols;
+    if (c == 0 || c > NF) sm.u.tile.b[k][c] = c == 0 ? 1.0 : 0.0;
   }
-  block_sum_write(vals, 2, red, out);  // its barrier also publishes the staged weights
-  for (int n = 0; n < N; ++n) {
+  double acc[kHalves][kTiles][2] = {}, dw2[kHalves] = {};
+  double lambda = 0, bump = 0;  // d lambda = sum du p (u = lambda p + ...), d bump = du at p = 0
+  const int j0 = blockIdx.x * kKeyChunk, nkeys = min(kKeyChunk, a.L - j0);
+  // Staging is software-pipelined: each thread holds its share of the next tile (the phi
+  // pairs e = t, t + kKeyThreads, .. and the du of key t) in registers while the block
+  // computes on the current one.
+  constexpr int kPairs = (kKeyTile * P / 2 + kKeyThreads - 1) / kKeyThreads;
+  double2 next[kPairs];
+  float next_du = 0.f;
+  const auto fetch = [&](int k0) {
+    const int nk = min(kKeyTile, nkeys - k0);
+    const double2* src = reinterpret_cast<const double2*>(a.phi + int64_t(j0 + k0) * NF);
 #pragma unroll
-    for (int i = 0; i < kMaxFeatures + 2; ++i) vals[i] = 0;
+    for (int i = 0; i < kPairs; ++i)
+      if (t + i * kKeyThreads < nk * (NF / 2)) next[i] = src[t + i * kKeyThreads];
+    if (t < nk) next_du = du_in[int64_t(j0 + k0 + t) * a.Hkv + hk];
+  };
+  fetch(0);
+  for (int k0 = 0; k0 < nkeys; k0 += kKeyTile) {
+    const int nk = min(kKeyTile, nkeys - k0);
+    __syncthreads();  // the previous tile is read (and the constant columns written)
 #pragma unroll
-    for (int k = 0; k < kKeysPerThread; ++k) {
-      if (du[k] == 0.0) continue;
-      const double* phi_j = a.phi + int64_t(j[k]) * NF;
-      double pre = b1[n];
-      for (int m = 0; m < NF; ++m) pre += w1[n * NF + m] * phi_j[m];
-      const double sg = sigmoid_d(pre);
-      vals[0] += du[k] * pre * sg;  // d w2_n = du silu(pre)
-      // silu'(x) = sigmoid(x) (1 + x (1 - sigmoid(x)))
-      const double back = du[k] * w2[n] * sg * (1.0 + pre * (1.0 - sg));
-      vals[1] += back;  // d b1_n
-#pragma unroll
-      for (int m = 0; m < kMaxFeatures; ++m)
-        if (m < NF) vals[2 + m] += back * phi_j[m];  // d W1_n,m
+    for (int i = 0; i < kPairs; ++i) {
+      const int e = t + i * kKeyThreads, k = e / (NF / 2), m = e % (NF / 2) * 2;
+      if (e >= nk * (NF / 2)) break;
+      sm.u.tile.b[k][1 + m] = next[i].x;
+      sm.u.tile.b[k][2 + m] = next[i].y;
+      sm.u.tile.phi_du[k][m] = float(next[i].x);
+      sm.u.tile.phi_du[k][m + 1] = float(next[i].y);
     }
-    block_sum_write(vals, 2 + NF, red, out + 2 + n * (2 + NF));
+    if (t < nk) {
+      for (int m = NF; m < P; ++m) sm.u.tile.phi_du[t][m] = 0.f;
+      sm.u.tile.phi_du[t][P] = next_du;
+      sm.u.tile.phi_du[t][P + 1] = 0.f;
+      const int64_t p = a.pos0 + j0 + k0 + t;
+      lambda += double(next_du) * double(p);
+      bump += p == 0 ? double(next_du) : 0.0;
+    }
+    if (k0 + kKeyTile < nkeys) fetch(k0 + kKeyTile);
+    __syncthreads();
+    for (int kb = 4 * warp; kb < nk; kb += 4 * kKeyWarps) {
+      const int k = kb + kq < nk ? kb + kq : kb;  // a staged row; du = 0 past the tile
+      float f[P + 2];
+#pragma unroll
+      for (int q = 0; q < (P + 2) / 4; ++q) {
+        const float4 v = reinterpret_cast<const float4*>(sm.u.tile.phi_du[k])[q];
+        f[4 * q] = v.x, f[4 * q + 1] = v.y, f[4 * q + 2] = v.z, f[4 * q + 3] = v.w;
+      }
+      const float du = kb + kq < nk ? f[P] : 0.f;
+      double back[kHalves];
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) {
+        float pre = b1[h];
+#pragma unroll
+        for (int m = 0; m < P; ++m) pre = fmaf(w1[h][m], f[m], pre);
+        const float sg = sigmoid_f(pre);
+        dw2[h] += double(du * pre * sg);  // d w2_n = du silu(pre)
+        // silu'(x) = sigmoid(x) (1 + x (1 - sigmoid(x)))
+        back[h] = double(du * w2[h] * sg * (1.f + pre * (1.f - sg)));
+      }
+#pragma unroll
+      for (int c = 0; c < kTiles; ++c) {
+        const double bv = sm.u.tile.b[k][ul + 8 * c];
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) mma_f64_8x8x4(back[h], bv, acc[h][c]);
+      }
+    }
+  }
+  __syncthreads();  // the last tile is read: sums reuses its memory
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) {
+#pragma unroll
+    for (int c = 0; c < kTiles; ++c) {
+      sm.u.sums[warp][ul + 8 * h][8 * c + 2 * kq] = acc[h][c][0];
+      sm.u.sums[warp][ul + 8 * h][8 * c + 2 * kq + 1] = acc[h][c][1];
+    }
+    dw2[h] += __shfl_xor_sync(kFull, dw2[h], 1);  // the lane's 4 keys, fixed order
+    dw2[h] += __shfl_xor_sync(kFull, dw2[h], 2);
+    if (kq == 0) sm.u.sums[warp][ul + 8 * h][kCols] = dw2[h];
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    lambda += __shfl_xor_sync(kFull, lambda, o);
+    bump += __shfl_xor_sync(kFull, bump, o);
+  }
+  if (t % 32 == 0) sm.lambda_bump[0][warp] = lambda, sm.lambda_bump[1][warp] = bump;
+  __syncthreads();
+  float* out = part + (int64_t(blockIdx.x) * a.Hkv + hk) * cols;
+  if (blockIdx.z == 0 && t < 2) {
+    double v = 0;
+    for (int w = 0; w < kKeyWarps; ++w) v += sm.lambda_bump[t][w];
+    out[t] = float(v);
+  }
+  // Output o = (unit - z kKeyUnits) per + (d w2, d b1, d W1_0 ..): the group's columns are
+  // contiguous; d w2 sits in column kCols of the sums, d b1 and d W1 in 0 .. NF.
+  const int units = min(kKeyUnits, N - int(blockIdx.z) * kKeyUnits);
+  for (int o = t; o < units * per; o += kKeyThreads) {
+    const int nl = o / per, c = o % per, col = c == 0 ? kCols : c - 1;
+    double v = 0;
+    for (int w = 0; w < kKeyWarps; ++w) v += sm.u.sums[w][nl][col];
+    out[2 + blockIdx.z * kKeyUnits * per + o] = float(v);
   }
 }
 
@@ -174,32 +345,59 @@ __device__ __forceinline__ double goat_key_rows(int64_t pj, int Lq, int64_t q_po
   return last >= first ? double(last - first + 1) : 0.0;
 }
 
+// goat_du_project in two launches over a grid of (kProjectBlocks slices, KV head hk), so
+// that it spreads over the GPU and runs on any sm_80+ part: block r sums du and the row
+// counts over its slice of the keys (threads stride the slice, then warp butterflies, then
+// the warps in order) into sums[hk][r]; then every block adds the kProjectBlocks sums of its
+// head in slice order (the same value in every block) and corrects its slice in place.
+__device__ __forceinline__ void project_slice(int L, int& j0, int& j1) {
+  const int span = (L + kProjectBlocks - 1) / kProjectBlocks;
+  j0 = min(L, int(blockIdx.x) * span);
+  j1 = min(L, j0 + span);
+}
+
 __global__ void __launch_bounds__(kProjectThreads)
-    goat_du_project_kernel(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_pos0,
-                           const float* dsink, float* du) {
-  __shared__ double red[2][kProjectThreads];
-  const int hk = blockIdx.x;
+    goat_du_sums_kernel(int L, int Hkv, int64_t k_pos0, int Lq, int64_t q_pos0, const float* du,
+                        double2* sums) {
+  __shared__ double red[2][kProjectThreads / 32];
+  const int hk = blockIdx.y;
+  int j0, j1;
+  project_slice(L, j0, j1);
   double sum = 0, wsum = 0;
-  for (int j = threadIdx.x; j < L; j += kProjectThreads) {
+  for (int j = j0 + threadIdx.x; j < j1; j += kProjectThreads) {
     sum += double(du[int64_t(j) * Hkv + hk]);
     wsum += goat_key_rows(k_pos0 + j, Lq, q_pos0);
   }
-  red[0][threadIdx.x] = sum;
-  red[1][threadIdx.x] = wsum;
-  __syncthreads();
-  for (int w = kProjectThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) {
-      red[0][threadIdx.x] += red[0][threadIdx.x + w];
-      red[1][threadIdx.x] += red[1][threadIdx.x + w];
-    }
-    __syncthreads();
+  for (int o = 16; o > 0; o >>= 1) {
+    sum += __shfl_xor_sync(kFull, sum, o);
+    wsum += __shfl_xor_sync(kFull, wsum, o);
   }
-  if (red[1][0] == 0) return;  // no query sees any key: du is 0 already
-  double target = 0;
-  if (dsink)
-    for (int h = hk * G; h < (hk + 1) * G; ++h) target -= double(dsink[h]);
-  const double per_row = (red[0][0] - target) / red[1][0];
-  for (int j = threadIdx.x; j < L; j += kProjectThreads) {
+  if (threadIdx.x % 32 == 0) red[0][threadIdx.x / 32] = sum, red[1][threadIdx.x / 32] = wsum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double2 v = make_double2(0, 0);
+    for (int w = 0; w < kProjectThreads / 32; ++w) v.x += red[0][w], v.y += red[1][w];
+    sums[hk * kProjectBlocks + blockIdx.x] = v;
+  }
+}
+
+__global__ void __launch_bounds__(kProjectThreads)
+    goat_du_correct_kernel(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_pos0,
+                           const float* dsink, const double2* sums, float* du) {
+  __shared__ double per_row;
+  const int hk = blockIdx.y;
+  if (threadIdx.x == 0) {
+    double total = 0, rows = 0, target = 0;
+    for (int r = 0; r < kProjectBlocks; ++r)
+      total += sums[hk * kProjectBlocks + r].x, rows += sums[hk * kProjectBlocks + r].y;
+    if (dsink)
+      for (int h = hk * G; h < (hk + 1) * G; ++h) target -= double(dsink[h]);
+    per_row = rows > 0 ? (total - target) / rows : 0.0;  // 0: no query sees any key
+  }
+  __syncthreads();
+  int j0, j1;
+  project_slice(L, j0, j1);
+  for (int j = j0 + threadIdx.x; j < j1; j += kProjectThreads) {
     const double w = goat_key_rows(k_pos0 + j, Lq, q_pos0);
     if (w > 0) du[int64_t(j) * Hkv + hk] = float(double(du[int64_t(j) * Hkv + hk]) - per_row * w);
   }
@@ -219,49 +417,124 @@ __global__ void alibi_kernel(int H, float* out) {
   if (h < H) out[h] = float(exp2(-8.0 * (h + 1) / H));
 }
 
-// o = o_f32 * f with f = exp(lse_old - lse_new) (1 without a sink); o_f32 scaled in place.
-// Reads lse before sink_lse_kernel updates it (stream order).
-__global__ void finish_o_kernel(int B, int Lq, int H, int Dv, const float* sink, float* o_f32,
-                                const float* lse, __nv_bfloat16* o) {
-  const int64_t n = int64_t(B) * Lq * H * Dv;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    float v = o_f32[e];
+// The row kernels over [rows, Dv] with rows = (b, i, h) of [B, Lq, H]: 2^tpr_log2 threads
+// per row (at most 32, consecutive lanes of one warp), thread c of a row taking the V-wide
+// chunks c, c + TPR, ... (V = 4: 16-byte fp32 and 8-byte bf16 accesses; V = 1 for any other
+// Dv or alignment). The loop over rows is warp-uniform, so the row's lanes can shuffle, and
+// (b, i, h) is formed once per row from 32-bit division (rows < 2^31, checked by the
+// launchers); addresses stay int64.
+template <int V>
+__device__ __forceinline__ void load_v(const float* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    const float4 x = *reinterpret_cast<const float4*>(p);
+    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+  } else {
+    v[0] = *p;
+  }
+}
+template <int V>
+__device__ __forceinline__ void load_v(const __nv_bfloat16* p, float (&v)[V]) {
+  if constexpr (V == 4) {
+    const uint2 x = *reinterpret_cast<const uint2*>(p);
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.y));
+    v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+  } else {
+    v[0] = __bfloat162float(*p);
+  }
+}
+template <int V>
+__device__ __forceinline__ void store_v(float* p, const float (&v)[V]) {
+  if constexpr (V == 4)
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  else
+    *p = v[0];
+}
+template <int V>
+__device__ __forceinline__ void store_v(__nv_bfloat16* p, const float (&v)[V]) {
+  if constexpr (V == 4) {
+    const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]),
+                         hi = __floats2bfloat162_rn(v[2], v[3]);
+    *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&lo),
+                                              *reinterpret_cast<const unsigned*>(&hi));
+  } else {
+    *p = __float2bfloat16(v[0]);
+  }
+}
+
+// Row r = (b, i, h) of [B, Lq, H] split with 32-bit division; bhi() is its index in
+// [B, H, Lq] (lse, delta).
+struct RowBHI {
+  unsigned b, h, i;
+  __device__ int64_t bhi(int Lq, int H) const { return (int64_t(b) * H + h) * Lq + i; }
+};
+__device__ __forceinline__ RowBHI split_row(int64_t r, int Lq, int H) {
+  const unsigned q = unsigned(r) / unsigned(H), b = q / unsigned(Lq);
+  return {b, unsigned(r) - q * unsigned(H), q - b * unsigned(Lq)};
+}
+
+// o = o_f32 * f with f = exp(lse_old - lse_new) (1 without a sink; 0 where the row saw no
+// key), o_f32 scaled in place and lse[b, h, i] <- lse_new by the row's first thread, the
+// only one that reads it (it hands f to the others).
+template <int V>
+__global__ void __launch_bounds__(kRowThreads)
+    finish_o_kernel(int B, int Lq, int H, int Dv, int tpr_log2, const float* sink, float* o_f32,
+                    float* lse, __nv_bfloat16* o) {
+  const int tpr = 1 << tpr_log2, c0 = threadIdx.x & (tpr - 1);
+  const int64_t rows = int64_t(B) * Lq * H, step = (int64_t(gridDim.x) * kRowThreads) >> tpr_log2;
+  for (int64_t r0 = (int64_t(blockIdx.x) * kRowThreads + (threadIdx.x & ~31)) >> tpr_log2;
+       r0 < rows; r0 += step) {
+    const int64_t r = r0 + ((threadIdx.x & 31) >> tpr_log2);
+    float f = 1.f;
     if (sink) {
-      const int64_t row = e / Dv;  // (b, i, h)
-      const int h = int(row % H), i = int((row / H) % Lq), b = int(row / (int64_t(H) * Lq));
-      const float old = lse[(int64_t(b) * H + h) * Lq + i], s = sink[h];
-      const float mx = fmaxf(old, s);
-      const float nl = mx + logf(expf(old - mx) + expf(s - mx));
-      v *= old == -INFINITY ? 0.f : expf(old - nl);
-      o_f32[e] = v;
+      if (c0 == 0 && r < rows) {
+        const RowBHI x = split_row(r, Lq, H);
+        const int64_t li = x.bhi(Lq, H);
+        const float old = lse[li], s = sink[x.h], mx = fmaxf(old, s);
+        const float nl = mx + logf(expf(old - mx) + expf(s - mx));
+        f = old == -INFINITY ? 0.f : expf(old - nl);
+        lse[li] = nl;
+      }
+      f = __shfl_sync(kFull, f, 0, tpr);
     }
-    o[e] = __float2bfloat16(v);
+    if (r >= rows) continue;
+    for (int c = c0; c < Dv / V; c += tpr) {
+      const int64_t e = r * Dv + c * V;
+      float v[V];
+      load_v(o_f32 + e, v);
+      if (sink) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] *= f;
+        store_v(o_f32 + e, v);
+      }
+      store_v(o + e, v);
+    }
   }
 }
 
-__global__ void sink_lse_kernel(int B, int Lq, int H, const float* sink, float* lse) {
-  const int64_t n = int64_t(B) * H * Lq;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
-       e += int64_t(gridDim.x) * blockDim.x) {
-    const int h = int((e / Lq) % H);
-    const float old = lse[e], s = sink[h], mx = fmaxf(old, s);
-    lse[e] = mx + logf(expf(old - mx) + expf(s - mx));
-  }
-}
-
-// One warp per row (b, i, h): delta[b, h, i] = sum_c o_f32 dout.
-__global__ void row_delta_f32_kernel(int B, int Lq, int H, int Dv, const float* o,
-                                     const __nv_bfloat16* dout, float* delta) {
-  const int64_t rows = int64_t(B) * Lq * H;
-  const int lane = threadIdx.x % 32;
-  for (int64_t r = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; r < rows;
-       r += int64_t(gridDim.x) * blockDim.x / 32) {
+// delta[b, h, i] = sum_c o_f32 dout over row (b, i, h). Sum order: each thread adds its
+// chunks' products in element order, then a butterfly over the row's threads (fixed, so
+// reproducible; it differs from a plain left-to-right sum by fp32 rounding only).
+template <int V>
+__global__ void __launch_bounds__(kRowThreads)
+    row_delta_f32_kernel(int B, int Lq, int H, int Dv, int tpr_log2, const float* o,
+                         const __nv_bfloat16* dout, float* delta) {
+  const int tpr = 1 << tpr_log2, c0 = threadIdx.x & (tpr - 1);
+  const int64_t rows = int64_t(B) * Lq * H, step = (int64_t(gridDim.x) * kRowThreads) >> tpr_log2;
+  for (int64_t r0 = (int64_t(blockIdx.x) * kRowThreads + (threadIdx.x & ~31)) >> tpr_log2;
+       r0 < rows; r0 += step) {
+    const int64_t r = r0 + ((threadIdx.x & 31) >> tpr_log2);
     float acc = 0.f;
-    for (int c = lane; c < Dv; c += 32) acc += o[r * Dv + c] * __bfloat162float(dout[r * Dv + c]);
-    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(kFull, acc, off);
-    const int h = int(r % H), i = int((r / H) % Lq), b = int(r / (int64_t(H) * Lq));
-    if (lane == 0) delta[(int64_t(b) * H + h) * Lq + i] = acc;
+    if (r < rows)
+      for (int c = c0; c < Dv / V; c += tpr) {
+        float x[V], y[V];
+        load_v(o + r * Dv + c * V, x);
+        load_v(dout + r * Dv + c * V, y);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc = fmaf(x[k], y[k], acc);
+      }
+    for (int off = tpr / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(kFull, acc, off);
+    if (c0 == 0 && r < rows) delta[split_row(r, Lq, H).bhi(Lq, H)] = acc;
   }
 }
 
@@ -364,33 +637,51 @@ __global__ void fox_segment_walk(int B, int L, int H, const float* x, const floa
   }
 }
 
-// Shared memory of one head's key-bias MLP weights (goat_key_bias, goat_key_param_partials).
-size_t mlp_smem(const GoatKeyArgs& a) {
-  const size_t bytes = sizeof(double) * a.N * (2 * a.F + 2 + 2);
-  require(bytes <= 40 * 1024,
-          "CUDA GOAT keeps one head's key-bias MLP in 40 KiB of shared memory: ",
+// goat_key_bias_kernel keeps one head's MLP weights in shared memory (fp32 rows of P + 2).
+void check_mlp_size(const GoatKeyArgs& a) {
+  require(a.N * (2 * a.F + 4) <= 5120, "CUDA GOAT keeps one head's key-bias MLP in shared memory: ",
           "goat.mlp_hidden * (2 goat.feature_freqs + 4) must be <= 5120, got ", a.N, " * ",
           2 * a.F + 4, "; lower goat.mlp_hidden");
-  return bytes;
+}
+
+// Rows (b, i, h) of the row kernels, which split them with 32-bit division.
+int64_t check_rows(int B, int Lq, int H) {
+  const int64_t rows = int64_t(B) * Lq * H;
+  require(rows < (int64_t(1) << 31), "CUDA attention output: B * Lq * heads must be < 2^31, got ",
+          rows);
+  return rows;
+}
+
+// 16-byte fp32 and 8-byte bf16 row accesses (V = 4) where Dv and the pointers allow them.
+bool vector_rows(int Dv, const float* f32, const __nv_bfloat16* bf16) {
+  return Dv % 4 == 0 && reinterpret_cast<uintptr_t>(f32) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(bf16) % 8 == 0;
+}
+
+// log2 of the threads per row: two chunks per thread, at most 32 threads.
+int row_tpr_log2(int chunks) {
+  int l = 0;
+  while (l < 5 && (2 << l) < chunks) ++l;
+  return l;
 }
 
 }  // namespace
 
 void goat_features(const GoatKeyArgs& a, double* phi, cudaStream_t s) {
   if (a.L == 0) return;
-  require(a.F <= (kMaxFeatures - 2) / 2,
-          "CUDA GOAT supports goat.feature_freqs <= ", (kMaxFeatures - 2) / 2, ", got ", a.F,
-          "; lower goat.feature_freqs");
+  check_feature_freqs(a.F);
   goat_features_kernel<<<blocks_for(a.L, 128), 128, 0, s>>>(a, phi);
   LCR_CUDA_CHECK_LAUNCH();
 }
 
 void goat_key_bias(const GoatKeyArgs& a, double* u, cudaStream_t s) {
-  const int64_t n = int64_t(a.L) * a.Hkv;
-  if (n == 0) return;
-  const size_t smem = mlp_smem(a);
-  goat_key_bias_kernel<<<dim3((a.L + kKeyThreads - 1) / kKeyThreads, a.Hkv), kKeyThreads, smem,
-                         s>>>(a, u);
+  if (int64_t(a.L) * a.Hkv == 0) return;
+  check_mlp_size(a);
+  const dim3 grid((a.L + kBiasKeys - 1) / kBiasKeys, a.Hkv);
+  with_phi_width(a.F, [&](auto P) {
+    const size_t smem = sizeof(float) * a.N * (P + 2);  // <= 40 KiB by check_mlp_size (F >= 1)
+    goat_key_bias_kernel<P><<<grid, kBiasThreads, smem, s>>>(a, u);
+  });
   LCR_CUDA_CHECK_LAUNCH();
 }
 
@@ -399,8 +690,9 @@ int goat_key_cols(const GoatKeyArgs& a) { return 2 + a.N * (2 + 2 * a.F + 2); }
 
 void goat_key_param_partials(const GoatKeyArgs& a, const float* du, float* part, cudaStream_t s) {
   if (a.L == 0 || a.Hkv == 0) return;
-  goat_key_partials_kernel<<<dim3(goat_key_chunks(a.L), a.Hkv), kKeyThreads, mlp_smem(a), s>>>(
-      a, du, part);
+  const dim3 grid(goat_key_chunks(a.L), a.Hkv, std::max(1, (a.N + kKeyUnits - 1) / kKeyUnits));
+  with_phi_width(
+      a.F, [&](auto P) { goat_key_partials_kernel<P><<<grid, kKeyThreads, 0, s>>>(a, du, part); });
   LCR_CUDA_CHECK_LAUNCH();
 }
 
@@ -412,10 +704,17 @@ void goat_key_param_scatter(const GoatKeyArgs& a, const float* sums, const GoatK
   LCR_CUDA_CHECK_LAUNCH();
 }
 
+int goat_du_project_doubles(int Hkv) { return 2 * kProjectBlocks * Hkv; }
+
 void goat_du_project(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_pos0,
-                     const float* dsink, float* du, cudaStream_t s) {
+                     const float* dsink, float* du, double* scratch, cudaStream_t s) {
   if (L == 0 || Hkv == 0 || Lq == 0) return;
-  goat_du_project_kernel<<<Hkv, kProjectThreads, 0, s>>>(L, Hkv, G, k_pos0, Lq, q_pos0, dsink, du);
+  auto* sums = reinterpret_cast<double2*>(scratch);
+  const dim3 grid(kProjectBlocks, Hkv);
+  goat_du_sums_kernel<<<grid, kProjectThreads, 0, s>>>(L, Hkv, k_pos0, Lq, q_pos0, du, sums);
+  LCR_CUDA_CHECK_LAUNCH();
+  goat_du_correct_kernel<<<grid, kProjectThreads, 0, s>>>(L, Hkv, G, k_pos0, Lq, q_pos0, dsink,
+                                                          sums, du);
   LCR_CUDA_CHECK_LAUNCH();
 }
 
@@ -433,20 +732,33 @@ void alibi_slopes(int H, float* out, cudaStream_t s) {
 
 void finish_output(int B, int Lq, int H, int Dv, const float* sink, float* o_f32, float* lse,
                    __nv_bfloat16* o, cudaStream_t s) {
-  const int64_t n = int64_t(B) * Lq * H * Dv;
-  if (n == 0) return;
-  finish_o_kernel<<<blocks_for(n, 256), 256, 0, s>>>(B, Lq, H, Dv, sink, o_f32, lse, o);
-  LCR_CUDA_CHECK_LAUNCH();
-  if (!sink) return;
-  sink_lse_kernel<<<blocks_for(int64_t(B) * H * Lq, 256), 256, 0, s>>>(B, Lq, H, sink, lse);
+  const int64_t rows = check_rows(B, Lq, H);
+  if (rows == 0 || Dv == 0) return;
+  if (vector_rows(Dv, o_f32, o)) {
+    const int tl = row_tpr_log2(Dv / 4);
+    finish_o_kernel<4><<<blocks_for(rows << tl, kRowThreads), kRowThreads, 0, s>>>(
+        B, Lq, H, Dv, tl, sink, o_f32, lse, o);
+  } else {
+    const int tl = row_tpr_log2(Dv);
+    finish_o_kernel<1><<<blocks_for(rows << tl, kRowThreads), kRowThreads, 0, s>>>(
+        B, Lq, H, Dv, tl, sink, o_f32, lse, o);
+  }
   LCR_CUDA_CHECK_LAUNCH();
 }
 
 void row_delta_f32(int B, int Lq, int H, int Dv, const float* o_f32, const __nv_bfloat16* dout,
                    float* delta, cudaStream_t s) {
-  const int64_t rows = int64_t(B) * Lq * H;
+  const int64_t rows = check_rows(B, Lq, H);
   if (rows == 0) return;
-  row_delta_f32_kernel<<<blocks_for(rows * 32, 256), 256, 0, s>>>(B, Lq, H, Dv, o_f32, dout, delta);
+  if (vector_rows(Dv, o_f32, dout)) {
+    const int tl = row_tpr_log2(Dv / 4);
+    row_delta_f32_kernel<4><<<blocks_for(rows << tl, kRowThreads), kRowThreads, 0, s>>>(
+        B, Lq, H, Dv, tl, o_f32, dout, delta);
+  } else {
+    const int tl = row_tpr_log2(Dv);
+    row_delta_f32_kernel<1><<<blocks_for(rows << tl, kRowThreads), kRowThreads, 0, s>>>(
+        B, Lq, H, Dv, tl, o_f32, dout, delta);
+  }
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -106,42 +106,122 @@ __device__ __forceinline__ float group_sum(float v) {
   return v;
 }
 
+// How a row's bf16 input elements are read: 16-byte vectors when d % 8 == 0, 4-byte pairs
+// when d is even (GOAT's d_c = head_dim - 2R - 2 is even but not a multiple of 8), else
+// one element at a time; the launcher checks the base pointer's alignment.
+enum class RowRead : int { Scalar = 0, Pairs = 1, Vector = 2 };
+RowRead row_read(const __nv_bfloat16* x, int d) {
+  const auto p = reinterpret_cast<uintptr_t>(x);
+  if (d % 8 == 0 && p % 16 == 0) return RowRead::Vector;
+  if (d % 2 == 0 && p % 4 == 0) return RowRead::Pairs;
+  return RowRead::Scalar;
+}
+
+// The same classes for an fp32 row of width d written in chunks of 8 (16-byte halves).
+RowRead grad_write(const float* dx, int d) {
+  const auto p = reinterpret_cast<uintptr_t>(dx);
+  if (d % 4 == 0 && p % 16 == 0) return RowRead::Vector;
+  if (d % 2 == 0 && p % 8 == 0) return RowRead::Pairs;
+  return RowRead::Scalar;
+}
+
+// Input elements 8c .. 8c + 7 of a row as raw bf16 bits (element e in the low half of w[e/2]
+// for even e), 0 past d and for a dead row. Kept raw so that the forward can hold the next
+// row's chunk in registers while it works on this one.
+struct RawChunk {
+  uint32_t w[4];
+};
+__device__ __forceinline__ RawChunk fetch_chunk(const __nv_bfloat16* x, int d, int64_t row, int c,
+                                                bool live, RowRead rd) {
+  RawChunk r = {{0u, 0u, 0u, 0u}};
+  const int c0 = 8 * c;
+  if (!live || c0 >= d) return r;
+  const __nv_bfloat16* src = x + row * d + c0;
+  if (rd == RowRead::Vector) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
+    r.w[0] = v.x, r.w[1] = v.y, r.w[2] = v.z, r.w[3] = v.w;
+  } else if (rd == RowRead::Pairs) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (c0 + 2 * e < d) r.w[e] = __ldg(reinterpret_cast<const uint32_t*>(src) + e);
+  } else {
+    const auto* bits = reinterpret_cast<const unsigned short*>(src);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (c0 + e < d) r.w[e / 2] |= uint32_t(__ldg(bits + e)) << (16 * (e % 2));
+  }
+  return r;
+}
+__device__ __forceinline__ void unpack_chunk(const RawChunk& r, float (&v)[8]) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    v[2 * e] = __uint_as_float(r.w[e] << 16);
+    v[2 * e + 1] = __uint_as_float(r.w[e] & 0xffff0000u);
+  }
+}
+
+// 1 / rms of a row whose chunk this thread holds in v (QK-RMSNorm; 1 without it). Every
+// thread of the warp calls it.
+template <bool kNorm, int TPR>
+__device__ __forceinline__ float row_inv_rms(const RowLaneArgs& a, const float (&v)[8]) {
+  if (!kNorm) return 1.f;
+  float ss = 0.f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
+  return 1.f / sqrtf(group_sum<TPR>(ss) / float(a.d) + a.eps);
+}
+
 // Input elements 8c .. 8c + 7 of a row into v (0 past d and for a dead row); returns the
 // row's 1 / rms for QK-RMSNorm (1 without it). Every thread of the warp calls it.
 template <bool kNorm, int TPR>
 __device__ __forceinline__ float load_row_chunk(const RowLaneArgs& a, int64_t row, int c, bool live,
-                                                float (&v)[8]) {
-  float ss = 0.f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const int col = 8 * c + e;
-    v[e] = live && col < a.d ? __bfloat162float(a.x[row * a.d + col]) : 0.f;
-    ss += v[e] * v[e];
+                                                RowRead rd, float (&v)[8]) {
+  unpack_chunk(fetch_chunk(a.x, a.d, row, c, live, rd), v);
+  return row_inv_rms<kNorm, TPR>(a, v);
+}
+
+// (head, position) of row (b L + t) Hx + h; 32-bit division while the row index fits.
+__device__ __forceinline__ void row_coords(int64_t row, int Hx, int L, int& h, int& t) {
+  if (row <= int64_t(UINT32_MAX)) {
+    const uint32_t r = uint32_t(row), q = r / uint32_t(Hx);
+    h = int(r - q * uint32_t(Hx));
+    t = int(q % uint32_t(L));
+  } else {
+    h = int(row % Hx);
+    t = int((row / Hx) % L);
   }
-  return kNorm ? 1.f / sqrtf(group_sum<TPR>(ss) / float(a.d) + a.eps) : 1.f;
 }
 
 // Forward rows in groups of TPR threads (TPR a power of two with 8 TPR >= max(d, dp)):
 // thread c of a group loads input elements [8c, 8c + 8) and writes output lanes
 // [8c, 8c + 8) as one 16-byte store; a warp handles 32 / TPR consecutive rows (heads of a
-// position are adjacent in [B, L, Hx, d], so a warp reads and writes contiguous memory)
-// and every thread keeps 8 loads in flight. The row goes through shared memory because a
-// lane can read any input element (RoPE's half-split partner, PoPE's imaginary part).
+// position are adjacent in [B, L, Hx, d], so a warp reads and writes contiguous memory).
+// The grid is sized to the GPU (a few blocks per SM) and strides over the rows, each thread
+// loading its next row's chunk before it works on the current one: the first version gave
+// every block one pass and spent ~4x the bandwidth time launching 16K short blocks (67 us
+// for GOAT's queries at 1x16x16384x64 on an H200). The row goes through shared memory
+// because a lane can read any input element (RoPE's half-split partner, PoPE's imaginary
+// part).
 template <LaneKind K, bool kNorm, int TPR>
 __global__ void __launch_bounds__(kWarps * 32)
-    lanes_fwd_kernel(RowLaneArgs a, __nv_bfloat16* y, int64_t rows, bool y_aligned) {
+    lanes_fwd_kernel(RowLaneArgs a, __nv_bfloat16* y, int64_t rows, bool y_aligned, RowRead rd) {
   constexpr int RPW = 32 / TPR;                   // rows per warp and pass
   __shared__ float xs_all[kWarps][kMaxRowWidth];  // RPW rows of 8 TPR floats per warp
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int sub = lane / TPR, c = lane % TPR;
   float* xs = xs_all[warp] + sub * 8 * TPR;
   const int64_t stride = int64_t(gridDim.x) * kWarps * RPW;
-  for (int64_t base = (int64_t(blockIdx.x) * kWarps + warp) * RPW; base < rows; base += stride) {
-    const int64_t row = base + sub;  // = (b L + t) Hx + h
+  int64_t base = (int64_t(blockIdx.x) * kWarps + warp) * RPW;
+  RawChunk next = fetch_chunk(a.x, a.d, base + sub, c, base + sub < rows, rd);
+  for (; base < rows; base += stride) {  // uniform over the warp
+    const int64_t row = base + sub;      // = (b L + t) Hx + h
     const bool live = row < rows;
-    const int h = int(row % a.Hx), t = int((row / a.Hx) % a.L);
     float v[8];
-    const float inv = load_row_chunk<kNorm, TPR>(a, row, c, live, v);
+    unpack_chunk(next, v);
+    next = fetch_chunk(a.x, a.d, row + stride, c, row + stride < rows, rd);
+    int h = 0, t = 0;
+    row_coords(row, a.Hx, a.L, h, t);
+    const float inv = row_inv_rms<kNorm, TPR>(a, v);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int col = 8 * c + e;
@@ -149,15 +229,19 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     __syncwarp();
     if (live && 8 * c < a.dp) {
-      __align__(16) __nv_bfloat16 out[8];
+      uint32_t pk[4];  // lanes 8c .. 8c + 7 as bf16 pairs (no local array: it went to the stack)
 #pragma unroll
-      for (int e = 0; e < 8; ++e) out[e] = lane_out<K>(a, xs, 8 * c + e, t, h);
+      for (int e = 0; e < 4; ++e)
+        pk[e] = uint32_t(__bfloat16_as_ushort(lane_out<K>(a, xs, 8 * c + 2 * e, t, h))) |
+                uint32_t(__bfloat16_as_ushort(lane_out<K>(a, xs, 8 * c + 2 * e + 1, t, h))) << 16;
       __nv_bfloat16* dst = y + row * a.dp + 8 * c;  // dp is a multiple of 8
-      if (y_aligned)
-        *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(out);
-      else
+      if (y_aligned) {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+      } else {
+        auto* bits = reinterpret_cast<unsigned short*>(dst);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) dst[e] = out[e];
+        for (int e = 0; e < 8; ++e) bits[e] = (unsigned short)(pk[e / 2] >> (16 * (e % 2)));
+      }
     }
     __syncwarp();  // xs is rewritten by the next pass
   }
@@ -211,13 +295,51 @@ __device__ void write_partial(float (*red)[kMaxRowWidth], const float* acc, int 
   }
 }
 
+// Lane gradients 8c .. 8c + 7 of a row of dy [rows, dp] (fp32, dp a multiple of 8): two
+// 16-byte loads when dy is 16-byte aligned, else scalars; 0 past dp and for a dead row.
+__device__ __forceinline__ void load_grad_chunk(const float* dy, int dp, int64_t row, int c,
+                                                bool live, bool vec, float (&v)[8]) {
+  const int c0 = 8 * c;
+  if (live && c0 < dp && vec) {
+    const float4* src = reinterpret_cast<const float4*>(dy + row * dp + c0);
+    const float4 lo = __ldg(src), hi = __ldg(src + 1);
+    v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z,
+    v[7] = hi.w;
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) v[e] = live && c0 + e < dp ? dy[row * dp + c0 + e] : 0.f;
+}
+
+// Elements 8c .. 8c + 7 of a row of dx [rows, d] (fp32): 16-byte stores when d % 4 == 0,
+// 8-byte pairs when d is even (GOAT's d_c), else scalars (wr from grad_write).
+__device__ __forceinline__ void store_grad_chunk(float* dx, int d, int64_t row, int c, bool live,
+                                                 RowRead wr, const float (&v)[8]) {
+  const int c0 = 8 * c;
+  if (!live || c0 >= d) return;
+  float* dst = dx + row * d + c0;
+  if (wr == RowRead::Vector) {  // d % 4 == 0: the second half exists unless c0 + 4 == d
+    reinterpret_cast<float4*>(dst)[0] = make_float4(v[0], v[1], v[2], v[3]);
+    if (c0 + 4 < d) reinterpret_cast<float4*>(dst)[1] = make_float4(v[4], v[5], v[6], v[7]);
+  } else if (wr == RowRead::Pairs) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (c0 + 2 * e < d) reinterpret_cast<float2*>(dst)[e] = make_float2(v[2 * e], v[2 * e + 1]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (c0 + e < d) dst[e] = v[e];
+  }
+}
+
 // Backward rows in groups of TPR threads like the forward, thread c owning input columns
 // (and GOAT query modes) 8c .. 8c + 7. Block (chunk, h) keeps the partial-row layout
 // [chunks, Hx, cols]: a group takes one position of the chunk at a time and walks its B
 // batch rows in order (GOAT's du(j) sums them), the block's groups covering the chunk's
 // kPositions positions in passes.
 template <LaneKind K, bool kNorm, int TPR>
-__global__ void __launch_bounds__(kWarps * 32) lanes_bwd_kernel(RowLaneArgs a, RowLaneGrads g) {
+__global__ void __launch_bounds__(kWarps * 32)
+    lanes_bwd_kernel(RowLaneArgs a, RowLaneGrads g, RowRead rd, bool dy_vec, RowRead wr) {
   constexpr int RPW = 32 / TPR, kGroups = kWarps * RPW;
   __shared__ float xs_all[kWarps][kMaxRowWidth];
   __shared__ float dys_all[kWarps][kMaxRowWidth];
@@ -242,12 +364,8 @@ __global__ void __launch_bounds__(kWarps * 32) lanes_bwd_kernel(RowLaneArgs a, R
     for (int bb = 0; bb < a.B; ++bb) {
       const int64_t row = (int64_t(bb) * a.L + t) * a.Hx + h;
       float xv[8] = {}, dyv[8], inv = 1.f;
-      if constexpr (kNeedX) inv = load_row_chunk<kNorm, TPR>(a, row, c, live, xv);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const int col = 8 * c + e;
-        dyv[e] = live && col < a.dp ? g.dy[row * a.dp + col] : 0.f;
-      }
+      if constexpr (kNeedX) inv = load_row_chunk<kNorm, TPR>(a, row, c, live, rd, xv);
+      load_grad_chunk(g.dy, a.dp, row, c, live, dy_vec, dyv);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const int col = 8 * c + e;
@@ -282,7 +400,6 @@ __global__ void __launch_bounds__(kWarps * 32) lanes_bwd_kernel(RowLaneArgs a, R
         const int lu = a.d + 2 * a.R;
         du_acc += 0.5f * (dys[lu] + dys[lu + 1]) * float(a.u_scale);
       }
-      float* dxr = g.dx + row * a.d;
       if (kNorm) {
         // dx = gain dxn / r - x <gain dxn, x> / (d r^3); d gain += dxn x / r.
         gdx = group_sum<TPR>(gdx);
@@ -291,14 +408,11 @@ __global__ void __launch_bounds__(kWarps * 32) lanes_bwd_kernel(RowLaneArgs a, R
         for (int e = 0; e < 8; ++e) {
           const int col = 8 * c + e;
           if (!live || col >= a.d) continue;
-          dxr[col] = a.gain[col] * dxn[e] * inv - xs[col] * k3;
           gacc[e] += dxn[e] * xs[col] * inv;
+          dxn[e] = a.gain[col] * dxn[e] * inv - xs[col] * k3;
         }
-      } else if (live) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          if (8 * c + e < a.d) dxr[8 * c + e] = dxn[e];
       }
+      store_grad_chunk(g.dx, a.d, row, c, live, wr, dxn);
       __syncwarp();  // xs, dys are rewritten by the next row
     }
     if (goat_k && live && c == 0) g.du[int64_t(t) * a.Hx + h] = du_acc;  // summed over b
@@ -320,16 +434,26 @@ int threads_per_row(const RowLaneArgs& a) {
   return chunks <= 4 ? 4 : chunks <= 8 ? 8 : chunks <= 16 ? 16 : 32;
 }
 
+// Resident blocks of the row kernels on this GPU: the forward's grid (rows are strided).
+int resident_blocks() {
+  int dev = 0, sms = 0;
+  LCR_CUDA_CHECK(cudaGetDevice(&dev));
+  LCR_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms * (2048 / (kWarps * 32));
+}
+
 template <LaneKind K, bool kNorm>
 void launch_fwd(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s) {
   const int tpr = threads_per_row(a);
   const int64_t rows = int64_t(a.B) * a.L * a.Hx;
   const bool aligned = (reinterpret_cast<uintptr_t>(y) & 15u) == 0;
+  const RowRead rd = row_read(a.x, a.d);
   const int th = kWarps * 32;
   auto go = [&](auto kernel, int tpr) {
     const int64_t per_block = int64_t(kWarps) * (32 / tpr);
-    const int blocks = int(std::min<int64_t>((rows + per_block - 1) / per_block, 1 << 20));
-    kernel<<<blocks, th, 0, s>>>(a, y, rows, aligned);
+    const int blocks =
+        int(std::min<int64_t>((rows + per_block - 1) / per_block, resident_blocks()));
+    kernel<<<blocks, th, 0, s>>>(a, y, rows, aligned, rd);
   };
   if (tpr == 4)
     go(lanes_fwd_kernel<K, kNorm, 4>, 4);
@@ -363,18 +487,20 @@ void launch_fwd(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s) {
 template <LaneKind K, bool kNorm>
 void launch_bwd(const RowLaneArgs& a, const RowLaneGrads& g, dim3 grid, cudaStream_t s) {
   const int th = kWarps * 32;
+  const RowRead rd = row_read(a.x, a.d), wr = grad_write(g.dx, a.d);
+  const bool dy_vec = (reinterpret_cast<uintptr_t>(g.dy) & 15u) == 0;  // dp % 8 == 0
   switch (threads_per_row(a)) {
     case 4:
-      lanes_bwd_kernel<K, kNorm, 4><<<grid, th, 0, s>>>(a, g);
+      lanes_bwd_kernel<K, kNorm, 4><<<grid, th, 0, s>>>(a, g, rd, dy_vec, wr);
       break;
     case 8:
-      lanes_bwd_kernel<K, kNorm, 8><<<grid, th, 0, s>>>(a, g);
+      lanes_bwd_kernel<K, kNorm, 8><<<grid, th, 0, s>>>(a, g, rd, dy_vec, wr);
       break;
     case 16:
-      lanes_bwd_kernel<K, kNorm, 16><<<grid, th, 0, s>>>(a, g);
+      lanes_bwd_kernel<K, kNorm, 16><<<grid, th, 0, s>>>(a, g, rd, dy_vec, wr);
       break;
     default:
-      lanes_bwd_kernel<K, kNorm, 32><<<grid, th, 0, s>>>(a, g);
+      lanes_bwd_kernel<K, kNorm, 32><<<grid, th, 0, s>>>(a, g, rd, dy_vec, wr);
   }
   LCR_CUDA_CHECK_LAUNCH();
 }

@@ -19,8 +19,9 @@
 
 namespace lcr::cuda::lanes {
 
-constexpr int kWarps = 4;          // warps per block of the row kernels
-constexpr int kPositions = 32;     // positions per block of the row kernels
+constexpr int kWarps = 4;  // warps per block of the row kernels
+constexpr int kPositions =
+    128;  // positions per backward block (32 gave 8K short blocks at L = 16K)
 constexpr int kMaxRowWidth = 256;  // x width d and lane width dp handled per row
 constexpr int kMaxTable = 128;     // frequencies per trig table (d/2, d or R)
 
@@ -126,10 +127,12 @@ void goat_key_param_scatter(const GoatKeyArgs& a, const float* sums, const GoatK
 // (O made with bf16 P) from its own sum_j P dP, and parameters whose weight on du(j) is
 // nearly constant in j (mlp_b1, lambda far from position 0) carry that miss in full. The
 // correction is spread over the keys in proportion to the number of query rows that see
-// each (Lq queries at q_pos0 ..; keys no query sees keep du = 0). One block per KV head,
-// sums in double, fixed order.
+// each (Lq queries at q_pos0 ..; keys no query sees keep du = 0). Sums in double in a fixed
+// order: per slice of the keys into scratch (goat_du_project_doubles(Hkv) doubles), then
+// the slices in order.
+int goat_du_project_doubles(int Hkv);
 void goat_du_project(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_pos0,
-                     const float* dsink, float* du, cudaStream_t s);
+                     const float* dsink, float* du, double* scratch, cudaStream_t s);
 
 // ---- small helpers ----
 // (cos, sin)(clamp(delta, -2 pi, 0)) for PoPE's key phase, n values.

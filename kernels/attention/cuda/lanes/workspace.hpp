@@ -26,6 +26,7 @@ enum class Slot : int {
   Phi,         // GOAT key features phi(j) [Lk, 2F+2] double
   KeySums,     // GOAT key-bias parameter gradients [Hkv, cols] before the scatter
   DU,          // GOAT d u(j) [Lk, Hkv] fp32
+  DUSums,      // GOAT goat_du_project's per-slice sums (double)
   GainQ,       // QK-norm gain partials, queries
   GainK,       // QK-norm gain partials, keys
   ModePart,    // GOAT alpha/beta partials
