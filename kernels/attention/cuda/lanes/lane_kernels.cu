@@ -55,6 +55,28 @@ __device__ __forceinline__ float2 pope_phase(const RowLaneArgs& a, int t, int h,
   return make_float2(p.x * dl.x - p.y * dl.y, p.y * dl.x + p.x * dl.y);
 }
 
+// GOAT's lanes past the content d_c = a.d: the mode lanes and the u pair (queries: 1, 1).
+__device__ __forceinline__ __nv_bfloat16 goat_prior_lane(const RowLaneArgs& a, int o, int t,
+                                                         int h) {
+  const int dc = a.d, R = a.R;
+  if (o < dc + 2 * R) {
+    const int r = (o - dc) / 2, which = (o - dc) % 2;
+    const float2 cs = a.trig[int64_t(t) * a.M + r];
+    if (!a.is_query) return __float2bfloat16(which == 0 ? cs.x : cs.y);
+    const float al = a.alpha[h * R + r], be = a.beta[h * R + r];
+    return __float2bfloat16(a.lane_scale *
+                            (which == 0 ? al * cs.x + be * cs.y : al * cs.y - be * cs.x));
+  }
+  if (o < dc + 2 * R + 2) {
+    if (a.is_query) return __float2bfloat16(1.f);
+    const double U = a.u_scale * a.u[int64_t(t) * a.Hx + h];
+    const __nv_bfloat16 hi = __float2bfloat16(float(U));
+    if (o == dc + 2 * R) return hi;
+    return __float2bfloat16(float(U - double(__bfloat162float(hi))));
+  }
+  return __float2bfloat16(0.f);
+}
+
 // Output lane o of one row: xs holds the (normed) input row of width d.
 template <LaneKind K>
 __device__ __forceinline__ __nv_bfloat16 lane_out(const RowLaneArgs& a, const float* xs, int o,
@@ -70,26 +92,8 @@ __device__ __forceinline__ __nv_bfloat16 lane_out(const RowLaneArgs& a, const fl
     const float xa = xs[ia], xb = xs[ib];
     return __float2bfloat16(a.scale * (o == ia ? xa * cs.x - xb * cs.y : xa * cs.y + xb * cs.x));
   }
-  if (K == LaneKind::Goat) {
-    const int dc = a.d, R = a.R;
-    if (o < dc) return __float2bfloat16(a.scale * xs[o]);
-    if (o < dc + 2 * R) {
-      const int r = (o - dc) / 2, which = (o - dc) % 2;
-      const float2 cs = a.trig[int64_t(t) * a.M + r];
-      if (!a.is_query) return __float2bfloat16(which == 0 ? cs.x : cs.y);
-      const float al = a.alpha[h * R + r], be = a.beta[h * R + r];
-      return __float2bfloat16(a.lane_scale *
-                              (which == 0 ? al * cs.x + be * cs.y : al * cs.y - be * cs.x));
-    }
-    if (o < dc + 2 * R + 2) {
-      if (a.is_query) return __float2bfloat16(1.f);
-      const double U = a.u_scale * a.u[int64_t(t) * a.Hx + h];
-      const __nv_bfloat16 hi = __float2bfloat16(float(U));
-      if (o == dc + 2 * R) return hi;
-      return __float2bfloat16(float(U - double(__bfloat162float(hi))));
-    }
-    return __float2bfloat16(0.f);
-  }
+  if (K == LaneKind::Goat)
+    return o < a.d ? __float2bfloat16(a.scale * xs[o]) : goat_prior_lane(a, o, t, h);
   // PoPE: lanes [0, d) real parts, [d, 2d) imaginary parts.
   if (o >= 2 * a.d) return __float2bfloat16(0.f);
   const int c = o < a.d ? o : o - a.d;
@@ -223,17 +227,29 @@ __global__ void __launch_bounds__(kWarps * 32)
     row_coords(row, a.Hx, a.L, h, t);
     const float inv = row_inv_rms<kNorm, TPR>(a, v);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int col = 8 * c + e;
-      if (col < a.d) xs[col] = kNorm ? v[e] * inv * a.gain[col] : v[e];
+    for (int e = 0; e < 8; ++e)
+      if (kNorm && 8 * c + e < a.d) v[e] *= inv * a.gain[8 * c + e];
+    // Copy and GOAT lanes read only the thread's own inputs (GOAT's others are tables).
+    constexpr bool kOwn = K == LaneKind::Copy || K == LaneKind::Goat;
+    if (!kOwn) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (8 * c + e < a.d) xs[8 * c + e] = v[e];
+      __syncwarp();
     }
-    __syncwarp();
+    auto out = [&](int e) {
+      const int o = 8 * c + e;
+      if (K == LaneKind::Copy) return __float2bfloat16(o < a.d ? v[e] : 0.f);
+      if (K == LaneKind::Goat)
+        return o < a.d ? __float2bfloat16(a.scale * v[e]) : goat_prior_lane(a, o, t, h);
+      return lane_out<K>(a, xs, o, t, h);
+    };
     if (live && 8 * c < a.dp) {
       uint32_t pk[4];  // lanes 8c .. 8c + 7 as bf16 pairs (no local array: it went to the stack)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        pk[e] = uint32_t(__bfloat16_as_ushort(lane_out<K>(a, xs, 8 * c + 2 * e, t, h))) |
-                uint32_t(__bfloat16_as_ushort(lane_out<K>(a, xs, 8 * c + 2 * e + 1, t, h))) << 16;
+        pk[e] = uint32_t(__bfloat16_as_ushort(out(2 * e))) |
+                uint32_t(__bfloat16_as_ushort(out(2 * e + 1))) << 16;
       __nv_bfloat16* dst = y + row * a.dp + 8 * c;  // dp is a multiple of 8
       if (y_aligned) {
         *reinterpret_cast<uint4*>(dst) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
@@ -243,7 +259,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int e = 0; e < 8; ++e) bits[e] = (unsigned short)(pk[e / 2] >> (16 * (e % 2)));
       }
     }
-    __syncwarp();  // xs is rewritten by the next pass
+    if (!kOwn) __syncwarp();  // xs is rewritten by the next pass
   }
 }
 
@@ -356,66 +372,94 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int e = 0; e < 8; ++e) gacc[e] = pacc[e] = pacc2[e] = 0.f;
   const int t0 = blockIdx.x * kPositions, npos = min(kPositions, a.L - t0);
 
-  for (int pass = 0; pass * kGroups < npos; ++pass) {  // uniform over the block
-    const int pi = pass * kGroups + warp * RPW + sub;
-    const bool live = pi < npos;
-    const int t = t0 + pi;
-    float du_acc = 0.f;
-    for (int bb = 0; bb < a.B; ++bb) {
-      const int64_t row = (int64_t(bb) * a.L + t) * a.Hx + h;
-      float xv[8] = {}, dyv[8], inv = 1.f;
-      if constexpr (kNeedX) inv = load_row_chunk<kNorm, TPR>(a, row, c, live, rd, xv);
-      load_grad_chunk(g.dy, a.dp, row, c, live, dy_vec, dyv);
+  // Rows in order (pass, batch row), the next one's loads issued before this one's work.
+  const int n_iter = (npos + kGroups - 1) / kGroups * a.B;  // uniform over the block
+  auto locate = [&](int k, bool& live, int& t) {
+    const int pi = k / a.B * kGroups + warp * RPW + sub;
+    live = pi < npos;
+    t = t0 + pi;
+    return (int64_t(k % a.B) * a.L + t) * a.Hx + h;
+  };
+  float dy_next[8];
+  RawChunk x_next = {{0u, 0u, 0u, 0u}};
+  {
+    bool l0;
+    int t_0;
+    const int64_t r0 = locate(0, l0, t_0);
+    load_grad_chunk(g.dy, a.dp, r0, c, l0 && n_iter > 0, dy_vec, dy_next);
+    if (kNeedX) x_next = fetch_chunk(a.x, a.d, r0, c, l0 && n_iter > 0, rd);
+  }
+  float du_acc = 0.f;
+  for (int k = 0; k < n_iter; ++k) {
+    bool live;
+    int t;
+    const int64_t row = locate(k, live, t);
+    float dyv[8], xv[8] = {}, inv = 1.f;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const int col = 8 * c + e;
-        if (kNeedX && col < a.d) xs[col] = xv[e];
-        if (col < a.dp) dys[col] = dyv[e];
-      }
-      __syncwarp();
-      float dxn[8], gdx = 0.f;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        const int col = 8 * c + e;
-        dxn[e] = live && col < a.d ? lane_grad<K>(a, dys, xs, inv, col, t, h) : 0.f;
-        if (kNorm && col < a.d) gdx += a.gain[col] * dxn[e] * xs[col];
-        if (pope_k && live && col < a.d) {
-          // dpsi = mu (dim cos psi - dre sin psi); the clamp passes it only inside range.
-          const double dl = double(a.delta[h * a.d + col]);
-          if (dl >= -kTwoPi && dl <= 0.0) {
-            const float2 ph = pope_phase(a, t, h, col);
-            const float xn = kNorm ? xs[col] * inv * a.gain[col] : xs[col];
-            pacc[e] += softplus_f(xn) * (dys[a.d + col] * ph.x - dys[col] * ph.y);
-          }
-        }
-        if (goat_q && live && col < a.R) {
-          const float2 cs = a.trig[int64_t(t) * a.M + col];
-          const float g0 = dys[a.d + 2 * col], g1 = dys[a.d + 2 * col + 1];
-          pacc[e] += g0 * cs.x + g1 * cs.y;
-          pacc2[e] += g0 * cs.y - g1 * cs.x;
-        }
-      }
-      if (goat_k) {
-        // Both u lanes carry the same gradient (q' = 1 in both); k'_hi + k'_lo = sqrt(d_h) u.
-        const int lu = a.d + 2 * a.R;
-        du_acc += 0.5f * (dys[lu] + dys[lu + 1]) * float(a.u_scale);
-      }
-      if (kNorm) {
-        // dx = gain dxn / r - x <gain dxn, x> / (d r^3); d gain += dxn x / r.
-        gdx = group_sum<TPR>(gdx);
-        const float k3 = gdx * inv * inv * inv / float(a.d);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const int col = 8 * c + e;
-          if (!live || col >= a.d) continue;
-          gacc[e] += dxn[e] * xs[col] * inv;
-          dxn[e] = a.gain[col] * dxn[e] * inv - xs[col] * k3;
-        }
-      }
-      store_grad_chunk(g.dx, a.d, row, c, live, wr, dxn);
-      __syncwarp();  // xs, dys are rewritten by the next row
+    for (int e = 0; e < 8; ++e) dyv[e] = dy_next[e];
+    if constexpr (kNeedX) {
+      unpack_chunk(x_next, xv);
+      inv = row_inv_rms<kNorm, TPR>(a, xv);
     }
-    if (goat_k && live && c == 0) g.du[int64_t(t) * a.Hx + h] = du_acc;  // summed over b
+    if (k + 1 < n_iter) {
+      bool ln;
+      int tn;
+      const int64_t rn = locate(k + 1, ln, tn);
+      load_grad_chunk(g.dy, a.dp, rn, c, ln, dy_vec, dy_next);
+      if (kNeedX) x_next = fetch_chunk(a.x, a.d, rn, c, ln, rd);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int col = 8 * c + e;
+      if (kNeedX && col < a.d) xs[col] = xv[e];
+      if (col < a.dp) dys[col] = dyv[e];
+    }
+    __syncwarp();
+    float dxn[8], gdx = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int col = 8 * c + e;
+      dxn[e] = live && col < a.d ? lane_grad<K>(a, dys, xs, inv, col, t, h) : 0.f;
+      if (kNorm && col < a.d) gdx += a.gain[col] * dxn[e] * xs[col];
+      if (pope_k && live && col < a.d) {
+        // dpsi = mu (dim cos psi - dre sin psi); the clamp passes it only inside range.
+        const double dl = double(a.delta[h * a.d + col]);
+        if (dl >= -kTwoPi && dl <= 0.0) {
+          const float2 ph = pope_phase(a, t, h, col);
+          const float xn = kNorm ? xs[col] * inv * a.gain[col] : xs[col];
+          pacc[e] += softplus_f(xn) * (dys[a.d + col] * ph.x - dys[col] * ph.y);
+        }
+      }
+      if (goat_q && live && col < a.R) {
+        const float2 cs = a.trig[int64_t(t) * a.M + col];
+        const float g0 = dys[a.d + 2 * col], g1 = dys[a.d + 2 * col + 1];
+        pacc[e] += g0 * cs.x + g1 * cs.y;
+        pacc2[e] += g0 * cs.y - g1 * cs.x;
+      }
+    }
+    if (goat_k) {
+      // Both u lanes carry the same gradient (q' = 1 in both); k'_hi + k'_lo = sqrt(d_h) u.
+      const int lu = a.d + 2 * a.R;
+      du_acc += 0.5f * (dys[lu] + dys[lu + 1]) * float(a.u_scale);
+    }
+    if (kNorm) {
+      // dx = gain dxn / r - x <gain dxn, x> / (d r^3); d gain += dxn x / r.
+      gdx = group_sum<TPR>(gdx);
+      const float k3 = gdx * inv * inv * inv / float(a.d);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const int col = 8 * c + e;
+        if (!live || col >= a.d) continue;
+        gacc[e] += dxn[e] * xs[col] * inv;
+        dxn[e] = a.gain[col] * dxn[e] * inv - xs[col] * k3;
+      }
+    }
+    store_grad_chunk(g.dx, a.d, row, c, live, wr, dxn);
+    if (k % a.B == a.B - 1) {  // the position's last batch row: du(t) summed over b
+      if (goat_k && live && c == 0) g.du[int64_t(t) * a.Hx + h] = du_acc;
+      du_acc = 0.f;
+    }
+    __syncwarp();  // xs, dys are rewritten by the next row
   }
 
   const int64_t prow = int64_t(blockIdx.x) * a.Hx + h;
