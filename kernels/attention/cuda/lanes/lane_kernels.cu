@@ -77,11 +77,11 @@ __device__ __forceinline__ __nv_bfloat16 goat_prior_lane(const RowLaneArgs& a, i
   return __float2bfloat16(0.f);
 }
 
-// Output lane o of one row: xs holds the (normed) input row of width d.
+// Output lane o of one row of RoPE or PoPE: xs holds the (normed) input row of width d (a
+// lane may read any of it). Copy and GOAT lanes are formed in lanes_fwd_kernel itself.
 template <LaneKind K>
 __device__ __forceinline__ __nv_bfloat16 lane_out(const RowLaneArgs& a, const float* xs, int o,
                                                   int t, int h) {
-  if (K == LaneKind::Copy) return __float2bfloat16(o < a.d ? xs[o] : 0.f);
   if (K == LaneKind::Rope) {
     if (o >= a.d) return __float2bfloat16(0.f);
     if (o >= a.rotary) return __float2bfloat16(a.scale * xs[o]);
@@ -92,8 +92,6 @@ __device__ __forceinline__ __nv_bfloat16 lane_out(const RowLaneArgs& a, const fl
     const float xa = xs[ia], xb = xs[ib];
     return __float2bfloat16(a.scale * (o == ia ? xa * cs.x - xb * cs.y : xa * cs.y + xb * cs.x));
   }
-  if (K == LaneKind::Goat)
-    return o < a.d ? __float2bfloat16(a.scale * xs[o]) : goat_prior_lane(a, o, t, h);
   // PoPE: lanes [0, d) real parts, [d, 2d) imaginary parts.
   if (o >= 2 * a.d) return __float2bfloat16(0.f);
   const int c = o < a.d ? o : o - a.d;
@@ -239,10 +237,12 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     auto out = [&](int e) {
       const int o = 8 * c + e;
-      if (K == LaneKind::Copy) return __float2bfloat16(o < a.d ? v[e] : 0.f);
-      if (K == LaneKind::Goat)
-        return o < a.d ? __float2bfloat16(a.scale * v[e]) : goat_prior_lane(a, o, t, h);
-      return lane_out<K>(a, xs, o, t, h);
+      if constexpr (K == LaneKind::Copy)
+        return __float2bfloat16(o < a.d ? v[e] : 0.f);
+      else if constexpr (K == LaneKind::Goat)  // content lanes; the prior lanes below
+        return __float2bfloat16(o < a.d ? a.scale * v[e] : 0.f);
+      else
+        return lane_out<K>(a, xs, o, t, h);
     };
     if (live && 8 * c < a.dp) {
       uint32_t pk[4];  // lanes 8c .. 8c + 7 as bf16 pairs (no local array: it went to the stack)
@@ -257,6 +257,22 @@ __global__ void __launch_bounds__(kWarps * 32)
         auto* bits = reinterpret_cast<unsigned short*>(dst);
 #pragma unroll
         for (int e = 0; e < 8; ++e) bits[e] = (unsigned short)(pk[e / 2] >> (16 * (e % 2)));
+      }
+    }
+    if constexpr (K == LaneKind::Goat) {
+      // GOAT's 2R + 2 prior lanes of the warp's RPW rows (written as zeros above), spread
+      // over the warp: evaluated per element in the chunk loop, the mode/u branches of the
+      // lane map cost every warp their union 8 times (issue-bound, 65 us for the queries at
+      // 1x16x16384x64). __syncwarp orders these 2-byte stores after the chunk stores.
+      __syncwarp();
+      const int np = 2 * a.R + 2;
+      for (int item = lane; item < RPW * np; item += 32) {
+        const int64_t rr = base + item / np;
+        if (rr >= rows) break;
+        int hr = 0, tr = 0;
+        row_coords(rr, a.Hx, a.L, hr, tr);
+        const int o = a.d + item % np;
+        y[rr * a.dp + o] = goat_prior_lane(a, o, tr, hr);
       }
     }
     if (!kOwn) __syncwarp();  // xs is rewritten by the next pass
