@@ -1,12 +1,12 @@
 #pragma once
-// Launchers of the CUDA lane kernels (lane_kernels.cu, aux_kernels.cu): plain structs of
-// device pointers and sizes, no Kokkos, so both nvcc and the host orchestration
-// (attention_cuda.cpp) include this. All launches are stream-ordered and checked; a
-// launcher with nothing to do (an empty tensor) launches nothing.
+// Launchers of the CUDA lane kernels (lane_kernels.cu, goat_key_kernels.cu,
+// aux_kernels.cu): plain structs of device pointers and sizes, no Kokkos, so both nvcc and
+// the host orchestration (attention_cuda.cpp) include this. All launches are stream-ordered and
+// checked; a launcher with nothing to do (an empty tensor) launches nothing.
 //
 // Row kernels: a group of TPR threads per row x [d] (a row = one (b, position, head); TPR
 // a power of two >= 4 with 8 TPR >= the row's widths, each thread 8 elements, so a warp
-// works on 32 / TPR rows at once). The forward walks the rows in memory order; in the
+// works on 32 / TPR rows at once). The forward strides over the rows in memory order; in the
 // backward a block of kWarps warps owns kPositions consecutive positions of ONE head for
 // every batch row, so per-head parameter gradients are summed per block in a fixed order
 // and written as one partial row per block (partials [chunks, Hx, cols], chunk = position
@@ -15,6 +15,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace lcr::cuda::lanes {
@@ -26,6 +27,11 @@ constexpr int kMaxRowWidth = 256;  // x width d and lane width dp handled per ro
 constexpr int kMaxTable = 128;     // frequencies per trig table (d/2, d or R)
 
 inline int position_chunks(int L) { return (L + kPositions - 1) / kPositions; }
+
+// Blocks of `threads` for a grid-stride loop over n items: at least 1, at most 65535.
+inline int blocks_for(int64_t n, int threads) {
+  return int(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 65535)));
+}
 
 enum class LaneKind : int { Copy = 0, Rope = 1, Goat = 2, Pope = 3 };
 
