@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The closing device call of a session (nvidia-h200-x2): every CUDA suite and the GPU
-# training checks (scripts/device/recheck.sh, no profile), the PoPE-width backward tilings,
-# then the benchmark driver (kernels/bench/cuda/gpu_bench.sh) alone on the machine. Pack
+# training checks (scripts/device/recheck.sh, no profile, ~85 s), then the benchmark driver
+# (kernels/bench/cuda/gpu_bench.sh, ~311 s at 10 repetitions and 80 s of training per
+# scheme) alone on the machine: ~7 minutes, inside one call's 600 s. Pack
 # (here) the bundle "fin" with lcr, the five CUDA test binaries and the four CUDA benches:
 #   scripts/device/bundle.sh fin <executables>; strip .devbundle/fin/bin/.real/*
 #   tar cf - -C .devbundle fin | xz > .devbundle/gpack/fin.tar.xz
@@ -15,11 +16,8 @@ G=.devbundle/fin/bin
 mkdir -p "$OUT/checks"
 OUT=$OUT/checks BUNDLE=.devbundle/fin NCU=0 bash scripts/device/recheck.sh >/dev/null 2>&1
 cat "$OUT/checks/summary.txt"
-echo "=== PoPE width (QK 256 / V 128) backward tilings"
-CUDA_VISIBLE_DEVICES=0 timeout 100 $G/bench_cuda_sdpa --B 1 --H 16 --L 16384 --D 256 --Dv 128 \
-  --bwd-only --variants all --reps 10
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
   .whl/*.whl >/dev/null 2>&1
-PYTHONPATH=/tmp/site LCR_BENCH_REPS=15 LCR_BENCH_STEP_S=100 bash kernels/bench/cuda/gpu_bench.sh $G \
+PYTHONPATH=/tmp/site LCR_BENCH_REPS=10 LCR_BENCH_STEP_S=80 bash kernels/bench/cuda/gpu_bench.sh $G \
   >/dev/null 2>&1
 cat "$OUT/gpu_bench.md"
