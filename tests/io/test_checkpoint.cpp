@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 
+#include "../error_text.hpp"  // tests/error_text.hpp
 #include "core/io/checkpoint.hpp"
 #include "run_file_fixture.hpp"
 
@@ -15,15 +16,7 @@ namespace {
 
 using namespace testing;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lcr::test::error_of;
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "../error_text.hpp"  // tests/error_text.hpp
 #include "core/io/hdf5.hpp"
 #include "run_file_fixture.hpp"
 
@@ -12,15 +13,7 @@ namespace {
 
 using namespace testing;
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lcr::test::error_of;
 
 bool python_has_h5py() {
   return std::system("/usr/bin/python3 -c 'import h5py, numpy' >/dev/null 2>&1") == 0;

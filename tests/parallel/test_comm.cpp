@@ -3,6 +3,7 @@
 
 #include <numeric>
 
+#include "../error_text.hpp"  // tests/error_text.hpp
 #include "core/error.hpp"
 #include "parallel/comm/backend.hpp"
 #include "parallel/comm/process_grid.hpp"
@@ -10,15 +11,6 @@
 
 namespace lcr::test {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Communicator, RingExchangeOfEveryType) {
   Communicator& c = world();
