@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../error_text.hpp"  // tests/error_text.hpp
 #include "core/config/attention_config.hpp"
 
 namespace lcr::config {
@@ -17,16 +18,7 @@ AttentionSpec from_text(const std::string& text, const std::vector<std::string>&
   return attention_spec_from(root);
 }
 
-// The Error message of f(), or "" if it did not throw.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lcr::test::error_of;
 
 TEST(Config, ReadsEveryKindOfField) {
   const AttentionSpec s = from_text(R"(

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../error_text.hpp"  // tests/error_text.hpp
 #include "core/io/hdf5.hpp"
 
 namespace lcr::h5 {
@@ -14,15 +15,7 @@ std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("lcr_test_hdf5_" + name)).string();
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using lcr::test::error_of;
 
 TEST(Hdf5, ViewsAndVectorsRoundTrip) {
   const std::string path = temp_path("roundtrip.h5");

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/attention/cuda/vec_io.cuh"
+
 namespace lcr::cuda::model::detail {
 
 constexpr int kThreads = 256;            // elementwise and column kernels
@@ -33,26 +35,9 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// VEC consecutive floats at p (p 16-byte aligned when VEC == 4).
-template <int VEC>
-__device__ __forceinline__ void load_vec(const float* p, float (&v)[VEC]) {
-  if constexpr (VEC == 4) {
-    const float4 t = *reinterpret_cast<const float4*>(p);
-    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) v[k] = p[k];
-  }
-}
-template <int VEC>
-__device__ __forceinline__ void store_vec(float* p, const float (&v)[VEC]) {
-  if constexpr (VEC == 4) {
-    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) p[k] = v[k];
-  }
-}
+// Row loads and stores: kernels/attention/cuda/vec_io.cuh (shared with the attention API).
+using dev::load_vec;
+using dev::store_vec;
 
 // kmath::sigmoid of layers.cpp: the branch keeps exp's argument <= 0.
 __device__ __forceinline__ float sigmoidf(float z) {

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "../../error_text.hpp"  // tests/error_text.hpp
 #include "core/error.hpp"
 #include "kernels/attention/cuda/device_buffer.hpp"
 #include "nccl_test_env.hpp"
@@ -34,14 +35,6 @@ std::mt19937_64 rank_rng(Communicator& c) {
   return std::mt19937_64(rd() + 7919u * unsigned(c.rank()));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // Ring exchange (send to next, receive from prev) of n values through either backend:
 // MPI on host vectors, NCCL on device copies.

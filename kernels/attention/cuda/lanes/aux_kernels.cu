@@ -11,6 +11,7 @@
 
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/lanes/lane_kernels.hpp"
+#include "kernels/attention/cuda/vec_io.cuh"
 
 namespace lcr::cuda::lanes {
 namespace {
@@ -48,45 +49,6 @@ __global__ void alibi_kernel(int H, float* out) {
 // Dv or alignment). The loop over rows is warp-uniform, so the row's lanes can shuffle, and
 // (b, i, h) is formed once per row from 32-bit division (rows < 2^31, checked by the
 // launchers); addresses stay int64.
-template <int V>
-__device__ __forceinline__ void load_v(const float* p, float (&v)[V]) {
-  if constexpr (V == 4) {
-    const float4 x = *reinterpret_cast<const float4*>(p);
-    v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-  } else {
-    v[0] = *p;
-  }
-}
-template <int V>
-__device__ __forceinline__ void load_v(const __nv_bfloat16* p, float (&v)[V]) {
-  if constexpr (V == 4) {
-    const uint2 x = *reinterpret_cast<const uint2*>(p);
-    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.x));
-    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&x.y));
-    v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
-  } else {
-    v[0] = __bfloat162float(*p);
-  }
-}
-template <int V>
-__device__ __forceinline__ void store_v(float* p, const float (&v)[V]) {
-  if constexpr (V == 4)
-    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
-  else
-    *p = v[0];
-}
-template <int V>
-__device__ __forceinline__ void store_v(__nv_bfloat16* p, const float (&v)[V]) {
-  if constexpr (V == 4) {
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(v[0], v[1]),
-                         hi = __floats2bfloat162_rn(v[2], v[3]);
-    *reinterpret_cast<uint2*>(p) = make_uint2(*reinterpret_cast<const unsigned*>(&lo),
-                                              *reinterpret_cast<const unsigned*>(&hi));
-  } else {
-    *p = __float2bfloat16(v[0]);
-  }
-}
-
 // Row r = (b, i, h) of [B, Lq, H] split with 32-bit division; bhi() is its index in
 // [B, H, Lq] (lse, delta).
 struct RowBHI {
@@ -126,13 +88,13 @@ __global__ void __launch_bounds__(kRowThreads)
     for (int c = c0; c < Dv / V; c += tpr) {
       const int64_t e = r * Dv + c * V;
       float v[V];
-      load_v(o_f32 + e, v);
+      dev::load_vec(o_f32 + e, v);
       if (sink) {
 #pragma unroll
         for (int k = 0; k < V; ++k) v[k] *= f;
-        store_v(o_f32 + e, v);
+        dev::store_vec(o_f32 + e, v);
       }
-      store_v(o + e, v);
+      dev::store_vec(o + e, v);
     }
   }
 }
@@ -153,8 +115,8 @@ __global__ void __launch_bounds__(kRowThreads)
     if (r < rows)
       for (int c = c0; c < Dv / V; c += tpr) {
         float x[V], y[V];
-        load_v(o + r * Dv + c * V, x);
-        load_v(dout + r * Dv + c * V, y);
+        dev::load_vec(o + r * Dv + c * V, x);
+        dev::load_vec(dout + r * Dv + c * V, y);
 #pragma unroll
         for (int k = 0; k < V; ++k) acc = fmaf(x[k], y[k], acc);
       }
