@@ -35,7 +35,6 @@ std::mt19937_64 rank_rng(Communicator& c) {
   return std::mt19937_64(rd() + 7919u * unsigned(c.rank()));
 }
 
-
 // Ring exchange (send to next, receive from prev) of n values through either backend:
 // MPI on host vectors, NCCL on device copies.
 template <class T>
