@@ -173,15 +173,6 @@ __device__ __forceinline__ float row_inv_rms(const RowLaneArgs& a, const float (
   return 1.f / sqrtf(group_sum<TPR>(ss) / float(a.d) + a.eps);
 }
 
-// Input elements 8c .. 8c + 7 of a row into v (0 past d and for a dead row); returns the
-// row's 1 / rms for QK-RMSNorm (1 without it). Every thread of the warp calls it.
-template <bool kNorm, int TPR>
-__device__ __forceinline__ float load_row_chunk(const RowLaneArgs& a, int64_t row, int c, bool live,
-                                                RowRead rd, float (&v)[8]) {
-  unpack_chunk(fetch_chunk(a.x, a.d, row, c, live, rd), v);
-  return row_inv_rms<kNorm, TPR>(a, v);
-}
-
 // (head, position) of row (b L + t) Hx + h; 32-bit division while the row index fits.
 __device__ __forceinline__ void row_coords(int64_t row, int Hx, int L, int& h, int& t) {
   if (row <= int64_t(UINT32_MAX)) {
@@ -221,14 +212,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     float v[8];
     unpack_chunk(next, v);
     next = fetch_chunk(a.x, a.d, row + stride, c, row + stride < rows, rd);
+    // Copy and GOAT lanes read only the thread's own inputs (GOAT's prior lanes: below).
+    constexpr bool kOwn = K == LaneKind::Copy || K == LaneKind::Goat;
     int h = 0, t = 0;
-    row_coords(row, a.Hx, a.L, h, t);
+    if constexpr (!kOwn) row_coords(row, a.Hx, a.L, h, t);
     const float inv = row_inv_rms<kNorm, TPR>(a, v);
 #pragma unroll
     for (int e = 0; e < 8; ++e)
       if (kNorm && 8 * c + e < a.d) v[e] *= inv * a.gain[8 * c + e];
-    // Copy and GOAT lanes read only the thread's own inputs (GOAT's others are tables).
-    constexpr bool kOwn = K == LaneKind::Copy || K == LaneKind::Goat;
     if (!kOwn) {
 #pragma unroll
       for (int e = 0; e < 8; ++e)
