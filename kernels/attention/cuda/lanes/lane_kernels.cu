@@ -190,11 +190,11 @@ __device__ __forceinline__ void row_coords(int64_t row, int Hx, int L, int& h, i
 // [8c, 8c + 8) as one 16-byte store; a warp handles 32 / TPR consecutive rows (heads of a
 // position are adjacent in [B, L, Hx, d], so a warp reads and writes contiguous memory).
 // The grid is sized to the GPU (a few blocks per SM) and strides over the rows, each thread
-// loading its next row's chunk before it works on the current one: the first version gave
-// every block one pass and spent ~4x the bandwidth time launching 16K short blocks (67 us
-// for GOAT's queries at 1x16x16384x64 on an H200). The row goes through shared memory
-// because a lane can read any input element (RoPE's half-split partner, PoPE's imaginary
-// part).
+// loading its next row's chunk before it works on the current one. The kernel is
+// issue-bound rather than bandwidth-bound (docs/cuda.md, "GOAT's passes"): Copy and GOAT
+// rows stay in registers and GOAT's prior lanes go in a second pass over the warp; RoPE
+// and PoPE rows go through shared memory because a lane can read any input element (the
+// half-split partner, PoPE's imaginary part).
 template <LaneKind K, bool kNorm, int TPR>
 __global__ void __launch_bounds__(kWarps * 32)
     lanes_fwd_kernel(RowLaneArgs a, __nv_bfloat16* y, int64_t rows, bool y_aligned, RowRead rd) {
