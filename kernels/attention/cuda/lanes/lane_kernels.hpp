@@ -20,9 +20,11 @@
 
 namespace lcr::cuda::lanes {
 
-constexpr int kWarps = 4;  // warps per block of the row kernels
-constexpr int kPositions =
-    128;  // positions per backward block (32 gave 8K short blocks at L = 16K)
+// Warps per block of the row kernels; positions per backward block (each block writes one
+// partial row of the parameter gradients, so fewer, longer blocks also shorten the
+// reductions: 128 gives 2K blocks at L = 16K, H = 16).
+constexpr int kWarps = 4;
+constexpr int kPositions = 128;
 constexpr int kMaxRowWidth = 256;  // x width d and lane width dp handled per row
 constexpr int kMaxTable = 128;     // frequencies per trig table (d/2, d or R)
 
