@@ -141,8 +141,9 @@ double grad_factor(const std::string& name) {
   return kSumGradFactor;
 }
 
-double grad_floor(const std::string& name) {
-  return name == "q" || name == "k" || name == "v" ? kFloor : kSumFloor;
+double grad_floor(const std::string& name, int keys) {
+  if (name != "q" && name != "k" && name != "v") return kSumFloor;
+  return std::max(kFloor, kFewKeyFloor / std::sqrt(double(std::max(keys, 1))));
 }
 
 double l2_diff(const std::vector<double>& a, const std::vector<double>& b) {

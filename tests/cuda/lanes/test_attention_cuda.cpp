@@ -133,7 +133,7 @@ TEST_P(CudaAttentionTest, ForwardAndGradientsWithinNaiveBf16Error) {
   for (const auto& name : lcr::test::input_names(p)) {
     const double r =
         expect_within_naive("d " + name, gpu.grad.at(name), naive.grad.at(name),
-                            ref_grad.grad.at(name), grad_factor(name), grad_floor(name));
+                            ref_grad.grad.at(name), grad_factor(name), grad_floor(name, nc.c.Lk));
     if (r > grad_ratio) grad_ratio = r, worst = name;
   }
   std::printf("[ratio] %-44s fwd %5.2f grad %5.2f (%s)\n", nc.name.c_str(), fwd_ratio, grad_ratio,
@@ -150,7 +150,7 @@ TEST_P(CudaAttentionTest, ForwardAndGradientsWithinNaiveBf16Error) {
     const double exact = lcr::test::reference_directional(p, name, u);
     const double en = l2_diff(naive.grad.at(name), ref_grad.grad.at(name));
     const double bound =
-        6 * (grad_factor(name) * en + grad_floor(name) * l2_norm(ref_grad.grad.at(name)) +
+        6 * (grad_factor(name) * en + grad_floor(name, nc.c.Lk) * l2_norm(ref_grad.grad.at(name)) +
              kAbsFloor * std::sqrt(double(g.size())));
     EXPECT_NEAR(ug, exact, bound) << "d " << name << " along a random direction";
   }

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One device call (nvidia-h200-x2): where PaTH's time goes at D = 128, plus the suites a
+# change to the lanes tests or the PaTH kernels must pass. Bundle NAME holds
+# bench_cuda_path, lcr_cuda_path_tests, lcr_cuda_lanes_tests, lcr_nccl_tests:
+#   run(command="tar xJf .devbundle/gpack/NAME.tar.xz -C .devbundle &&
+#                BUNDLE=.devbundle/NAME bash scripts/device/path_profile.sh",
+#       carry=[".devbundle/gpack"], kind="nvidia-h200-x2")
+# GPU 0: bench_cuda_path at SHAPES (default 1,16,16384,128) with every variant and the
+# per-kernel profile, then ncu on the scan, dq, dkv, prep and block_backward kernels
+# (KERNELS, a regex). GPU 1: the lanes suite (REPLAY_SEED: also that seed), then the PaTH
+# suite. Then the NCCL suite on 2 ranks.
+set -u
+source "$(dirname "$0")/common.sh"
+device_init path_profile
+shapes=${SHAPES:-1,16,16384,128}
+(
+  CUDA_VISIBLE_DEVICES=0 timeout 120 "$B/bench_cuda_path" --shapes "$shapes" --profile \
+    --chunks 0 --reps 5 >"$OUT/bench.log" 2>&1
+  for k in ${KERNELS:-forward_kernel dq_kernel dkv_kernel prep_kernel block_backward_kernel}; do
+    CUDA_VISIBLE_DEVICES=0 timeout 100 ncu --clock-control none -k "regex:$k" --launch-skip 1 \
+      --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+      --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+      --section LaunchStats --section InstructionStats --section SchedulerStats \
+      "$B/.real/bench_cuda_path" --shapes "$shapes" --no-autotune --chunks 0 --reps 1 \
+      >"$OUT/ncu_$k.log" 2>&1
+  done
+) &
+g0=$!
+(
+  shard 1 "$B/lcr_cuda_lanes_tests" lanes
+  if [[ -n ${REPLAY_SEED:-} ]]; then
+    CUDA_VISIBLE_DEVICES=1 LCR_TEST_SEED=$REPLAY_SEED timeout 60 "$B/lcr_cuda_lanes_tests" \
+      --gtest_filter='*alibi_all_numerics_L1_d16*' --gtest_color=no >"$OUT/replay.log" 2>&1
+  fi
+  shard 1 "$B/lcr_cuda_path_tests" path
+) &
+g1=$!
+wait $g0 $g1
+timeout 120 "${mpi[@]}" -np 2 "$B/lcr_nccl_tests" --gtest_color=no >"$OUT/nccl2.log" 2>&1
+suite_summary lanes path nccl2 replay
+grep -E 'variant|lcr-path|kernel|ms' "$OUT/bench.log" | head -80 >>"$OUT/summary.txt"
+echo "done at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
