@@ -7,31 +7,36 @@
 #       carry=[".devbundle/gpack"], kind="nvidia-h200-x2")
 # GPU 0: bench_cuda_path at SHAPES (default 1,16,16384,128) with every variant and the
 # per-kernel profile, then ncu on the scan, dq, dkv, prep and block_backward kernels
-# (KERNELS, a regex). GPU 1: the lanes suite (REPLAY_SEED: also that seed), then the PaTH
+# (KERNELS, a regex). GPU 1: the lanes suite (REPLAY="SEED:CASE ...": those cases replayed
+# with those run seeds), then the PaTH
 # suite. Then the NCCL suite on 2 ranks.
 set -u
 source "$(dirname "$0")/common.sh"
 device_init path_profile
 shapes=${SHAPES:-1,16,16384,128}
+ncu_shape=${NCU_SHAPE:-1,16,16384,128}
 (
-  CUDA_VISIBLE_DEVICES=0 timeout 120 "$B/bench_cuda_path" --shapes "$shapes" --profile \
-    --chunks 0 --reps 5 >"$OUT/bench.log" 2>&1
+  CUDA_VISIBLE_DEVICES=0 timeout 300 "$B/bench_cuda_path" --shapes "$shapes" --profile \
+    ${CHUNKS:+--chunks $CHUNKS} --reps 5 >"$OUT/bench.log" 2>&1
+  stalls=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' barrier \
+    long_scoreboard short_scoreboard mio_throttle math_pipe_throttle wait not_selected \
+    dispatch_stall lg_throttle branch_resolving no_instruction)
   for k in ${KERNELS:-forward_kernel dq_kernel dkv_kernel prep_kernel block_backward_kernel}; do
     CUDA_VISIBLE_DEVICES=0 timeout 100 ncu --clock-control none -k "regex:$k" --launch-skip 1 \
-      --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+      --launch-count 1 --metrics "${stalls%,}" --section SpeedOfLight --section ComputeWorkloadAnalysis \
       --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
       --section LaunchStats --section InstructionStats --section SchedulerStats \
-      "$B/.real/bench_cuda_path" --shapes "$shapes" --no-autotune --chunks 0 --reps 1 \
+      "$B/.real/bench_cuda_path" --shapes "$ncu_shape" --no-autotune --chunks 0 --reps 1 \
       >"$OUT/ncu_$k.log" 2>&1
   done
 ) &
 g0=$!
 (
   shard 1 "$B/lcr_cuda_lanes_tests" lanes
-  if [[ -n ${REPLAY_SEED:-} ]]; then
-    CUDA_VISIBLE_DEVICES=1 LCR_TEST_SEED=$REPLAY_SEED timeout 60 "$B/lcr_cuda_lanes_tests" \
-      --gtest_filter='*alibi_all_numerics_L1_d16*' --gtest_color=no >"$OUT/replay.log" 2>&1
-  fi
+  for r in ${REPLAY:-}; do  # SEED:CASE, a lanes case replayed with the run seed SEED
+    CUDA_VISIBLE_DEVICES=1 LCR_TEST_SEED=${r%%:*} timeout 60 "$B/lcr_cuda_lanes_tests" \
+      --gtest_filter="*/${r#*:}" --gtest_color=no
+  done >"$OUT/replay.log" 2>&1
   shard 1 "$B/lcr_cuda_path_tests" path
 ) &
 g1=$!

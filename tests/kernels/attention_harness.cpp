@@ -1,6 +1,8 @@
 #include "kernels/attention_harness.hpp"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace lcr::test {
@@ -150,8 +152,18 @@ size_t input_size(const Problem& p, const std::string& name) {
   return p.params.layout.at(name).size();
 }
 
+// x rounded to the nearest bf16 (ties to even), as __float2bfloat16 does; NaN and inf kept.
+inline float nearest_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u) return x;
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
 template <class T>
-Result run_kokkos(const Problem& p, bool backward) {
+Result run_kokkos(const Problem& p, bool backward, bool bf16_o) {
   const auto& s = p.c.spec;
   AttentionInputs<T> in;
   in.q = to_device<T, View4<T>>(p.q, "q");
@@ -171,6 +183,12 @@ Result run_kokkos(const Problem& p, bool backward) {
   r.o = flat<T>(out.o);
   r.lse = flat<T>(out.lse);
   if (!backward) return r;
+  if (bf16_o) {
+    auto h = Kokkos::create_mirror_view(out.o);
+    Kokkos::deep_copy(h, out.o);
+    for (size_t i = 0; i < h.span(); ++i) h.data()[i] = T(nearest_bf16(float(h.data()[i])));
+    Kokkos::deep_copy(out.o, h);
+  }
   auto g = make_grads<T>(s, in);
   View4<T> dout = to_device<T, View4<T>>(p.dout, "dout");
   attention_backward<T>(s, in, params, out, dout, g);
@@ -228,7 +246,7 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
-template Result run_kokkos<float>(const Problem&, bool);
-template Result run_kokkos<double>(const Problem&, bool);
+template Result run_kokkos<float>(const Problem&, bool, bool);
+template Result run_kokkos<double>(const Problem&, bool, bool);
 
 }  // namespace lcr::test

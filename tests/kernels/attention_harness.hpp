@@ -48,9 +48,11 @@ struct Result {
   std::map<std::string, std::vector<double>> grad;  // by input name
 };
 
-// Runs the Kokkos forward (and backward) in precision T.
+// Runs the Kokkos forward (and backward) in precision T. bf16_o: the backward receives o
+// rounded to bf16, as the caller of a bf16 API holds it (its row delta = <dO, O> then carries
+// that rounding, as a GPU backward's does); the returned o is unrounded.
 template <class T>
-Result run_kokkos(const Problem& p, bool backward);
+Result run_kokkos(const Problem& p, bool backward, bool bf16_o = false);
 
 // The float64 reference forward (flat o, lse).
 Result run_reference(const Problem& p);

@@ -149,10 +149,11 @@ Chunked::Chunked(int chunk, std::shared_ptr<ChunkedScratch> scratch)
 Chunked::~Chunked() = default;
 
 int Chunked::chunk_length(const Args& a) const {
-  // Automatic: 4096 positions at D = 64 from L = 16384 (4 chunks) on; the whole-sequence
+  // Automatic: 8192 positions at D = 64 from L = 65536 (8 chunks) on; the whole-sequence
   // kernels otherwise, and at D = 128, where the folds cost more than the chunks save
-  // (measured, docs/cuda.md PaTH section).
-  if (st_->chunk == 0) return (a.D == 64 && a.L >= 16384 && a.L % 4096 == 0) ? 4096 : a.L;
+  // (measured, docs/cuda.md PaTH section: fwd + bwd at (1,16,16384,64) whole 21.0 ms, chunks
+  // of 4096 25.4; at (1,8,65536,64) whole 102.7, chunks of 8192 96.6, of 4096 101.0).
+  if (st_->chunk == 0) return (a.D == 64 && a.L >= 65536 && a.L % 8192 == 0) ? 8192 : a.L;
   const int Lc = st_->chunk;
   return (Lc > 0 && a.L > Lc && a.L % Lc == 0) ? Lc : a.L;
 }

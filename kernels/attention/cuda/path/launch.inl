@@ -62,6 +62,20 @@ std::size_t smem_bytes() {
   return Smem::carve(c, nullptr);
 }
 
+// f(std::integral_constant<int, mode>) with the problem's logit mode (device/params.cuh):
+// the scan, dq and dkv kernels are compiled per mode.
+template <class F>
+void with_logit_mode(const Args& a, F&& f) {
+  switch (K::logit_mode(a.softcap, a.fox_q != nullptr)) {
+    case K::kPlainLogit:
+      return f(std::integral_constant<int, K::kPlainLogit>{});
+    case K::kFoxLogit:
+      return f(std::integral_constant<int, K::kFoxLogit>{});
+    default:
+      return f(std::integral_constant<int, K::kCapLogit>{});
+  }
+}
+
 template <int D>
 void prep_and_chain(const K::Params& p, const Plan& pl, bool forward, cudaStream_t s) {
   launch("prep", K::prep_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 256, smem_bytes<K::PrepSmem<D>>(), s,
@@ -96,10 +110,10 @@ void fold_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
          three, s, p);
 }
 
-template <int D, int MT, int KN>
+template <int D, int MT, int KN, int kMode>
 void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   prep_and_chain<D>(p, pl, true, s);
-  launch("forward_scan", K::forward_kernel<D, MT, KN>, Grid3{pl.Lp / 128, p.H, p.B}, 256 / MT,
+  launch("forward_scan", K::forward_kernel<D, MT, KN, kMode>, Grid3{pl.Lp / 128, p.H, p.B}, 256 / MT,
          smem_bytes<K::FwdSmem<D, MT, KN>>(), s, p);
   if (p.fold_q) {
     fold_chains<D>(p, pl, s);
@@ -108,7 +122,7 @@ void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   }
 }
 
-template <int D, int MT, int BMT>
+template <int D, int MT, int BMT, int kMode>
 void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   const std::size_t nk = std::size_t(p.B) * p.L * p.Hkv * D;
   zero(p.dk, nk * sizeof(float), s);
@@ -121,10 +135,10 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   const int tiles = pl.Lp / 128;
   launch("carry", K::carry_kernel<D, MT>, Grid3{tiles, p.H, p.B}, 256 / MT,
          smem_bytes<K::CarrySmem<D, MT>>(), s, p);
-  launch("dq", K::dq_kernel<D, BMT>, Grid3{tiles, p.H, p.B}, 256 / BMT, smem_bytes<K::DqSmem<D>>(),
+  launch("dq", K::dq_kernel<D, BMT, kMode>, Grid3{tiles, p.H, p.B}, 256 / BMT, smem_bytes<K::DqSmem<D>>(),
          s, p);
   K::SmemCarver dkv;
-  launch("dkv", K::dkv_kernel<D>, Grid3{pl.nb, p.Hkv, p.B}, 128,
+  launch("dkv", K::dkv_kernel<D, kMode>, Grid3{pl.nb, p.Hkv, p.B}, 128,
          K::DkvSmem<D>::carve(dkv, nullptr, p.H / p.Hkv), s, p);
   const int S = 64 * pl.R;
   if (pl.nS >= 3)
@@ -157,16 +171,19 @@ void forward_impl(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::si
   p.o = o;
   p.lse = lse;
   if (folds) p.fold_q = folds->q, p.fold_k = folds->k, p.fold_p = folds->p;
-  const int v = pl.mt * 1000 + pl.kn;
-  if (a.D == 64) {
-    if (v == 1064) run_forward<64, 1, 64>(p, pl, s);
-    if (v == 1128) run_forward<64, 1, 128>(p, pl, s);
-    if (v == 2064) run_forward<64, 2, 64>(p, pl, s);
-    if (v == 2128) run_forward<64, 2, 128>(p, pl, s);
-  } else {
-    if (v == 1064) run_forward<128, 1, 64>(p, pl, s);
-    if (v == 2064) run_forward<128, 2, 64>(p, pl, s);
-  }
+  with_logit_mode(a, [&](auto mode) {
+    constexpr int M = decltype(mode)::value;
+    const int v = pl.mt * 1000 + pl.kn;
+    if (a.D == 64) {
+      if (v == 1064) run_forward<64, 1, 64, M>(p, pl, s);
+      if (v == 1128) run_forward<64, 1, 128, M>(p, pl, s);
+      if (v == 2064) run_forward<64, 2, 64, M>(p, pl, s);
+      if (v == 2128) run_forward<64, 2, 128, M>(p, pl, s);
+    } else {
+      if (v == 1064) run_forward<128, 1, 64, M>(p, pl, s);
+      if (v == 2064) run_forward<128, 2, 64, M>(p, pl, s);
+    }
+  });
 }
 
 void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
@@ -190,16 +207,19 @@ void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
   p.dout = dout;
   p.dq = g.dq, p.dk = g.dk, p.dv = g.dv, p.dw = g.dw, p.dbeta = g.dbeta;
   p.dfox_q = g.dfox_q, p.dfox_k = g.dfox_k;
-  const int v = pl.mt * 10 + pl.bwd_mt;
-  if (a.D == 64) {
-    if (v == 11) run_backward<64, 1, 1>(p, pl, s);
-    if (v == 12) run_backward<64, 1, 2>(p, pl, s);
-    if (v == 21) run_backward<64, 2, 1>(p, pl, s);
-    if (v == 22) run_backward<64, 2, 2>(p, pl, s);
-  } else {
-    if (v == 11) run_backward<128, 1, 1>(p, pl, s);
-    if (v == 21) run_backward<128, 2, 1>(p, pl, s);
-  }
+  with_logit_mode(a, [&](auto mode) {
+    constexpr int M = decltype(mode)::value;
+    const int v = pl.mt * 10 + pl.bwd_mt;
+    if (a.D == 64) {
+      if (v == 11) run_backward<64, 1, 1, M>(p, pl, s);
+      if (v == 12) run_backward<64, 1, 2, M>(p, pl, s);
+      if (v == 21) run_backward<64, 2, 1, M>(p, pl, s);
+      if (v == 22) run_backward<64, 2, 2, M>(p, pl, s);
+    } else {
+      if (v == 11) run_backward<128, 1, 1, M>(p, pl, s);
+      if (v == 21) run_backward<128, 2, 1, M>(p, pl, s);
+    }
+  });
 }
 
 void carry_impl(int B, int L, int H, int Hkv, int D, const float* M, const float* q,

@@ -33,7 +33,7 @@ struct DkvSmem {
   }
 };
 
-template <int D>
+template <int D, int kMode>
 LCR_KERNEL_BOUNDS(128, 1)
 void dkv_kernel(Params p) {
   DkvSmem<D> s;
@@ -44,7 +44,7 @@ void dkv_kernel(Params p) {
   const int sj = j / p.R, first = sj * p.R, last = (first + p.R < p.nb ? first + p.R : p.nb) - 1;
   const int nbv = (p.L + kBlk - 1) / kBlk;  // query blocks with real rows
   const int64_t bh_kv = int64_t(b) * p.Hkv + hk;
-  const Logit logit{p.scale, p.softcap};
+  const LogitOf<kMode> logit{p.scale, p.softcap};
   const int nq_c = nbv - (sj + 1) * p.R > 0 ? nbv - (sj + 1) * p.R : 0;
   const int lastq = last < nbv - 1 ? last : nbv - 1;
   const int nq_f = lastq - j > 0 ? lastq - j : 0;
@@ -117,7 +117,9 @@ void dkv_kernel(Params p) {
       LCR_UNROLL
       for (int hh = 0; hh < 2; ++hh) {
         const int key = key0 + w * 16 + g + 8 * hh;
-        fk[hh] = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
+        fk[hh] = LogitOf<kMode>::kMayFox && p.fox() && key < p.L
+                     ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h]
+                     : 0.f;
       }
       LCR_UNROLL
       for (int nt = 0; nt < 8; ++nt) LCR_UNROLL

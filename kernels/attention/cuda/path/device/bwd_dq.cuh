@@ -67,8 +67,8 @@ struct DqSmem {
 
 // One key tile for a warp's 16 MT rows: S = X K^T, P, dP = dO V^T, dS = P (dP - delta),
 // acc += scale dS K; rsum += row sums of dS.
-template <int D, int MT>
-LCR_DEV void dq_keys(const Params& p, const Logit& logit, const bf16* XG, const bf16* dO,
+template <int D, int MT, int kMode>
+LCR_DEV void dq_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* XG, const bf16* dO,
                      const bf16* K, const bf16* V, int r0, int key0, int b, int h,
                      const float (&lse2)[MT][2], const float (&dl)[MT][2], const float (&fq)[MT][2],
                      float (&rsum)[MT][2], float (&acc)[MT][D / 8][4]) {
@@ -105,7 +105,9 @@ LCR_DEV void dq_keys(const Params& p, const Logit& logit, const bf16* XG, const 
   for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
   for (int e = 0; e < 2; ++e) {
     const int key = key0 + nt * 8 + 2 * tq + e;
-    fk[nt][e] = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
+    fk[nt][e] = LogitOf<kMode>::kMayFox && p.fox() && key < p.L
+                    ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h]
+                    : 0.f;
   }
   LCR_UNROLL
   for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
@@ -135,7 +137,7 @@ LCR_DEV void dq_keys(const Params& p, const Logit& logit, const bf16* XG, const 
   }
 }
 
-template <int D, int MT>
+template <int D, int MT, int kMode>
 LCR_KERNEL_BOUNDS(256 / MT, 1)
 void dq_kernel(Params p) {
   constexpr int NW = 8 / MT, RW = 16 * MT;
@@ -146,7 +148,7 @@ void dq_kernel(Params p) {
   const int w = warp(), g = lane() >> 2, tq = lane() & 3, row0 = t * kTileRows, r0 = w * RW;
   const int a0 = 2 * t, sg = a0 / p.R, nseg = sg + (a0 - sg * p.R) + 1;
   const int64_t bh = int64_t(b) * p.H + h;
-  const Logit logit{p.scale, p.softcap};
+  const LogitOf<kMode> logit{p.scale, p.softcap};
 
   const int nvalid = p.L - row0 < kTileRows ? p.L - row0 : kTileRows;
   async_tile(s.dO, pad(D), p.dout + ((int64_t(b) * p.L + row0) * p.H + h) * D, int64_t(p.H) * D,
@@ -234,9 +236,9 @@ void dq_kernel(Params p) {
       }
       cp_async_commit();
       if (!active) continue;
-      dq_keys<D, MT>(p, logit, s.XG, s.dO, s.K + (j & 1) * kBlk * pad(D),
-                     s.V + (j & 1) * kBlk * pad(D), r0, sgm.key0 + j * kBlk, b, h, lse2, dl, fq,
-                     rsum, acc);
+      dq_keys<D, MT, kMode>(p, logit, s.XG, s.dO, s.K + (j & 1) * kBlk * pad(D),
+                            s.V + (j & 1) * kBlk * pad(D), r0, sgm.key0 + j * kBlk, b, h, lse2, dl,
+                            fq, rsum, acc);
     }
   }
 

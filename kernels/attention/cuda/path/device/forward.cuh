@@ -119,8 +119,8 @@ struct RowState {
 
 // One step for a warp: logits of its rows against NK keys (K, V in shared memory, key
 // positions key0..), online-softmax update, acc += P V.
-template <int D, int MT, int NK>
-LCR_DEV void scan_keys(const Params& p, const Logit& logit, const bf16* X, const bf16* K,
+template <int D, int MT, int NK, int kMode>
+LCR_DEV void scan_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* X, const bf16* K,
                        const bf16* V, int key0, int b, int h, RowState<D, MT>& st) {
   const int tq = lane() & 3;
   float sr[MT][NK / 8][4];
@@ -149,7 +149,9 @@ LCR_DEV void scan_keys(const Params& p, const Logit& logit, const bf16* X, const
   for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
   for (int e = 0; e < 2; ++e) {
     const int key = key0 + nt * 8 + 2 * tq + e;
-    fk[nt][e] = p.fox() && key < p.L ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h] : 0.f;
+    fk[nt][e] = LogitOf<kMode>::kMayFox && p.fox() && key < p.L
+                    ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h]
+                    : 0.f;
   }
   LCR_UNROLL
   for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
@@ -198,7 +200,7 @@ LCR_DEV void scan_keys(const Params& p, const Logit& logit, const bf16* X, const
   }
 }
 
-template <int D, int MT, int KN>
+template <int D, int MT, int KN, int kMode>
 LCR_KERNEL_BOUNDS(256 / MT, 1)
 void forward_kernel(Params p) {
   using Smem = FwdSmem<D, MT, KN>;
@@ -210,7 +212,7 @@ void forward_kernel(Params p) {
   const int a0 = 2 * t, sg = a0 / p.R, w = warp(), g = lane() >> 2, tq = lane() & 3;
   const int64_t bh = int64_t(b) * p.H + h, bh_kv = int64_t(b) * p.Hkv + hk;
   const int row_base = t * kTileRows + w * RW;  // first row of this warp
-  const Logit logit{p.scale, p.softcap};
+  const LogitOf<kMode> logit{p.scale, p.softcap};
 
   // Carried queries x = q~ (fp32 -> bf16) into each warp's buffer 0.
   for (int e = tid(); e < kTileRows * D / 2; e += nthreads()) {

@@ -97,18 +97,45 @@ struct Params {
 
 // The logit of one (query, key) pair in log2 units from the raw dot product, and d s / d x:
 //   x = scale raw + fq - fk,  s = softcap ? cap tanh(x / cap) : x,  returns s log2(e).
-struct Logit {
-  float scale, cap;
+// Mode: which terms there are, fixed at compile time in the hot kernels (forward scan, dq,
+// dkv). With the runtime test (kAnyLogit) every element of a tile was its own branch around
+// tanh, so the compiler could not interleave the elements' dependent chains: the scan issued
+// ~11 instructions per tensor-core product (ncu, 2026-11-30) against the SDPA's ~4.
+enum LogitMode : int { kPlainLogit = 0, kFoxLogit = 1, kCapLogit = 2, kAnyLogit = 3 };
+
+template <int kMode>
+struct LogitOf {
+  float scale, cap, inv_cap;
+  LCR_HD LogitOf(float s, float c) : scale(s), cap(c), inv_cap(c > 0.f ? 1.f / c : 0.f) {}
   LCR_DEV float operator()(float raw, float fq, float fk) const {
-    const float x = scale * raw + fq - fk;
-    return (cap > 0.f ? cap * fast_tanh(x / cap) : x) * kLog2e;
+    if constexpr (kMode == kPlainLogit) {
+      return raw * (scale * kLog2e);
+    } else if constexpr (kMode == kFoxLogit) {
+      return (scale * raw + fq - fk) * kLog2e;
+    } else {
+      const float x = scale * raw + fq - fk;
+      if constexpr (kMode == kCapLogit) return cap * kLog2e * fast_tanh(x * inv_cap);
+      return (cap > 0.f ? cap * fast_tanh(x * inv_cap) : x) * kLog2e;
+    }
   }
   // ds/dx from s2 = s log2(e): 1 - (s / cap)^2.
   LCR_DEV float dcap(float s2) const {
-    if (cap <= 0.f) return 1.f;
-    const float u = s2 * kLn2 / cap;
-    return 1.f - u * u;
+    if constexpr (kMode == kPlainLogit || kMode == kFoxLogit) {
+      return 1.f;
+    } else {
+      if (kMode == kAnyLogit && cap <= 0.f) return 1.f;
+      const float u = s2 * kLn2 * inv_cap;
+      return 1.f - u * u;
+    }
   }
+  // Whether the FoX lanes can be non-zero (kAnyLogit and kCapLogit: when p.fox()).
+  static constexpr bool kMayFox = kMode != kPlainLogit;
 };
+using Logit = LogitOf<kAnyLogit>;  // the per-block kernels (prep, block_backward)
+
+// The mode of a problem: softcap first (it may come with FoX), then FoX, then plain.
+LCR_HD int logit_mode(float softcap, bool fox) {
+  return softcap > 0.f ? kCapLogit : fox ? kFoxLogit : kPlainLogit;
+}
 
 }  // namespace lcr::cuda::LCR_PATHK

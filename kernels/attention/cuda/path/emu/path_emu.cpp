@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <functional>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "kernels/attention/cuda/path/device/all.cuh"
