@@ -144,12 +144,17 @@ void block_backward_kernel(Params p) {
   const int64_t bh_kv = int64_t(b) * p.Hkv + hk;
   const int64_t kv_row0 = (int64_t(b) * p.L + s0) * p.Hkv + hk;  // [B, L, Hkv] row of s0
   const Logit logit{p.scale, p.softcap};
-  // Accumulating epilogues into the fp32 outputs (rows of this block that exist).
+  // Accumulating epilogues into the fp32 outputs (rows of this block that exist). Reductions
+  // (red.global.add), not load-add-store: a `+=` on global memory is a load the next store
+  // may alias, so the compiler ran the epilogue's elements one round trip after another
+  // (ncu, 2026-11-30: long-scoreboard stalls dominated the kernel). The block owns these
+  // rows and a given element always comes from the same thread (every product into them is
+  // kBlk x D, cta_gemm's fixed thread mapping), so the sums stay in program order.
   auto add_dw = [&](int r, int c, float v) {
-    if (r < nvalid) p.dw[(kv_row0 + int64_t(r) * p.Hkv) * D + c] += v;
+    if (r < nvalid) atomic_add(&p.dw[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v);
   };
   auto add_dk = [&](int r, int c, float v) {
-    if (r < nvalid) p.dk[(kv_row0 + int64_t(r) * p.Hkv) * D + c] += v;
+    if (r < nvalid) atomic_add(&p.dk[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v);
   };
   auto sub_dw = [&](int r, int c, float v) { add_dw(r, c, -v); };
 
@@ -216,7 +221,7 @@ void block_backward_kernel(Params p) {
     // dV += P^T dO
     cta_gemm(kBlk, D, kBlk, op(hd.P, pad(kBlk), true), op(hd.dO, pad(D)),
              [&](int r, int c, float v) {
-               if (r < nvalid) p.dv[(kv_row0 + int64_t(r) * p.Hkv) * D + c] += v;
+               if (r < nvalid) atomic_add(&p.dv[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v);
              });
     // dE -= M^T G
     cta_gemm(kBlk, kBlk, kBlk, op(hd.M, pad(kBlk), true), op(hd.G, pad(kBlk)),
@@ -242,7 +247,7 @@ void block_backward_kernel(Params p) {
       const Term t[2] = {{op(hd.G, pad(kBlk)), op(s.K, pad(D)), kBlk, 1.f},
                          {op(hd.dM, pad(kBlk)), op(s.W, pad(D)), kBlk, 1.f}};
       cta_gemm(kBlk, D, t, [&](int r, int c, float v) {
-        if (r < nvalid) p.dq[(q_row0 + int64_t(r) * p.H) * D + c] = dqf[r * D + c] + v;
+        if (r < nvalid) p.dq[(q_row0 + int64_t(r) * p.H) * D + c] = load_ro(dqf + r * D + c) + v;
       });
     }
     // dW += dM^T Q; dK += G^T Q
@@ -261,7 +266,7 @@ void block_backward_kernel(Params p) {
     const float* dkf = p.dkf + (bh_kv * p.Lp + s0) * D;
     convert_tile(ky.X, pad(D), dkf, D, kBlk, D, kBlk);
     for (int e = tid(); e < nvalid * D; e += nthreads())
-      p.dk[(kv_row0 + int64_t(e / D) * p.Hkv) * D + e % D] += dkf[e];
+      atomic_add(&p.dk[(kv_row0 + int64_t(e / D) * p.Hkv) * D + e % D], dkf[e]);
     sync_cta();
     cta_gemm(kBlk, kBlk, D, op(s.W, pad(D)), op(ky.X, pad(D), true),
              [&](int r, int c, float v) { s.dE[r * kFld + c] -= v; });
@@ -302,7 +307,8 @@ void block_backward_kernel(Params p) {
     const auto ut = Smem::ut(s.U, nullptr);
     for (int e = tid(); e < kBlk * D; e += nthreads()) {
       const int r = e / D, c = e % D;
-      ut.Wf[r * (D + 1) + c] = r < nvalid ? p.w[(kv_row0 + int64_t(r) * p.Hkv) * D + c] : 0.f;
+      ut.Wf[r * (D + 1) + c] =
+          r < nvalid ? load_ro(p.w + (kv_row0 + int64_t(r) * p.Hkv) * D + c) : 0.f;
     }
     sync_cta();
     gram_lower(ut.Wf, D, ut.Gm);

@@ -144,10 +144,10 @@ void chain_backward_kernel(Params p) {
     sync_cta();
     float* dpm = p.dpf + (bh * p.nb + m) * D * D;
     cta_gemm(D, D, D, op(cur, pad(D)), op(s.suf, pad(D), true),
-             [&](int r, int c, float v) { dpm[r * D + c] += v; });
+             [&](int r, int c, float v) { atomic_add(&dpm[r * D + c], v); });
     float* dkf = p.dkf + (bh * p.Lp + int64_t(m) * kBlk) * D;
     cta_gemm(kBlk, D, D, op(s.dK, pad(D)), op(s.suf, pad(D), true),
-             [&](int r, int c, float v) { dkf[r * D + c] += v; });
+             [&](int r, int c, float v) { atomic_add(&dkf[r * D + c], v); });
     const Term terms[2] = {{op(s.P, pad(D), true), op(cur, pad(D)), D, 1.f},
                            {op(s.K, pad(D), true), op(s.dK, pad(D)), kBlk, 1.f}};
     cta_gemm(D, D, terms, StoreBf16{nxt, pad(D)});

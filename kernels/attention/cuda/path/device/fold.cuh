@@ -344,7 +344,7 @@ void fold_apply_backward_kernel(Params p) {
     sync_cta();
     float* dqf = p.dqf + ((int64_t(b) * p.H + h) * p.Lp + s0) * D;
     split_gemm(kBlk, D, D, s.g, false, s.m, false,
-               [&](int r, int c, float v) { dqf[r * D + c] += v; });
+               [&](int r, int c, float v) { atomic_add(&dqf[r * D + c], v); });
     split_gemm(D, D, kBlk, s.g, true, s.x, false,
                [&](int r, int c, float v) { s.acc[r * ld + c] += v; });
   }
@@ -357,7 +357,7 @@ void fold_apply_backward_kernel(Params p) {
     sync_cta();
     float* dkf = p.dkf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D;
     split_gemm(kBlk, D, D, s.g, false, s.m, true,
-               [&](int r, int c, float v) { dkf[r * D + c] += v; });
+               [&](int r, int c, float v) { atomic_add(&dkf[r * D + c], v); });
     split_gemm(D, D, kBlk, s.x, true, s.g, false,
                [&](int r, int c, float v) { suf[r * D + c] = v; });
   } else {
@@ -437,7 +437,9 @@ void fold_local_backward_kernel(Params p) {
   const int g = bid_x(), hk = bid_y(), b = bid_z(), m0 = group_first(p, g);
   const BlockFactors<D> load{p, b, hk, m0};
   float* dpf = mat_at<D>(p.dpf, p, b, hk, p.nb, m0);
-  auto add = [&](int i, int r, int c, float v) { dpf[(int64_t(i) * D + r) * D + c] += v; };
+  auto add = [&](int i, int r, int c, float v) {
+    atomic_add(&dpf[(int64_t(i) * D + r) * D + c], v);
+  };
   chain_products_backward<D>(group_size(p, g), load, mat_at<D>(p.flp, p, b, hk, p.nb, m0),
                              mat_at<D>(p.fpre, p, b, hk, p.nb, m0),
                              mat_at<D>(p.fls, p, b, hk, p.nb, m0),
@@ -527,7 +529,7 @@ void ring_carry_backward_kernel(RingCarryArgs a) {
       load_head_rows<D>(s.z, a.q, b, a.L, a.H, h, r0);
       sync_cta();
       cta_gemm(kBlk, D, D, op(s.x, pad(D)), op(s.m, pad(D)), [&](int r, int c, float v) {
-        if (r0 + r < a.L) a.dq[((int64_t(b) * a.L + r0 + r) * a.H + h) * D + c] += v;
+        if (r0 + r < a.L) atomic_add(&a.dq[((int64_t(b) * a.L + r0 + r) * a.H + h) * D + c], v);
       });
       cta_gemm(D, D, kBlk, op(s.x, pad(D), true), op(s.z, pad(D)),
                [&](int r, int c, float v) { s.acc[r * ld + c] += v; });

@@ -62,7 +62,7 @@ LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int 
   cp_async_commit();
   for (int e = tid(); e < kBlk * D; e += nthreads()) {
     const int r = e / D, c = e % D;
-    const float x = r < nvalid ? p.w[(row0 + int64_t(r) * p.Hkv) * D + c] : 0.f;
+    const float x = r < nvalid ? load_ro(p.w + (row0 + int64_t(r) * p.Hkv) * D + c) : 0.f;
     s.Wf[r * (D + 1) + c] = x;
     s.W[r * pad(D) + c] = __float2bfloat16(x);
   }

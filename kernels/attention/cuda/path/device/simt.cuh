@@ -51,6 +51,7 @@ LCR_DEV float shfl_xor(float v, int m) {
   return r;
 }
 LCR_DEV void atomic_add(float* p, float v) { *p += v; }
+LCR_DEV float load_ro(const float* p) { return *p; }
 LCR_DEV float fast_exp2(float x) { return std::exp2(x); }
 LCR_DEV float fast_log2(float x) { return std::log2(x); }
 LCR_DEV float fast_tanh(float x) { return std::tanh(x); }
@@ -67,6 +68,9 @@ LCR_DEV unsigned char* smem_base() {
 LCR_DEV void sync_cta() { __syncthreads(); }
 LCR_DEV float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 LCR_DEV void atomic_add(float* p, float v) { atomicAdd(p, v); }
+// A load of data no kernel of the call writes (ld.global.nc): free to be issued ahead of the
+// stores around it, which a plain load is not when the stores may alias it.
+LCR_DEV float load_ro(const float* p) { return __ldg(p); }
 // ex2.approx.ftz (the SDPA's): one MUFU instruction. exp2f without fast-math adds the
 // denormal range fix-up around it, which the probabilities (stored as bf16) do not need.
 LCR_DEV float fast_exp2(float x) {

@@ -77,7 +77,8 @@ LCR_DEV void async_tile(bf16* dst, int ld, const bf16* src, int64_t stride, int 
 }
 
 // rows x cols fp32 tile from global memory, scaled and rounded to bf16 into shared memory;
-// rows >= valid are zero. Synchronous (plain loads); cols even.
+// rows >= valid are zero. Synchronous (read-only loads: the source is never written by the
+// kernel that reads it, so the loads may run ahead of the shared stores); cols even.
 LCR_DEV void convert_tile(bf16* dst, int ld, const float* src, int64_t stride, int rows, int cols,
                           int valid, float scale = 1.f) {
   const int pairs = cols / 2;
@@ -85,8 +86,8 @@ LCR_DEV void convert_tile(bf16* dst, int ld, const float* src, int64_t stride, i
     const int r = i / pairs, c = (i % pairs) * 2;
     float x = 0.f, y = 0.f;
     if (r < valid) {
-      x = src[r * stride + c] * scale;
-      y = src[r * stride + c + 1] * scale;
+      x = load_ro(src + r * stride + c) * scale;
+      y = load_ro(src + r * stride + c + 1) * scale;
     }
     *reinterpret_cast<uint32_t*>(dst + r * ld + c) = pack_bf16(x, y);
   }
