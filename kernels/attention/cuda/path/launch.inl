@@ -8,6 +8,8 @@
 
 namespace launch_detail {
 
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 using detail::Plan;
 
 template <class T>
@@ -228,6 +230,9 @@ void carry_impl(int B, int L, int H, int Hkv, int D, const float* M, const float
   require(B > 0 && L >= 0 && Hkv > 0 && H % Hkv == 0 && (D == 64 || D == 128) && M && q && y,
           "cuda path carry: bad dimensions or a null tensor (B ", B, ", L ", L, ", H ", H, ", Hkv ",
           Hkv, ", D ", D, ")");
+  require(aligned16(M) && aligned16(q),
+          "cuda path carry: M and q must be 16-byte aligned (the kernel reads them in 16-byte "
+          "pieces); pass the start of a cudaMalloc'd buffer or an offset of a multiple of 4 floats");
   if (L == 0) return;
   K::RingCarryArgs a;
   a.B = B, a.L = L, a.H = H, a.Hkv = Hkv, a.M = M, a.q = q, a.y = y;
@@ -247,6 +252,10 @@ void carry_backward_impl(int B, int L, int H, int Hkv, int D, const float* M, co
   require(B > 0 && L >= 0 && Hkv > 0 && H % Hkv == 0 && (D == 64 || D == 128) && M && q && dy &&
               dq && dM,
           "cuda path carry_backward: bad dimensions or a null tensor");
+  require(aligned16(M) && aligned16(q) && aligned16(dy),
+          "cuda path carry_backward: M, q and dy must be 16-byte aligned (the kernel reads them "
+          "in 16-byte pieces); pass the start of a cudaMalloc'd buffer or an offset of a multiple "
+          "of 4 floats");
   if (L == 0) return;
   K::RingCarryArgs a;
   a.B = B, a.L = L, a.H = H, a.Hkv = Hkv, a.M = M, a.q = q, a.dy = dy, a.dq = dq, a.dM = dM;

@@ -266,7 +266,7 @@ void block_backward_kernel(Params p) {
     const float* dkf = p.dkf + (bh_kv * p.Lp + s0) * D;
     convert_tile(ky.X, pad(D), dkf, D, kBlk, D, kBlk);
     for (int e = tid(); e < nvalid * D; e += nthreads())
-      atomic_add(&p.dk[(kv_row0 + int64_t(e / D) * p.Hkv) * D + e % D], dkf[e]);
+      atomic_add(&p.dk[(kv_row0 + int64_t(e / D) * p.Hkv) * D + e % D], load_ro(dkf + e));
     sync_cta();
     cta_gemm(kBlk, kBlk, D, op(s.W, pad(D)), op(ky.X, pad(D), true),
              [&](int r, int c, float v) { s.dE[r * kFld + c] -= v; });

@@ -60,11 +60,24 @@ LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int 
   if (s.V)
     async_tile(s.V, pad(D), nvalid > 0 ? p.v + row0 * D : p.v, int64_t(p.Hkv) * D, kBlk, D, nvalid);
   cp_async_commit();
-  for (int e = tid(); e < kBlk * D; e += nthreads()) {
-    const int r = e / D, c = e % D;
-    const float x = r < nvalid ? load_ro(p.w + (row0 + int64_t(r) * p.Hkv) * D + c) : 0.f;
-    s.Wf[r * (D + 1) + c] = x;
-    s.W[r * pad(D) + c] = __float2bfloat16(x);
+  // w in 16-byte read-only loads, all of a thread's issued before its shared stores.
+  constexpr int kQuads = kBlk * D / 4, kPer = kQuads / 256;
+  static_assert(kQuads % 256 == 0, "256 threads");
+  F4 wq[kPer];
+  LCR_UNROLL
+  for (int u = 0; u < kPer; ++u) {
+    const int e = tid() + u * 256, r = e / (D / 4), c = (e % (D / 4)) * 4;
+    wq[u] =
+        r < nvalid ? load_ro4(p.w + (row0 + int64_t(r) * p.Hkv) * D + c) : F4{0.f, 0.f, 0.f, 0.f};
+  }
+  LCR_UNROLL
+  for (int u = 0; u < kPer; ++u) {
+    const int e = tid() + u * 256, r = e / (D / 4), c = (e % (D / 4)) * 4;
+    float* wf = s.Wf + r * (D + 1) + c;
+    wf[0] = wq[u].x, wf[1] = wq[u].y, wf[2] = wq[u].z, wf[3] = wq[u].w;
+    uint32_t* wb = reinterpret_cast<uint32_t*>(s.W + r * pad(D) + c);
+    wb[0] = pack_bf16(wq[u].x, wq[u].y);
+    wb[1] = pack_bf16(wq[u].z, wq[u].w);
   }
   for (int r = tid(); r < kBlk; r += nthreads())
     s.beta[r] = r < nvalid ? p.beta[row0 + int64_t(r) * p.Hkv] : 0.f;

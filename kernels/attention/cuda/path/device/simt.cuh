@@ -52,6 +52,10 @@ LCR_DEV float shfl_xor(float v, int m) {
 }
 LCR_DEV void atomic_add(float* p, float v) { *p += v; }
 LCR_DEV float load_ro(const float* p) { return *p; }
+struct F4 {
+  float x, y, z, w;
+};
+LCR_DEV F4 load_ro4(const float* p) { return F4{p[0], p[1], p[2], p[3]}; }
 LCR_DEV float fast_exp2(float x) { return std::exp2(x); }
 LCR_DEV float fast_log2(float x) { return std::log2(x); }
 LCR_DEV float fast_tanh(float x) { return std::tanh(x); }
@@ -71,6 +75,14 @@ LCR_DEV void atomic_add(float* p, float v) { atomicAdd(p, v); }
 // A load of data no kernel of the call writes (ld.global.nc): free to be issued ahead of the
 // stores around it, which a plain load is not when the stores may alias it.
 LCR_DEV float load_ro(const float* p) { return __ldg(p); }
+struct F4 {
+  float x, y, z, w;
+};
+// Four floats from a 16-byte-aligned address, the same way (one 16-byte ld.global.nc).
+LCR_DEV F4 load_ro4(const float* p) {
+  const float4 v = __ldg(reinterpret_cast<const float4*>(p));
+  return F4{v.x, v.y, v.z, v.w};
+}
 // ex2.approx.ftz (the SDPA's): one MUFU instruction. exp2f without fast-math adds the
 // denormal range fix-up around it, which the probabilities (stored as bf16) do not need.
 LCR_DEV float fast_exp2(float x) {

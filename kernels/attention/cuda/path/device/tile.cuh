@@ -77,19 +77,31 @@ LCR_DEV void async_tile(bf16* dst, int ld, const bf16* src, int64_t stride, int 
 }
 
 // rows x cols fp32 tile from global memory, scaled and rounded to bf16 into shared memory;
-// rows >= valid are zero. Synchronous (read-only loads: the source is never written by the
-// kernel that reads it, so the loads may run ahead of the shared stores); cols even.
+// rows >= valid are zero. Synchronous, with 16-byte read-only loads, four per thread issued
+// before the first shared store (the source is never written by the kernel that reads it, so
+// nothing orders the loads behind the stores; one 4-byte load per element, each waited for,
+// left the per-block kernels stalled on global memory). cols % 4 == 0, src and stride
+// 16-byte aligned (every caller's D, kBlk and row strides are multiples of 4 floats).
 LCR_DEV void convert_tile(bf16* dst, int ld, const float* src, int64_t stride, int rows, int cols,
                           int valid, float scale = 1.f) {
-  const int pairs = cols / 2;
-  for (int i = tid(); i < rows * pairs; i += nthreads()) {
-    const int r = i / pairs, c = (i % pairs) * 2;
-    float x = 0.f, y = 0.f;
-    if (r < valid) {
-      x = load_ro(src + r * stride + c) * scale;
-      y = load_ro(src + r * stride + c + 1) * scale;
+  constexpr int kU = 4;
+  const int quads = cols / 4, n = rows * quads, nt = nthreads();
+  for (int i0 = tid(); i0 < n; i0 += kU * nt) {
+    F4 x[kU];
+    LCR_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const int i = i0 + u * nt, r = i / quads, c = (i % quads) * 4;
+      x[u] = i < n && r < valid ? load_ro4(src + r * stride + c) : F4{0.f, 0.f, 0.f, 0.f};
     }
-    *reinterpret_cast<uint32_t*>(dst + r * ld + c) = pack_bf16(x, y);
+    LCR_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const int i = i0 + u * nt, r = i / quads, c = (i % quads) * 4;
+      if (i < n) {
+        uint32_t* d = reinterpret_cast<uint32_t*>(dst + r * ld + c);
+        d[0] = pack_bf16(x[u].x * scale, x[u].y * scale);
+        d[1] = pack_bf16(x[u].z * scale, x[u].w * scale);
+      }
+    }
   }
 }
 
