@@ -11,7 +11,8 @@
 # (KERNELS, a regex). GPU 1: the lanes suite (REPLAY="SEED:CASE ...": those cases replayed
 # with those run seeds), then the PaTH and model suites, then (FLA=1, with .whl carried) fla's
 # PaTH at SHAPES for the side-by-side. Then the NCCL suite on 2 ranks. FOX=1: the benchmark
-# also for PaTH-FoX.
+# also for PaTH-FoX. REPEAT=N: the whole-model PaTH cases and the L = 7 ring cases N more
+# times with fresh seeds.
 set -u
 source "$(dirname "$0")/common.sh"
 device_init path_profile
@@ -56,6 +57,18 @@ g0=$!
 g1=$!
 wait $g0 $g1
 timeout 120 "${mpi[@]}" -np 2 "$B/lcr_nccl_tests" --gtest_color=no >"$OUT/nccl2.log" 2>&1
+if ((${REPEAT:-0})); then  # the whole-model PaTH cases and the few-key ring cases, fresh seeds
+  CUDA_VISIBLE_DEVICES=1 timeout 120 "$B/lcr_cuda_model_tests" --gtest_color=no \
+    --gtest_filter='*GpuModelVsCpu*path*' --gtest_repeat=$REPEAT >"$OUT/model_repeat.log" 2>&1
+  timeout 120 "${mpi[@]}" -np 2 "$B/lcr_nccl_tests" --gtest_color=no \
+    --gtest_filter='*RingAttentionCuda*L7*' --gtest_repeat=$REPEAT >"$OUT/ring_repeat.log" 2>&1
+  for f in model_repeat ring_repeat; do
+    echo "$f: passed $(grep -c '^\[       OK \]' "$OUT/$f.log") failed" \
+      "$(grep -c '^\[  FAILED  \].*ms)' "$OUT/$f.log")" | tee -a "$OUT/summary.txt"
+  done
+  grep -h '^\[  FAILED  \].*ms)' "$OUT/model_repeat.log" "$OUT/ring_repeat.log" | cut -c1-120 |
+    sort | uniq -c | tee -a "$OUT/summary.txt"
+fi
 suite_summary lanes path model nccl2 replay
 grep -E 'lcr-path' "$OUT/bench.log" >>"$OUT/summary.txt"
 [[ -f $OUT/fla.log ]] && grep -E 'fla-path' "$OUT/fla.log" >>"$OUT/summary.txt"

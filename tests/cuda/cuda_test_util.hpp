@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,13 @@
 #include "kernels/attention/cuda/device_buffer.hpp"
 
 namespace lcr::cuda::test {
+
+// A fresh seed per call (tests print it), or LCR_TEST_SEED when set, to replay a failure
+// (every call then returns that seed).
+inline uint64_t case_seed() {
+  if (const char* s = std::getenv("LCR_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  return std::random_device{}();
+}
 
 // Empty when a CUDA device is usable, else why not (no driver, no device, ...).
 inline std::string gpu_unavailable_reason() {

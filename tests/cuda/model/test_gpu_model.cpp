@@ -130,7 +130,7 @@ TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
   c.attention.numerics.sink = sc.sink;
   c.attention.numerics.qk_norm = sc.qk_norm;
   c.attention.numerics.softcap = sc.softcap;
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = cuda::test::case_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t B = 2, L = 33;
@@ -215,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(GpuTraining, LossesMatchTheCpuRun) {
   LCR_REQUIRE_GPU();
   ModelConfig c = gpu_test_config(Scheme::GOAT);
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = cuda::test::case_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const int64_t B = 4, L = 33, steps = 30;

@@ -22,6 +22,7 @@
 #define LCR_KERNEL inline
 #define LCR_KERNEL_BOUNDS(threads, blocks) inline
 #define LCR_UNROLL
+#define LCR_UNROLL4
 #else
 #include <cuda_runtime.h>
 #define LCR_PATHK pathk
@@ -30,6 +31,7 @@
 #define LCR_KERNEL __global__
 #define LCR_KERNEL_BOUNDS(threads, blocks) __global__ __launch_bounds__(threads, blocks)
 #define LCR_UNROLL _Pragma("unroll")
+#define LCR_UNROLL4 _Pragma("unroll 4")
 #endif
 
 namespace lcr::cuda::LCR_PATHK {

@@ -17,33 +17,40 @@ struct Term {
   float alpha;  // this product's weight
 };
 
-// C[M x N] = sum_t alpha_t op(A_t) op(B_t), M and N multiples of 16, accumulated in fp32.
-// epi(r, c, v) is called once for every element, by the thread that owns it; each warp takes
-// 16 x 16 output blocks in turn. Ends with a block barrier, so results can be read at once.
-// The epilogue must not write any operand of the same call.
+// C[M x N] = sum_t alpha_t op(A_t) op(B_t), M a multiple of 16, N of 32, every inner
+// dimension of 64, accumulated in fp32. epi(r, c, v) is called once for every element, by the
+// thread that owns it (a function of M and N only); each warp takes 16 x 32 output blocks in
+// turn: four independent accumulator chains per k step, one A fragment for four products (16 x
+// 16 blocks left each warp one dependent chain of two products and the per-block kernels
+// stalled on the tensor pipe's latency, ncu 2026-11-30). Ends with a block barrier, so results
+// can be read at once. The epilogue must not write any operand of the same call.
 template <int NT, class Epi>
 LCR_DEV void cta_gemm(int M, int N, const Term (&terms)[NT], Epi&& epi) {
-  const int nw = nthreads() / 32, tiles_n = N / 16, tiles = (M / 16) * tiles_n;
+  const int nw = nthreads() / 32, blocks_n = N / 32, blocks = (M / 16) * blocks_n;
   const int g = lane() >> 2, tq = lane() & 3;
-  for (int tile = warp(); tile < tiles; tile += nw) {
-    const int m0 = (tile / tiles_n) * 16, n0 = (tile % tiles_n) * 16;
-    float out[2][4] = {};
+  for (int blk = warp(); blk < blocks; blk += nw) {
+    const int m0 = (blk / blocks_n) * 16, n0 = (blk % blocks_n) * 32;
+    float out[4][4] = {};
     LCR_UNROLL
     for (int t = 0; t < NT; ++t) {
-      float acc[2][4] = {};
+      float acc[4][4] = {};
+      LCR_UNROLL4
       for (int k0 = 0; k0 < terms[t].k; k0 += 16) {
-        uint32_t a[4], b[4];
+        uint32_t a[4], b0[4], b1[4];
         load_a(a, terms[t].a, m0, k0);
-        load_b(b, terms[t].b, k0, n0);
-        mma_bf16(acc[0], a, b);
-        mma_bf16(acc[1], a, b + 2);
+        load_b(b0, terms[t].b, k0, n0);
+        load_b(b1, terms[t].b, k0, n0 + 16);
+        mma_bf16(acc[0], a, b0);
+        mma_bf16(acc[1], a, b0 + 2);
+        mma_bf16(acc[2], a, b1);
+        mma_bf16(acc[3], a, b1 + 2);
       }
       LCR_UNROLL
-      for (int j = 0; j < 2; ++j) LCR_UNROLL
+      for (int j = 0; j < 4; ++j) LCR_UNROLL
       for (int i = 0; i < 4; ++i) out[j][i] += terms[t].alpha * acc[j][i];
     }
     LCR_UNROLL
-    for (int j = 0; j < 2; ++j) LCR_UNROLL
+    for (int j = 0; j < 4; ++j) LCR_UNROLL
     for (int i = 0; i < 4; ++i)
       epi(m0 + g + (i >> 1) * 8, n0 + j * 8 + 2 * tq + (i & 1), out[j][i]);
   }
