@@ -20,10 +20,11 @@ struct Term {
 // C[M x N] = sum_t alpha_t op(A_t) op(B_t), M a multiple of 16, N of 32, every inner
 // dimension of 64, accumulated in fp32. epi(r, c, v) is called once for every element, by the
 // thread that owns it (a function of M and N only); each warp takes 16 x 32 output blocks in
-// turn: four independent accumulator chains per k step, one A fragment for four products (16 x
-// 16 blocks left each warp one dependent chain of two products and the per-block kernels
-// stalled on the tensor pipe's latency, ncu 2026-11-30). Ends with a block barrier, so results
-// can be read at once. The epilogue must not write any operand of the same call.
+// turn: four independent accumulator chains per k step, one A fragment for four products
+// (against 16 x 16 blocks: the same time for prep and block_backward on an H200, 2026-11-30,
+// whose stalls are the barriers between these products and fixed-latency dependencies, not
+// the products themselves). Ends with a block barrier, so results can be read at once. The
+// epilogue must not write any operand of the same call.
 template <int NT, class Epi>
 LCR_DEV void cta_gemm(int M, int N, const Term (&terms)[NT], Epi&& epi) {
   const int nw = nthreads() / 32, blocks_n = N / 32, blocks = (M / 16) * blocks_n;
