@@ -237,13 +237,20 @@ void forward_kernel(Params p) {
     }
   }
 
+  constexpr int NT = 256 / MT;
   auto issue_kv = [&](const ScanStep& sp, int buf) {
-    const int rows = sp.coarse ? KN : kBlk;
-    async_tile(s.K + buf * KN * pad(D), pad(D), sp.keys, D, rows, D, rows);
+    bf16* K = s.K + buf * KN * pad(D);
+    bf16* V = s.V + buf * KN * pad(D);
     const int valid = p.L - sp.key0;
     const int64_t vrow = (int64_t(b) * p.L + sp.key0) * p.Hkv + hk;
-    async_tile(s.V + buf * KN * pad(D), pad(D), valid > 0 ? p.v + vrow * D : p.v,
-               int64_t(p.Hkv) * D, rows, D, valid < rows ? valid : rows);
+    const bf16* vsrc = valid > 0 ? p.v + vrow * D : p.v;
+    if (sp.coarse) {
+      async_rows<KN, D, NT>(K, pad(D), sp.keys, D, KN);
+      async_rows<KN, D, NT>(V, pad(D), vsrc, int64_t(p.Hkv) * D, valid);
+    } else {
+      async_rows<kBlk, D, NT>(K, pad(D), sp.keys, D, kBlk);
+      async_rows<kBlk, D, NT>(V, pad(D), vsrc, int64_t(p.Hkv) * D, valid);
+    }
   };
 
   const int nsteps = scan_steps(p, a0, sg, KN);
@@ -255,7 +262,7 @@ void forward_kernel(Params p) {
     cp_async_wait<0>();
     sync_cta();
     if (i + 1 < nsteps) issue_kv(scan_step(p, i + 1, a0, sg, bh_kv, KN), (i + 1) & 1);
-    if (sp.trans) async_tile(s.P, pad(D), sp.trans, D, D, D, D);
+    if (sp.trans) async_rows<D, D, NT>(s.P, pad(D), sp.trans, D, D);
     cp_async_commit();
     const bool active = !sp.a1_only || w >= NW / 2;
     if (active) {
