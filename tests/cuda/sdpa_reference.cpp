@@ -5,25 +5,19 @@
 #include <limits>
 #include <thread>
 
+#include "../bf16_round.hpp"  // tests/bf16_round.hpp
+
 namespace lcr::cuda::test {
 namespace {
 
-float bf16_round(float x) {  // round to nearest even, as __float2bfloat16 does
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u) return x;  // inf / nan unchanged
-  u += 0x7fffu + ((u >> 16) & 1u);
-  u &= 0xffff0000u;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+using lcr::test::nearest_bf16;
 
 // One (b, KV head) group: every query head of the group, every row. R is the working
 // precision (double or float); `naive` adds the bf16 roundings of a plain implementation.
 template <class R>
 void group(const RefProblem& p, bool naive, int b, int hk, RefResult& out) {
   const int G = p.H / p.Hkv, D = p.D, Dv = p.Dv;
-  auto rnd = [&](R x) { return naive ? R(bf16_round(float(x))) : x; };
+  auto rnd = [&](R x) { return naive ? R(nearest_bf16(float(x))) : x; };
   std::vector<R> s(p.Lk), pr(p.Lk), ds(p.Lk), o(Dv);
   std::vector<char> vis(p.Lk);
   for (int g = 0; g < G; ++g) {

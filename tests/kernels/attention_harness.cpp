@@ -1,9 +1,9 @@
 #include "kernels/attention_harness.hpp"
 
 #include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <type_traits>
+
+#include "../bf16_round.hpp"  // tests/bf16_round.hpp
 
 namespace lcr::test {
 namespace {
@@ -150,16 +150,6 @@ size_t input_size(const Problem& p, const std::string& name) {
   if (name == "fox_cq") return p.fox_cq.span();
   if (name == "fox_ck") return p.fox_ck.span();
   return p.params.layout.at(name).size();
-}
-
-// x rounded to the nearest bf16 (ties to even), as __float2bfloat16 does; NaN and inf kept.
-inline float nearest_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u) return x;
-  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
 }
 
 template <class T>
