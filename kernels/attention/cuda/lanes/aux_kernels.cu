@@ -49,6 +49,18 @@ __global__ void alibi_kernel(int H, float* out) {
 // Dv or alignment). The loop over rows is warp-uniform, so the row's lanes can shuffle, and
 // (b, i, h) is formed once per row from 32-bit division (rows < 2^31, checked by the
 // launchers); addresses stay int64.
+// body(r, c0) for every row group of this warp, grid-strided: r is this thread's row (it may
+// be >= rows in the last group, where the lanes still take part in the row's shuffles, so the
+// body checks it), c0 the thread's place in the row.
+template <class Body>
+__device__ __forceinline__ void for_row_groups(int64_t rows, int tpr_log2, Body&& body) {
+  const int c0 = threadIdx.x & ((1 << tpr_log2) - 1);
+  const int64_t step = (int64_t(gridDim.x) * kRowThreads) >> tpr_log2;
+  for (int64_t r0 = (int64_t(blockIdx.x) * kRowThreads + (threadIdx.x & ~31)) >> tpr_log2;
+       r0 < rows; r0 += step)
+    body(r0 + ((threadIdx.x & 31) >> tpr_log2), c0);
+}
+
 // Row r = (b, i, h) of [B, Lq, H] split with 32-bit division; bhi() is its index in
 // [B, H, Lq] (lse, delta).
 struct RowBHI {
@@ -67,11 +79,9 @@ template <int V>
 __global__ void __launch_bounds__(kRowThreads)
     finish_o_kernel(int B, int Lq, int H, int Dv, int tpr_log2, const float* sink, float* o_f32,
                     float* lse, __nv_bfloat16* o) {
-  const int tpr = 1 << tpr_log2, c0 = threadIdx.x & (tpr - 1);
-  const int64_t rows = int64_t(B) * Lq * H, step = (int64_t(gridDim.x) * kRowThreads) >> tpr_log2;
-  for (int64_t r0 = (int64_t(blockIdx.x) * kRowThreads + (threadIdx.x & ~31)) >> tpr_log2;
-       r0 < rows; r0 += step) {
-    const int64_t r = r0 + ((threadIdx.x & 31) >> tpr_log2);
+  const int tpr = 1 << tpr_log2;
+  const int64_t rows = int64_t(B) * Lq * H;
+  for_row_groups(rows, tpr_log2, [&](int64_t r, int c0) {
     float f = 1.f;
     if (sink) {
       if (c0 == 0 && r < rows) {
@@ -84,7 +94,7 @@ __global__ void __launch_bounds__(kRowThreads)
       }
       f = __shfl_sync(kFull, f, 0, tpr);
     }
-    if (r >= rows) continue;
+    if (r >= rows) return;
     for (int c = c0; c < Dv / V; c += tpr) {
       const int64_t e = r * Dv + c * V;
       float v[V];
@@ -96,7 +106,7 @@ __global__ void __launch_bounds__(kRowThreads)
       }
       dev::store_vec(o + e, v);
     }
-  }
+  });
 }
 
 // delta[b, h, i] = sum_c o_f32 dout over row (b, i, h). Sum order: each thread adds its
@@ -106,11 +116,9 @@ template <int V>
 __global__ void __launch_bounds__(kRowThreads)
     row_delta_f32_kernel(int B, int Lq, int H, int Dv, int tpr_log2, const float* o,
                          const __nv_bfloat16* dout, float* delta) {
-  const int tpr = 1 << tpr_log2, c0 = threadIdx.x & (tpr - 1);
-  const int64_t rows = int64_t(B) * Lq * H, step = (int64_t(gridDim.x) * kRowThreads) >> tpr_log2;
-  for (int64_t r0 = (int64_t(blockIdx.x) * kRowThreads + (threadIdx.x & ~31)) >> tpr_log2;
-       r0 < rows; r0 += step) {
-    const int64_t r = r0 + ((threadIdx.x & 31) >> tpr_log2);
+  const int tpr = 1 << tpr_log2;
+  const int64_t rows = int64_t(B) * Lq * H;
+  for_row_groups(rows, tpr_log2, [&](int64_t r, int c0) {
     float acc = 0.f;
     if (r < rows)
       for (int c = c0; c < Dv / V; c += tpr) {
@@ -122,7 +130,7 @@ __global__ void __launch_bounds__(kRowThreads)
       }
     for (int off = tpr / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(kFull, acc, off);
     if (c0 == 0 && r < rows) delta[split_row(r, Lq, H).bhi(Lq, H)] = acc;
-  }
+  });
 }
 
 __global__ void fox_query_grad_kernel(int B, int Lq, int H, const float* delta, const float* lse,
