@@ -62,6 +62,12 @@ void bind_train(Table& root, TrainOptions& o) {
            "per rank, data parallelism; a build with -DLCR_ENABLE_CUDA=ON)");
   t.field("gemm_tf32", o.gemm_tf32,
           "cuda: run the projections on TF32 tensor cores (false = exact fp32, ~8x slower)");
+  t.choice("cuda_attention", o.cuda_attention,
+           {{"lcr", std::string("lcr")}, {"cudnn", std::string("cudnn")},
+            {"auto", std::string("auto")}},
+           "cuda: attention kernels for the schemes with bf16 output (NoPE, RoPE): lcr's own, "
+           "cudnn (cuDNN 9's fused attention, loaded at run time; an error where it cannot "
+           "serve a call) or auto (cuDNN where it can, lcr's kernels elsewhere)");
   t.field("peak_tflops", o.peak_tflops,
           "cuda: the GPU's dense bf16 peak TFLOP/s, the denominator of the logged MFU "
           "(H200/H100 SXM: 989)");

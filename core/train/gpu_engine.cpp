@@ -266,6 +266,7 @@ GpuEngine::GpuEngine(const TrainConfig& cfg, const AdamWConfig& opt_cfg, const P
       cfg.train.gemm_tf32 ? cuda::model::GemmPrecision::Tf32 : cuda::model::GemmPrecision::Fp32;
   o.device = m.device;
   o.path_chunk = cfg.train.path_chunk;
+  o.attention = cuda::parse_sdpa_impl(cfg.train.cuda_attention);
   m.model = std::make_unique<GpuModel>(cfg.model, o);
 #ifdef LCR_HAVE_GPU_RING
   if (m.cp_nccl) {

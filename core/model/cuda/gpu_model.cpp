@@ -62,7 +62,10 @@ GpuModel::GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt) : layout_
   const int64_t na = layout_.attention().total();
   if (na > 0) dparams_ = DeviceBuffer<float>(size_t(na));
   layers_.resize(size_t(cfg.n_layers));
-  for (auto& l : layers_) l.ws = std::make_unique<Workspace>();
+  for (auto& l : layers_) {
+    l.ws = std::make_unique<Workspace>();
+    l.ws->set_sdpa_impl(opt.attention);
+  }
   if (path_) {  // one per layer (each keeps its forward's folds), one scratch for all
     const auto scratch = lcr::cuda::path::make_chunked_scratch();
     for (int l = 0; l < cfg.n_layers; ++l)

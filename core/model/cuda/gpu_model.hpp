@@ -115,6 +115,9 @@ struct GpuModelOptions {
   // PaTH on whole sequences: chunk length of cuda::path::Chunked (0 = automatic, -1 = the
   // whole-sequence kernels).
   int path_chunk = 0;
+  // Which SDPA implementation the layers' attention asks for (sdpa.hpp, SdpaImpl; from
+  // train.cuda_attention): cuDNN serves the bf16-output schemes (NoPE, RoPE) with auto/cudnn.
+  SdpaImpl attention = SdpaImpl::Lcr;
 };
 
 class GpuModel {

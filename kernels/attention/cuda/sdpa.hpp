@@ -16,8 +16,20 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 namespace lcr::cuda {
+
+// Which implementation runs a call: lcr's kernels (below), cuDNN's fused attention (the
+// vendor specialisation in kernels/attention/cuda/cudnn, loaded at run time; an error when it
+// cannot serve the call), or cuDNN where it serves the call and lcr's kernels elsewhere.
+// cuDNN serves the plain causal product only (cudnn_sdpa.hpp says which calls).
+enum class SdpaImpl { Lcr, Cudnn, Auto };
+const char* sdpa_impl_name(SdpaImpl impl);
+// "lcr", "cudnn" or "auto"; lcr::Error naming the choices otherwise.
+SdpaImpl parse_sdpa_impl(const std::string& name);
+// Whether this build and machine can run cuDNN's attention; *why says why not.
+bool cudnn_attention_available(std::string* why);
 
 struct SdpaArgs {
   int B = 0, Lq = 0, Lk = 0, H = 0, Hkv = 0, D = 0, Dv = 0;
@@ -29,6 +41,7 @@ struct SdpaArgs {
   const float* alibi_slopes = nullptr;  // [H] or null
   const float* bias_q = nullptr;        // [B, Lq, H] or null (FoX cumulative log gates)
   const float* bias_k = nullptr;        // [B, Lk, H] or null
+  SdpaImpl impl = SdpaImpl::Lcr;
 };
 
 // lcr::Error on bad dimensions, null tensors, H not a multiple of Hkv, or a head width
@@ -59,8 +72,13 @@ void sdpa_row_delta(int B, int Lq, int H, int Dv, const __nv_bfloat16* o, const 
 // to bf16 in O += P V, so the delta of its O is off from D_i by ~2^-9 sum_j |P_ij dP_ij|,
 // and dbias_q_i, which nearly cancels, carries that offset (times C_i) in full; A_i - D_i C_i
 // does not. Used for the FoX query lane under softcap, where no closed form exists.
+//
+// o [B, Lq, H, Dv] bf16 or null: the forward's output that delta was formed from. cuDNN
+// forms delta itself from o and dout, so with impl Cudnn / Auto only calls that pass o can
+// run there (delta is then not read).
 void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
                    const __nv_bfloat16* dout, float* dq, float* dk, float* dv, float* dbias_q,
-                   float* dbias_k, bool accumulate, cudaStream_t s, float* dbias_q_sums = nullptr);
+                   float* dbias_k, bool accumulate, cudaStream_t s, float* dbias_q_sums = nullptr,
+                   const __nv_bfloat16* o = nullptr);
 
 }  // namespace lcr::cuda

@@ -116,7 +116,8 @@ const char* backward_variant_name(int D, int Dv, int variant) {
 
 void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
                    const __nv_bfloat16* dout, float* dq, float* dk, float* dv, float* dbias_q,
-                   float* dbias_k, bool accumulate, cudaStream_t s, float* dbias_q_sums) {
+                   float* dbias_k, bool accumulate, cudaStream_t s, float* dbias_q_sums,
+                   const __nv_bfloat16* o) {
   check(a);
   require(a.Lq == 0 || (lse && delta && dout && dq),
           "cuda sdpa_backward: lse, delta, dout and dq must be device pointers when Lq > 0");
@@ -147,6 +148,9 @@ void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
     }
     return;
   }
+  if (detail::vendor_backward(a, lse, o, dout, dq, dk, dv, dbias_q, dbias_k, dbias_q_sums,
+                              accumulate, s))
+    return;
   detail::launch_backward(p, 0, s);
 }
 

@@ -139,6 +139,7 @@ void sdpa_forward(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse,
           "cuda sdpa_forward: pass o (bf16), o_f32 (fp32) or both");
   require(lse != nullptr, "cuda sdpa_forward: lse [B, H, Lq] is required");
   if (a.Lq == 0) return;
+  if (detail::vendor_forward(a, o, o_f32, lse, s)) return;
   detail::KernelParams p;
   p.a = a;
   p.o = o;

@@ -67,6 +67,16 @@ bool launch_backward(const KernelParams& p, int variant, cudaStream_t s);
 const char* forward_variant_name(int D, int Dv, int variant);   // null past the last
 const char* backward_variant_name(int D, int Dv, int variant);  // null past the last
 
+// The vendor specialisation (sdpa_vendor.cpp): true when cuDNN ran the call (a.impl is
+// Cudnn or Auto and cuDNN serves it), false when lcr's kernels should; throws for impl Cudnn
+// when cuDNN cannot serve it.
+bool vendor_forward(const SdpaArgs& a, __nv_bfloat16* o, const float* o_f32, float* lse,
+                    cudaStream_t s);
+bool vendor_backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
+                     const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
+                     const float* dbias_q, const float* dbias_k, const float* dbias_q_sums,
+                     bool accumulate, cudaStream_t s);
+
 // Whether the option logic (ALiBi, bias lanes, softcap) is needed; without it the
 // kernels run the plain instantiation.
 inline bool has_options(const SdpaArgs& a) {

@@ -5,7 +5,10 @@
 // FLOPs (causal, the convention of torch/FlashAttention benchmarks): forward
 // 2*B*H*L^2*(D+Dv)/2 (= 4*B*H*L^2*D/2 for D = Dv), backward 2.5x that.
 //   bench_cuda_sdpa --B 1 --H 16 --L 16384 --D 64 [--Dv 64] [--Hkv 16] [--variants all]
-//                   [--bias] [--alibi]
+//                   [--bias] [--alibi] [--impl lcr|cudnn]
+// --impl cudnn times cuDNN's fused attention through the same public calls (sdpa.hpp,
+// SdpaImpl::Cudnn; the backward includes widening cuDNN's bf16 dK, dV and [B,H,L,D] dQ into
+// lcr's fp32 gradients); the variant column then reads "cudnn".
 // --bias times the option path with FoX-like bias lanes (c_i - c_j, c = -0.01 position)
 // and, in the backward, the key lane's gradient (FoX takes the query lane's in closed
 // form, attention_cuda.cpp); the variant name gets "+bias". --alibi adds ALiBi slopes
@@ -38,6 +41,7 @@ namespace {
 struct Opts {
   int B = 1, H = 16, Hkv = 0, L = 16384, D = 64, Dv = 0, reps = 20, warmup = 3, sets = 3;
   bool all_variants = false, fwd = true, bwd = true, bias = false, alibi = false;
+  lcr::cuda::SdpaImpl impl = lcr::cuda::SdpaImpl::Lcr;
 };
 
 Opts parse(int argc, char** argv) {
@@ -69,6 +73,9 @@ Opts parse(int argc, char** argv) {
     else if (k == "--variants") {
       lcr::require(i + 1 < argc, "bench_cuda_sdpa: --variants needs all or default");
       o.all_variants = std::strcmp(argv[++i], "all") == 0;
+    } else if (k == "--impl") {
+      lcr::require(i + 1 < argc, "bench_cuda_sdpa: --impl needs lcr or cudnn");
+      o.impl = lcr::cuda::parse_sdpa_impl(argv[++i]);
     } else if (k == "--bias")
       o.bias = true;
     else if (k == "--alibi")
@@ -80,7 +87,7 @@ Opts parse(int argc, char** argv) {
     else
       lcr::throw_error("bench_cuda_sdpa: unknown option ", k,
                        " (use --B --H --Hkv --L --D --Dv --reps --warmup --sets --variants all "
-                       "--bias --alibi --fwd-only --bwd-only)");
+                       "--bias --alibi --impl --fwd-only --bwd-only)");
   }
   if (o.Hkv == 0) o.Hkv = o.H;
   if (o.Dv == 0) o.Dv = o.D;
@@ -178,6 +185,30 @@ int run(const Opts& o) {
                 flop / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   };
+  if (o.impl != lcr::cuda::SdpaImpl::Lcr) {  // the public calls on the vendor implementation
+    auto vargs = [&](Set& s) {
+      SdpaArgs a = args(s);
+      a.impl = o.impl;
+      return a;
+    };
+    if (o.fwd)
+      report("fwd", "cudnn", time_ms(o, [&](int i) {
+               lcr::cuda::sdpa_forward(vargs(sets[i]), sets[i].o.data(), nullptr,
+                                       sets[i].lse.data(), 0);
+             }),
+             flop_fwd);
+    for (auto& s : sets) lcr::cuda::sdpa_forward(vargs(s), s.o.data(), nullptr, s.lse.data(), 0);
+    if (o.bwd)
+      report("bwd", "cudnn", time_ms(o, [&](int i) {
+               Set& s = sets[i];
+               lcr::cuda::sdpa_backward(vargs(s), s.lse.data(), s.delta.data(), s.dout.data(),
+                                        s.dq.data(), s.dk.data(), s.dv.data(), nullptr, nullptr,
+                                        false, 0, nullptr, s.o.data());
+             }),
+             2.5 * flop_fwd);
+    LCR_CUDA_CHECK(cudaDeviceSynchronize());
+    return 0;
+  }
   using namespace lcr::cuda::detail;
   for (int var = 0; o.fwd; ++var) {
     const char* name = forward_variant_name(o.D, o.Dv, var);

@@ -495,7 +495,9 @@ void attention_forward(const AttentionSpec& s, const DeviceParams& prm, const At
     sdpa_forward(P.sdpa, sink ? nullptr : out.o, of32, out.lse, st);
     if (sink) lanes::finish_output(in.B, in.Lq, s.heads, s.v_dim(), sink, of32, out.lse, out.o, st);
   } else {
-    sdpa_forward(P.sdpa, out.o, nullptr, out.lse, st);
+    SdpaArgs a = P.sdpa;
+    a.impl = ws.sdpa_impl();
+    sdpa_forward(a, out.o, nullptr, out.lse, st);
   }
   const std::string call = call_key(s, prm, in, w);
   w.saved_lanes_key = call;
@@ -522,7 +524,9 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
   const bool saved_out = !w.saved_out_key.empty() && w.saved_out_key == output_key(call, out);
   const PreparedAttention P =
       saved_lanes ? lanes_in_place(s, in, w, st) : prepare_attention(s, prm, in, ws, st);
-  const SdpaArgs& a = P.sdpa;
+  SdpaArgs a = P.sdpa;
+  // cuDNN (impl cudnn / auto) forms delta from the bf16 o itself: offered only o's calls.
+  if (!saved_out) a.impl = ws.sdpa_impl();
   float* delta = w.get<float>(Slot::Delta, int64_t(in.B) * s.heads * in.Lq);
   if (saved_out)
     lanes::row_delta_f32(in.B, in.Lq, s.heads, s.v_dim(),
@@ -544,7 +548,7 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
                         ? w.get<float>(Slot::FoxRowSums, 3 * int64_t(in.B) * in.Lq * s.heads)
                         : nullptr;
   sdpa_backward(a, out.lse, delta, dout, dq2, dk2, g.dv, nullptr, fox ? g.dfox_ck : nullptr, false,
-                st, fox_sums);
+                st, fox_sums, saved_out ? nullptr : out.o);
   const float* sink = s.numerics.sink ? slice(prm.data, l, "sink") : nullptr;
   if (fox_exact_q && g.dfox_cq)
     lanes::fox_query_grad(in.B, in.Lq, s.heads, delta, out.lse, sink, g.dfox_cq, st);

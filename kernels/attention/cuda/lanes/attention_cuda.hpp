@@ -81,8 +81,17 @@ class Workspace {
   struct Impl;
   Impl& impl() { return *impl_; }
 
+  // Which SDPA implementation attention_forward / attention_backward on this workspace ask
+  // for (sdpa.hpp, SdpaImpl; default lcr's kernels). With cudnn or auto, cuDNN serves the
+  // schemes whose product it can run: bf16 output, no ALiBi, bias lanes or softcap
+  // (NoPE, RoPE, ...); the schemes with parameters keep lcr's kernels, whose fp32 output
+  // their parameter gradients need (attention_cuda.cpp, keeps_f32_output).
+  void set_sdpa_impl(SdpaImpl impl) { sdpa_impl_ = impl; }
+  SdpaImpl sdpa_impl() const { return sdpa_impl_; }
+
  private:
   std::unique_ptr<Impl> impl_;
+  SdpaImpl sdpa_impl_ = SdpaImpl::Lcr;
 };
 
 // Checks shapes and options against the spec (PaTH: an Error pointing to the PaTH CUDA
