@@ -7,7 +7,7 @@
 //             P = E / l (bf16), O = P V
 //   backward  delta = sum_c dO O (the non-virtual softmax_sum), P = exp(S * scale - stats)
 //             [masked], dV = P^T dO, dS = P (dO V^T - delta) * scale,
-//             dQ_accum = dS K (fp32, [B,H,L,D]) -> dQ (bf16), dK = dS^T Q
+//             dQ_accum = dS K (fp32 scratch) -> dQ (bf16), dK = dS^T Q
 //             (GQA: dK, dV summed over the group by a reduction node)
 //
 // lcr's layouts map onto cuDNN's [b, h, s, d] dims by strides: q [B, Lq, H, D] is
@@ -351,7 +351,10 @@ bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
   const cudnnStatus_t st = api->SetStream(h, s);
   require(st == CUDNN_STATUS_SUCCESS, "cuDNN: cudnnSetStream failed: ", status_text(*api, st));
   execute(*api, h, *plan, uids, ptrs, ws);
-  detail::add_bhsd_to_bshd(a.B, a.Lq, a.H, a.D, dq_acc, dq, accumulate, s);
+  // dQ from cuDNN's bf16 output: its fp32 dQ_accum is scratch in cuDNN's own order, not
+  // the declared [B, H, L, D] (read that way it failed every test, 2026-12-01).
+  detail::add_bf16_to_f32(nq, reinterpret_cast<const __nv_bfloat16*>(ws + off_dq), dq, accumulate,
+                          s);
   detail::add_bf16_to_f32(nk, dk16, dk, accumulate, s);
   detail::add_bf16_to_f32(nv, dv16, dv, accumulate, s);
   return true;

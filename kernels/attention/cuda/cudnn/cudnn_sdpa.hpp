@@ -7,8 +7,8 @@
 //   a past block    k_pos0 + Lk - 1 <= q_pos0       (every key visible, no mask)
 // with bf16 output only in the forward, and in the backward only with the forward's bf16 o
 // (cuDNN forms delta = <dO, O> itself) and no bias gradients. What cuDNN computes differs
-// from lcr's kernels in one rounding: dK and dV leave cuDNN in bf16 (dQ in fp32), and are
-// widened (and added, with accumulate) into lcr's fp32 gradients here.
+// from lcr's kernels in one rounding: dQ, dK and dV leave cuDNN in bf16, and are widened
+// (and added, with accumulate) into lcr's fp32 gradients here.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -38,9 +38,6 @@ bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
 bool available(std::string* why);
 
 namespace detail {
-// dq[b, i, h, c] (+)= dq_bhsd[b, h, i, c] (fp32), rows of width D.
-void add_bhsd_to_bshd(int B, int L, int H, int D, const float* src, float* dst, bool accumulate,
-                      cudaStream_t s);
 // dst[e] (+)= float(src[e]) for n elements.
 void add_bf16_to_f32(int64_t n, const __nv_bfloat16* src, float* dst, bool accumulate,
                      cudaStream_t s);
