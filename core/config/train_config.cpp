@@ -65,9 +65,11 @@ void bind_train(Table& root, TrainOptions& o) {
   t.choice("cuda_attention", o.cuda_attention,
            {{"lcr", std::string("lcr")}, {"cudnn", std::string("cudnn")},
             {"auto", std::string("auto")}},
-           "cuda: attention kernels for the schemes with bf16 output (NoPE, RoPE): lcr's own, "
-           "cudnn (cuDNN 9's fused attention, loaded at run time; an error where it cannot "
-           "serve a call) or auto (cuDNN where it can, lcr's kernels elsewhere)");
+           "cuda: attention kernels. auto: cuDNN 9's fused attention (loaded at run time) for "
+           "the schemes without parameters (NoPE, RoPE) where it serves the call, lcr's kernels "
+           "elsewhere; cudnn: cuDNN for every scheme's product (GOAT's and PoPE's too, their "
+           "parameter gradients then take delta from the bf16 output), an error where it "
+           "cannot (ALiBi, FoX, softcap, sink); lcr: lcr's own kernels only");
   t.field("peak_tflops", o.peak_tflops,
           "cuda: the GPU's dense bf16 peak TFLOP/s, the denominator of the logged MFU "
           "(H200/H100 SXM: 989)");

@@ -57,8 +57,10 @@ struct TrainOptions {
   // (core/model/cuda: one GPU per rank, data parallelism; needs -DLCR_ENABLE_CUDA=ON).
   std::string device = "cpu";
   bool gemm_tf32 = true;     // cuda: projections on TF32 tensor cores (false = exact fp32)
-  // cuda: the attention kernels of the bf16-output schemes: "lcr", "cudnn" or "auto".
-  std::string cuda_attention = "lcr";
+  // cuda: which SDPA kernels the attention asks for (Workspace::set_sdpa_impl): "auto"
+  // (cuDNN for the schemes without parameters, where it serves the call), "cudnn" (cuDNN for
+  // every scheme's product, an error where it cannot) or "lcr".
+  std::string cuda_attention = "auto";
   double peak_tflops = 989;  // cuda: the GPU's dense bf16 peak, for the logged MFU (H200)
   // cuda, PaTH: attention in chunks of this many positions on one GPU (cuda::path::Chunked);
   // 0 = automatic, -1 = always the whole-sequence kernels.

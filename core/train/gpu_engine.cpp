@@ -335,6 +335,14 @@ std::string GpuEngine::describe() const {
   if (impl_->world.size() > 1) s += impl_->nccl ? ", NCCL all-reduce" : ", MPI all-reduce";
   if (impl_->cp_nccl)
     s += ", GPU ring over " + std::to_string(impl_->cp_nccl->size()) + " context-parallel ranks";
+  // Which attention kernels run, so a run's log says whether cuDNN was found.
+  const cuda::SdpaImpl impl = impl_->model->options().attention;
+  s += std::string(", attention ") + cuda::sdpa_impl_name(impl);
+  if (impl != cuda::SdpaImpl::Lcr) {
+    std::string why;
+    s += cuda::cudnn_attention_available(&why) ? " (cuDNN loaded)"
+                                                : " (cuDNN unavailable: " + why + ")";
+  }
   return s;
 }
 

@@ -122,6 +122,7 @@ struct GpuModelOptions {
 
 class GpuModel {
  public:
+  const GpuModelOptions& options() const { return opt_; }
   // Validates cfg (Error naming the field, or the unsupported scheme); allocates
   // parameters (uninitialised: upload_params before the first forward) and gradients.
   GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt);

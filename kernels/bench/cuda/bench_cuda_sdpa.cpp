@@ -1,14 +1,14 @@
 // Timing of the CUDA SDPA (kernels/attention/cuda) with CUDA events: median of --reps
 // launches after --warmup, inputs rotated over --sets copies so that repeated launches do
 // not run out of L2. Prints one CSV row per (direction, tile variant):
-//   impl,dir,B,H,Hkv,L,D,Dv,variant,ms,tflops
+//   impl,dir,B,H,Hkv,L,D,Dv,variant,ms,tflops      (impl: lcr, or lcr-cudnn with --impl cudnn)
 // FLOPs (causal, the convention of torch/FlashAttention benchmarks): forward
 // 2*B*H*L^2*(D+Dv)/2 (= 4*B*H*L^2*D/2 for D = Dv), backward 2.5x that.
 //   bench_cuda_sdpa --B 1 --H 16 --L 16384 --D 64 [--Dv 64] [--Hkv 16] [--variants all]
 //                   [--bias] [--alibi] [--impl lcr|cudnn]
 // --impl cudnn times cuDNN's fused attention through the same public calls (sdpa.hpp,
 // SdpaImpl::Cudnn; the backward includes widening cuDNN's bf16 dK, dV and [B,H,L,D] dQ into
-// lcr's fp32 gradients); the variant column then reads "cudnn".
+// lcr's fp32 gradients); the impl column then reads "lcr-cudnn".
 // --bias times the option path with FoX-like bias lanes (c_i - c_j, c = -0.01 position)
 // and, in the backward, the key lane's gradient (FoX takes the query lane's in closed
 // form, attention_cuda.cpp); the variant name gets "+bias". --alibi adds ALiBi slopes
@@ -180,8 +180,9 @@ int run(const Opts& o) {
 
   const double flop_fwd = 2.0 * o.B * o.H * double(o.L) * o.L * (o.D + o.Dv) / 2;
   auto report = [&](const char* dir, const char* variant, float ms, double flop) {
-    std::printf("lcr,%s,%d,%d,%d,%d,%d,%d,%s%s%s,%.4f,%.1f\n", dir, o.B, o.H, o.Hkv, o.L, o.D, o.Dv,
-                variant, o.bias ? "+bias" : "", o.alibi ? "+alibi" : "", ms,
+    std::printf("%s,%s,%d,%d,%d,%d,%d,%d,%s%s%s,%.4f,%.1f\n",
+                o.impl == lcr::cuda::SdpaImpl::Lcr ? "lcr" : "lcr-cudnn", dir, o.B, o.H, o.Hkv,
+                o.L, o.D, o.Dv, variant, o.bias ? "+bias" : "", o.alibi ? "+alibi" : "", ms,
                 flop / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   };

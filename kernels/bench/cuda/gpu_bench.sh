@@ -5,7 +5,8 @@
 # packed by scripts/device/bundle.sh:
 #   kernels/bench/cuda/gpu_bench.sh [BIN_DIR ...]          (default: .devbundle/*/bin)
 # Rows:
-#   lcr SDPA (bench_cuda_sdpa) vs torch SDPA cuDNN and FlashAttention-2 backends (peers.py)
+#   lcr SDPA (bench_cuda_sdpa: lcr's kernels, and --impl cudnn, cuDNN's fused attention
+#     behind the same API) vs torch SDPA cuDNN and FlashAttention-2 backends (peers.py)
 #     at (B,H,L,D) = (1,16,16384,64), (1,16,16384,128), (1,8,65536,64), causal bf16;
 #   GOAT / PoPE / RoPE / ALiBi / FoX vs NoPE through the full API (bench_cuda_attention);
 #   PaTH (bench_cuda_path, when present) vs fla's Triton PaTH (peers.py --fla, when fla
@@ -24,6 +25,7 @@
 # command run on GPU 0 first, while the peers start on GPU 1, e.g. the CUDA tests).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
+source scripts/device/cudnn_env.sh  # cuDNN 9 for lcr's run-time loader (torch's copy)
 OUT=${OUT:-/tmp/gpu_bench}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -73,6 +75,9 @@ if sdpa=$(find_bin bench_cuda_sdpa); then
     note "bench_cuda_sdpa $s"
     timeout "$lim" "$sdpa" --B "$B" --H "$H" --L "$L" --D "$D" --reps "$reps" \
       --variants "${LCR_BENCH_VARIANTS:-default}" 2>&1 | tee -a "$lcr_csv" "$log"
+    note "bench_cuda_sdpa $s --impl cudnn"
+    timeout "$lim" "$sdpa" --B "$B" --H "$H" --L "$L" --D "$D" --reps "$reps" --impl cudnn \
+      2>&1 | tee -a "$lcr_csv" "$log"
   done
 else
   note "bench_cuda_sdpa not found in ${bin_dirs[*]}: lcr rows not measured"
@@ -86,6 +91,9 @@ if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]]; then
     note "bench_cuda_attention"
     timeout "$lim" "$b" --schemes nope,goat,pope,rope,alibi,fox --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 \
       --no-check 2>&1 | tee "$lanes_txt" | tee -a "$log"
+    note "bench_cuda_attention --impl cudnn (NoPE, GOAT, RoPE on cuDNN's attention)"
+    timeout "$lim" "$b" --schemes nope,goat,rope --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 \
+      --no-check --impl cudnn 2>&1 | tee "$OUT/lanes_cudnn.txt" | tee -a "$log"
   fi
   # 4. PaTH (PaTH engineer's binary).
   if b=$(find_bin bench_cuda_path); then
@@ -122,11 +130,15 @@ fi
 train_md="$OUT/train.md"
 : >"$train_md"
 if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin lcr); then
-  for s in goat nope path; do  # path: PaTH in chunks (cuda::path::Chunked, automatic)
-    note "lcr train gpu_125m_64k_goat.toml attention.scheme=$s"
+  # goat: lcr's kernels (auto keeps GOAT there); goat+cudnn: train.cuda_attention = cudnn;
+  # nope: cuDNN (auto); path: PaTH in chunks (cuda::path::Chunked, automatic).
+  for run in goat goat+cudnn nope path; do
+    s=${run%+*}; impl=auto; [[ $run == *+cudnn ]] && impl=cudnn
+    note "lcr train gpu_125m_64k_goat.toml attention.scheme=$s train.cuda_attention=$impl"
     CUDA_VISIBLE_DEVICES=$lcr_gpu timeout "$((2 * lim))" "$b" train \
       --config experiments/configs/gpu_125m_64k_goat.toml attention.scheme="$s" train.steps=15 \
-      train.log_every=5 run.overwrite=true run.dir="\"/tmp/lcr_bench_runs/run_64k_$s\"" 2>&1 |
+      train.cuda_attention="\"$impl\"" train.log_every=5 run.overwrite=true \
+      run.dir="\"/tmp/lcr_bench_runs/run_64k_${run/+/_}\"" 2>&1 |
       grep -E "model on|step|rror" | tee -a "$log"
   done
   python3 - >"$train_md" <<'PY'
@@ -134,7 +146,7 @@ import h5py
 print("\n## Training on one GPU (lcr train, experiments/configs/gpu_125m_64k_goat.toml)\n")
 print("| scheme (125M, L = 65536, batch 1) | tokens/s | model TFLOP/s | MFU (causal) | MFU (PaLM count) |")
 print("|---|---|---|---|---|")
-for s in ("goat", "nope", "path"):
+for s in ("goat", "goat_cudnn", "nope", "path"):
     try:
         with h5py.File(f"/tmp/lcr_bench_runs/run_64k_{s}/run.h5", "r") as f:
             m = {k: f["metrics/" + k][-1] for k in ("tokens_per_s", "model_tflops", "mfu", "mfu_palm")}
@@ -146,7 +158,7 @@ fi
 
 # 8. The table.
 python3 kernels/bench/cuda/peers.py table --shapes "${shapes[@]}" --lcr "$lcr_csv" \
-  --peers "$OUT/peers.csv" --lanes "$lanes_txt" --path "$path_txt" --ring "$ring_txt" \
+  --peers "$OUT/peers.csv" --lanes "$lanes_txt" --lanes-cudnn "$OUT/lanes_cudnn.txt" --path "$path_txt" --ring "$ring_txt" \
   --out "$OUT/gpu_bench.md" >/dev/null
 cat "$train_md" >>"$OUT/gpu_bench.md"
 cat "$OUT/gpu_bench.md"

@@ -170,26 +170,34 @@ def table(args):
     lcr, peers = read_csv(args.lcr), read_csv(args.peers)
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes]
     md = ["## lcr CUDA attention vs torch SDPA (bf16, causal, H200)", "",
-          "TFLOP/s = 4·B·H·L²·D/2 per forward (2.5x that backward) over the median time.", "",
-          "| B,H,L,D | dir | lcr TFLOP/s (ms) | FA2 TFLOP/s (ms) | cuDNN TFLOP/s (ms) | lcr/FA2 | lcr/cuDNN |",
-          "|---|---|---|---|---|---|---|"]
+          "TFLOP/s = 4·B·H·L²·D/2 per forward (2.5x that backward) over the median time. "
+          "lcr kernels: lcr's own CUDA SDPA (tile variant in brackets); lcr + cuDNN: the same "
+          "API with impl = cudnn (cuDNN's fused attention behind it, bf16 gradients widened "
+          "to fp32 included).", "",
+          "| B,H,L,D | dir | lcr kernels TFLOP/s (ms) | lcr + cuDNN TFLOP/s (ms) | "
+          "FA2 TFLOP/s (ms) | cuDNN TFLOP/s (ms) | lcr/FA2 | lcr+cuDNN/FA2 | lcr+cuDNN/cuDNN |",
+          "|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda x: f"{x[1]:.0f} ({x[0]:.2f})" if x else "not measured"
     ratio = lambda a, b: f"{a[1] / b[1]:.2f}x" if a and b else "-"
     for (B, H, L, D) in shapes:
         for d in ("fwd", "bwd"):
             a = lcr.get(("lcr", d, B, H, L, D))
+            v = lcr.get(("lcr-cudnn", d, B, H, L, D))
             f2 = peers.get(("fa2", d, B, H, L, D))
             cd = peers.get(("cudnn", d, B, H, L, D))
             tile = f" [{a[2]}]" if a else ""
-            md.append(f"| {B},{H},{L},{D} | {d} | {fmt(a)}{tile} | {fmt(f2)} | {fmt(cd)} | "
-                      f"{ratio(a, f2)} | {ratio(a, cd)} |")
-    md += ["", "## Schemes (full lcr CUDA attention API: lanes + SDPA)", ""]
-    lanes = read_lanes(args.lanes)
-    if not lanes:
-        md.append("Schemes vs NoPE: **not measured** (bench_cuda_attention not found or no "
-                  "output).")
-    else:
-        md += ["| scheme | B,H,L,D | fwd ms | bwd ms | time vs NoPE (fwd+bwd) |", "|---|---|---|---|---|"]
+            md.append(f"| {B},{H},{L},{D} | {d} | {fmt(a)}{tile} | {fmt(v)} | {fmt(f2)} | "
+                      f"{fmt(cd)} | {ratio(a, f2)} | {ratio(v, f2)} | {ratio(v, cd)} |")
+    for title, path in (("Schemes (full lcr CUDA attention API: lanes + SDPA, lcr's kernels)",
+                         args.lanes),
+                        ("Schemes on cuDNN (the same API with impl = cudnn)", args.lanes_cudnn)):
+        md += ["", "## " + title, ""]
+        lanes = read_lanes(path)
+        if not lanes:
+            md.append("**not measured** (bench_cuda_attention not found or no output).")
+            continue
+        md += ["| scheme | B,H,L,D | fwd ms | bwd ms | time vs NoPE (fwd+bwd) |",
+               "|---|---|---|---|---|"]
         for (s, B, H, L, D), (f, b) in sorted(lanes.items()):
             base = lanes.get(("nope", B, H, L, D))
             r = f"{(f + b) / sum(base):.2f}x" if base else "-"
@@ -285,6 +293,7 @@ def main():
     t.add_argument("--lcr", required=True)
     t.add_argument("--peers", required=True)
     t.add_argument("--lanes")
+    t.add_argument("--lanes-cudnn")
     t.add_argument("--path")
     t.add_argument("--ring")
     t.add_argument("--out", required=True)

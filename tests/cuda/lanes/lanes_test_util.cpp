@@ -75,7 +75,7 @@ Result naive_run(const Problem& p) {
   return r;
 }
 
-Result gpu_run(const Problem& p, bool backward, bool recompute_lanes) {
+Result gpu_run(const Problem& p, bool backward, bool recompute_lanes, SdpaImpl impl) {
   const AttentionSpec& s = p.c.spec;
   const int B = p.c.B, Lq = p.c.Lq, Lk = p.c.Lk, H = s.heads, dv = s.v_dim();
   auto q = upload_bf16(to_float(p.q)), k = upload_bf16(to_float(p.k));
@@ -97,6 +97,7 @@ Result gpu_run(const Problem& p, bool backward, bool recompute_lanes) {
   o.fill_bytes(0xFF);
   lse.fill_bytes(0xFF);
   Workspace ws;
+  ws.set_sdpa_impl(impl);
   attention_forward(s, prm, in, {o.data(), lse.data()}, ws);
   Result r;
   r.o = to_double(download_bf16(o));

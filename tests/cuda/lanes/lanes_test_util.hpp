@@ -87,12 +87,18 @@ constexpr double kLseAbsFloor = 1.0 / 256;
 // sink) dk 1.6% of max|ref|, 11x its naive error, every time LCR_TEST_SEED=
 // 5036008977908392003 is replayed. From two keys on, kFloor.
 constexpr double kSingleKeyFloor = 1.0 / 32;
+// dq, dk, dv when cuDNN runs the product (impl auto / cudnn): cuDNN returns dQ, dK, dV in
+// bf16, one rounding to nearest of each element (at most 2^-8 of it) that neither lcr's
+// kernels nor the naive path make; added to the floor of those three gradients.
+constexpr double kBf16GradRounding = 1.0 / 256;
 
 // The API on the problem's inputs rounded to bf16 (fp32 FoX lanes and parameters); every
 // output poisoned (NaN) before the call. backward: also the gradients, by input name.
 // recompute_lanes: a prepare_attention between forward and backward overwrites the saved
 // lanes, so the backward recomputes them instead of reusing the forward's.
-lcr::test::Result gpu_run(const lcr::test::Problem& p, bool backward, bool recompute_lanes = false);
+// impl: the SDPA implementation the workspace asks for (Workspace::set_sdpa_impl).
+lcr::test::Result gpu_run(const lcr::test::Problem& p, bool backward, bool recompute_lanes = false,
+                          SdpaImpl impl = SdpaImpl::Lcr);
 
 // The naive bf16 implementation described above.
 lcr::test::Result naive_run(const lcr::test::Problem& p);

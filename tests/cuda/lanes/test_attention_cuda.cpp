@@ -110,18 +110,20 @@ std::vector<NamedCase> all_cases() {
   return out;
 }
 
-class CudaAttentionTest : public ::testing::TestWithParam<NamedCase> {};
-
-TEST_P(CudaAttentionTest, ForwardAndGradientsWithinNaiveBf16Error) {
-  LCR_REQUIRE_GPU();
-  const NamedCase& nc = GetParam();
+// One case on the SDPA implementation `impl` (lcr's kernels, or auto: cuDNN where it serves
+// the call, whose bf16 dQ, dK, dV add kBf16GradRounding to those gradients' floor).
+void check_case(const NamedCase& nc, SdpaImpl impl) {
   SCOPED_TRACE("seed " + std::to_string(nc.c.seed) +
                " (LCR_TEST_SEED=" + std::to_string(run_seed()) + ")");
   const Problem p = lcr::test::make_problem(nc.c);
   const Result ref = lcr::test::run_reference(p);
   const Result ref_grad = lcr::test::run_kokkos<double>(p, true);
   const Result naive = naive_run(p);
-  const Result gpu = gpu_run(p, true);
+  const Result gpu = gpu_run(p, true, false, impl);
+  auto floor_of = [&](const std::string& name) {
+    const bool qkv = name == "q" || name == "k" || name == "v";
+    return grad_floor(name, nc.c.Lk) + (impl != SdpaImpl::Lcr && qkv ? kBf16GradRounding : 0);
+  };
 
   // The rule and its factors: lanes_test_util.hpp.
   const double o_ratio = expect_within_naive("o", gpu.o, naive.o, ref.o, kForwardFactor, kFloor);
@@ -131,13 +133,12 @@ TEST_P(CudaAttentionTest, ForwardAndGradientsWithinNaiveBf16Error) {
   double grad_ratio = 0;
   std::string worst;
   for (const auto& name : lcr::test::input_names(p)) {
-    const double r =
-        expect_within_naive("d " + name, gpu.grad.at(name), naive.grad.at(name),
-                            ref_grad.grad.at(name), grad_factor(name), grad_floor(name, nc.c.Lk));
+    const double r = expect_within_naive("d " + name, gpu.grad.at(name), naive.grad.at(name),
+                                         ref_grad.grad.at(name), grad_factor(name), floor_of(name));
     if (r > grad_ratio) grad_ratio = r, worst = name;
   }
-  std::printf("[ratio] %-44s fwd %5.2f grad %5.2f (%s)\n", nc.name.c_str(), fwd_ratio, grad_ratio,
-              worst.c_str());
+  std::printf("[ratio] %-44s %s fwd %5.2f grad %5.2f (%s)\n", nc.name.c_str(), sdpa_impl_name(impl),
+              fwd_ratio, grad_ratio, worst.c_str());
 
   if (int64_t(nc.c.Lq) * nc.c.Lk > 129 * 129) return;  // dual numbers: small sizes only
   std::mt19937_64 rng(nc.c.seed + 17);
@@ -150,13 +151,70 @@ TEST_P(CudaAttentionTest, ForwardAndGradientsWithinNaiveBf16Error) {
     const double exact = lcr::test::reference_directional(p, name, u);
     const double en = l2_diff(naive.grad.at(name), ref_grad.grad.at(name));
     const double bound =
-        6 * (grad_factor(name) * en + grad_floor(name, nc.c.Lk) * l2_norm(ref_grad.grad.at(name)) +
+        6 * (grad_factor(name) * en + floor_of(name) * l2_norm(ref_grad.grad.at(name)) +
              kAbsFloor * std::sqrt(double(g.size())));
     EXPECT_NEAR(ug, exact, bound) << "d " << name << " along a random direction";
   }
 }
 
+class CudaAttentionTest : public ::testing::TestWithParam<NamedCase> {};
+
+TEST_P(CudaAttentionTest, ForwardAndGradientsWithinNaiveBf16Error) {
+  LCR_REQUIRE_GPU();
+  check_case(GetParam(), SdpaImpl::Lcr);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttentionTest, ::testing::ValuesIn(all_cases()), case_name);
+
+// The bf16-output schemes (NoPE, RoPE) through the API with impl = auto: cuDNN's fused
+// attention runs the self-attention and past-block calls (kernels/attention/cuda/cudnn), lcr's
+// kernels the rest (offsets, sinks, softcap). Skipped where cuDNN cannot be loaded.
+class CudaAttentionCudnnTest : public ::testing::TestWithParam<NamedCase> {};
+
+TEST_P(CudaAttentionCudnnTest, ForwardAndGradientsWithinNaiveBf16Error) {
+  LCR_REQUIRE_GPU();
+  std::string why;
+  if (!cudnn_attention_available(&why)) GTEST_SKIP() << "cuDNN attention not available: " << why;
+  check_case(GetParam(), SdpaImpl::Auto);
+}
+
+std::vector<NamedCase> cudnn_cases() {
+  std::vector<NamedCase> v;
+  for (const NamedCase& nc : all_cases())
+    if (nc.name.rfind("nope", 0) == 0 || nc.name.rfind("rope", 0) == 0) v.push_back(nc);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttentionCudnnTest, ::testing::ValuesIn(cudnn_cases()),
+                         case_name);
+
+// impl = cudnn: cuDNN runs GOAT's product too (bf16 o; its parameter gradients take delta
+// from that o, as NoPE's dq does), at the benchmark widths 64 and 128 in self-attention,
+// where cuDNN must serve every call (an error otherwise). The same bounds as lcr's kernels.
+class CudaAttentionAllCudnnTest : public ::testing::TestWithParam<NamedCase> {};
+
+TEST_P(CudaAttentionAllCudnnTest, ForwardAndGradientsWithinNaiveBf16Error) {
+  LCR_REQUIRE_GPU();
+  std::string why;
+  if (!cudnn_attention_available(&why)) GTEST_SKIP() << "cuDNN attention not available: " << why;
+  check_case(GetParam(), SdpaImpl::Cudnn);
+}
+
+std::vector<NamedCase> all_cudnn_cases() {
+  std::vector<NamedCase> v;
+  for (const NamedCase& nc : all_cases()) {
+    const std::string& n = nc.name;
+    const bool scheme = n.rfind("goat_L", 0) == 0 || n.rfind("goat2d_L", 0) == 0 ||
+                        n.rfind("nope_L", 0) == 0 || n.rfind("rope_half_L", 0) == 0;
+    const bool shape = n.find("L129_d128") != std::string::npos ||
+                       n.find("L1000_d64_gqa") != std::string::npos;
+    if (scheme && shape) v.push_back(nc);
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttentionAllCudnnTest, ::testing::ValuesIn(all_cudnn_cases()),
+                         case_name);
 
 // The backward reuses the forward's lanes from the workspace (autograd contract); a
 // backward that recomputes them (after another prepare_attention) must give the same

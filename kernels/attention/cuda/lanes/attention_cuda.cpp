@@ -469,6 +469,17 @@ bool keeps_f32_output(const AttentionSpec& s) {
   return s.scheme == Scheme::FoX || attention_param_layout(s).total() > 0;
 }
 
+// impl = cudnn asks cuDNN to run every scheme's product, GOAT's and PoPE's too: their o
+// is then bf16 and their parameter gradients take delta from it (as NoPE's do). cuDNN's
+// graph has no sink, whose rescale needs the fp32 output: an error names the choices.
+bool all_on_cudnn(const AttentionSpec& s, const Workspace& ws) {
+  if (ws.sdpa_impl() != SdpaImpl::Cudnn) return false;
+  require(!s.numerics.sink,
+          "cuda attention: impl = cudnn (train.cuda_attention = \"cudnn\") cannot run a sink "
+          "(cuDNN's attention has none); use auto (cuDNN where it can, lcr's kernels here) or lcr");
+  return true;
+}
+
 std::string output_key(const std::string& call, const AttentionOutputs& out) {
   std::ostringstream o;
   o << call << ' ' << out.o << ' ' << out.lse;
@@ -486,7 +497,8 @@ void attention_forward(const AttentionSpec& s, const DeviceParams& prm, const At
   Workspace::Impl& w = ws.impl();
   w.saved_out_key.clear();
   const PreparedAttention P = prepare_attention(s, prm, in, ws, st);
-  if (keeps_f32_output(s)) {
+  const bool f32_out = keeps_f32_output(s) && !all_on_cudnn(s, ws);
+  if (f32_out) {
     float* of32 = w.get<float>(Slot::OF32, int64_t(in.B) * in.Lq * s.heads * s.v_dim());
     const float* sink =
         s.numerics.sink ? slice(prm.data, attention_param_layout(s), "sink") : nullptr;
@@ -501,7 +513,7 @@ void attention_forward(const AttentionSpec& s, const DeviceParams& prm, const At
   }
   const std::string call = call_key(s, prm, in, w);
   w.saved_lanes_key = call;
-  if (keeps_f32_output(s)) w.saved_out_key = output_key(call, out);
+  if (f32_out) w.saved_out_key = output_key(call, out);
 }
 
 void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const AttentionInputs& in,

@@ -82,10 +82,13 @@ class Workspace {
   Impl& impl() { return *impl_; }
 
   // Which SDPA implementation attention_forward / attention_backward on this workspace ask
-  // for (sdpa.hpp, SdpaImpl; default lcr's kernels). With cudnn or auto, cuDNN serves the
-  // schemes whose product it can run: bf16 output, no ALiBi, bias lanes or softcap
-  // (NoPE, RoPE, ...); the schemes with parameters keep lcr's kernels, whose fp32 output
-  // their parameter gradients need (attention_cuda.cpp, keeps_f32_output).
+  // for (sdpa.hpp, SdpaImpl; default lcr's kernels):
+  //   auto   cuDNN runs the products of the schemes without parameters (NoPE, RoPE, QK-norm)
+  //          where it can (no ALiBi, bias lanes, softcap, sink; self-attention or a past
+  //          block); the schemes with parameters (GOAT, PoPE, sink, FoX) keep lcr's kernels
+  //          and their fp32 output, from which their parameter gradients take delta;
+  //   cudnn  cuDNN runs every product, GOAT's and PoPE's too (bf16 o, delta from it, as for
+  //          NoPE); an lcr::Error names what it cannot run (ALiBi, FoX's lanes, softcap, sink).
   void set_sdpa_impl(SdpaImpl impl) { sdpa_impl_ = impl; }
   SdpaImpl sdpa_impl() const { return sdpa_impl_; }
 

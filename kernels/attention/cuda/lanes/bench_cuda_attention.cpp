@@ -143,7 +143,8 @@ void spot_check(const AttentionSpec& spec, const Shape& sh, const std::vector<bf
   t.check_lse = err_lse;
 }
 
-Timing run(const std::string& name, const Shape& sh, int iters, int warmup, bool check) {
+Timing run(const std::string& name, const Shape& sh, int iters, int warmup, bool check,
+           cuda::SdpaImpl impl) {
   AttentionSpec spec;
   spec.scheme = parse_scheme(name);
   spec.heads = spec.kv_heads = sh.H;
@@ -159,6 +160,7 @@ Timing run(const std::string& name, const Shape& sh, int iters, int warmup, bool
   const auto hp = draw_params(layout, 5);
   DeviceBuffer<float> params(hp), dparams(std::max<int64_t>(layout.total(), 1));
   cuda::Workspace ws;
+  ws.set_sdpa_impl(impl);
   DeviceBuffer<float> gates, cq, ck, dcq, dck;
   cuda::AttentionInputs in;
   in.B = B, in.Lq = in.Lk = L, in.q = q.data(), in.k = k.data(), in.v = v.data();
@@ -243,7 +245,7 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::printf(
           "usage: %s [--schemes nope,goat,pope,fox] [--shapes BxHxLxD,...] [--iters N] "
-          "[--warmup N] [--no-check]\n",
+          "[--warmup N] [--no-check] [--impl lcr|cudnn|auto]\n",
           argv[0]);
       return 0;
     }
@@ -252,6 +254,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> shapes{"1x16x16384x64", "1x16x16384x128", "1x8x65536x64"};
   int iters = 5, warmup = 2;
   bool check = true;
+  cuda::SdpaImpl impl = cuda::SdpaImpl::Lcr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -268,18 +271,21 @@ int main(int argc, char** argv) {
       warmup = std::stoi(next());
     } else if (a == "--no-check") {
       check = false;
+    } else if (a == "--impl") {
+      impl = cuda::parse_sdpa_impl(next());
     } else {
       std::fprintf(stderr,
                    "usage: %s [--schemes nope,goat,pope,fox] [--shapes BxHxLxD,...] [--iters N] "
-                   "[--warmup N] [--no-check]\n",
+                   "[--warmup N] [--no-check] [--impl lcr|cudnn|auto]\n",
                    argv[0]);
       return a == "--help" || a == "-h" ? 0 : 2;
     }
   }
   cudaDeviceProp p{};
   LCR_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
-  std::printf("# bench_cuda_attention on %s: median of %d (after %d warm-up), causal, bf16\n",
-              p.name, iters, warmup);
+  std::printf(
+      "# bench_cuda_attention on %s: median of %d (after %d warm-up), causal, bf16, impl %s\n",
+      p.name, iters, warmup, cuda::sdpa_impl_name(impl));
   std::printf("# %-6s %2s %3s %6s %4s %9s %9s %10s %10s %7s %9s %9s %9s %9s\n", "scheme", "B", "H",
               "L", "D", "fwd_ms", "bwd_ms", "fwd_tflops", "bwd_tflops", "vs_nope", "check_o",
               "check_lse", "lanes_fwd", "lanes_bwd");
@@ -288,7 +294,7 @@ int main(int argc, char** argv) {
     const double flop = 4.0 * sh.B * sh.H * double(sh.L) * sh.L * sh.D / 2;
     double nope_total = 0;
     for (const auto& name : schemes) {
-      const Timing t = run(name, sh, iters, warmup, check);
+      const Timing t = run(name, sh, iters, warmup, check, impl);
       const double total = t.fwd_ms + t.bwd_ms;
       if (name == "nope") nope_total = total;
       char ratio[32] = "-";
