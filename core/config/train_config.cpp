@@ -70,6 +70,9 @@ void bind_train(Table& root, TrainOptions& o) {
            "elsewhere; cudnn: cuDNN for every scheme's product (GOAT's and PoPE's too, their "
            "parameter gradients then take delta from the bf16 output), an error where it "
            "cannot (ALiBi, FoX, softcap, sink); lcr: lcr's own kernels only");
+  t.field("gemm_bf16", o.gemm_bf16,
+          "cuda: run the projections on bf16 tensor cores (operands rounded to bf16, fp32 "
+          "accumulation and outputs; about twice TF32's rate); overrides gemm_tf32");
   t.field("peak_tflops", o.peak_tflops,
           "cuda: the GPU's dense bf16 peak TFLOP/s, the denominator of the logged MFU "
           "(H200/H100 SXM: 989)");

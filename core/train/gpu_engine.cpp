@@ -262,8 +262,9 @@ GpuEngine::GpuEngine(const TrainConfig& cfg, const AdamWConfig& opt_cfg, const P
           " needs the GPU ring: a build with ", "-DLCR_ENABLE_NCCL=ON (or parallel.cp = 1)");
   LCR_CUDA_CHECK(cudaGetDevice(&m.device));
   cuda::model::GpuModelOptions o;
-  o.gemm =
-      cfg.train.gemm_tf32 ? cuda::model::GemmPrecision::Tf32 : cuda::model::GemmPrecision::Fp32;
+  o.gemm = cfg.train.gemm_bf16   ? cuda::model::GemmPrecision::Bf16
+           : cfg.train.gemm_tf32 ? cuda::model::GemmPrecision::Tf32
+                                 : cuda::model::GemmPrecision::Fp32;
   o.device = m.device;
   o.path_chunk = cfg.train.path_chunk;
   o.attention = cuda::parse_sdpa_impl(cfg.train.cuda_attention);
@@ -337,6 +338,8 @@ std::string GpuEngine::describe() const {
     s += ", GPU ring over " + std::to_string(impl_->cp_nccl->size()) + " context-parallel ranks";
   // Which attention kernels run, so a run's log says whether cuDNN was found.
   const cuda::SdpaImpl impl = impl_->model->options().attention;
+  const char* gemm[] = {"tf32", "fp32", "bf16"};
+  s += std::string(", projections ") + gemm[int(impl_->model->options().gemm)];
   s += std::string(", attention ") + cuda::sdpa_impl_name(impl);
   if (impl != cuda::SdpaImpl::Lcr) {
     std::string why;

@@ -60,16 +60,32 @@ void bias_backward(int64_t R, int64_t N, const float* dy, float* db, float* part
 
 // logits [R, V], labels [R] (-1 = ignored) -> lse [R], row_loss [R] = lse - logit[label]
 // (0 when ignored). Sums in fp32 with the row max subtracted.
-void cross_entropy_forward(int64_t R, int64_t V, const float* logits, const int32_t* labels,
-                           float* lse, float* row_loss, cudaStream_t s);
+// With a row stride ld >= V (rows padded for aligned LM-head products, GpuModel): the
+// columns [V, ld) are ignored by the forward and set to 0 by the backward.
+void cross_entropy_forward(int64_t R, int64_t V, int64_t ld, const float* logits,
+                           const int32_t* labels, float* lse, float* row_loss, cudaStream_t s);
+inline void cross_entropy_forward(int64_t R, int64_t V, const float* logits,
+                                  const int32_t* labels, float* lse, float* row_loss,
+                                  cudaStream_t s) {
+  cross_entropy_forward(R, V, V, logits, labels, lse, row_loss, s);
+}
 // dlogits = scale (softmax - onehot) for labelled rows, 0 for ignored rows; in place allowed.
-void cross_entropy_backward(int64_t R, int64_t V, const float* logits, const int32_t* labels,
-                            const float* lse, float scale, float* dlogits, cudaStream_t s);
+void cross_entropy_backward(int64_t R, int64_t V, int64_t ld, const float* logits,
+                            const int32_t* labels, const float* lse, float scale, float* dlogits,
+                            cudaStream_t s);
+inline void cross_entropy_backward(int64_t R, int64_t V, const float* logits,
+                                   const int32_t* labels, const float* lse, float scale,
+                                   float* dlogits, cudaStream_t s) {
+  cross_entropy_backward(R, V, V, logits, labels, lse, scale, dlogits, s);
+}
 
 // Conversions and vector ops over n values.
 void to_bf16(int64_t n, const float* x, __nv_bfloat16* y, cudaStream_t s);
 void to_f32(int64_t n, const __nv_bfloat16* x, float* y, cudaStream_t s);
 void axpy(int64_t n, float a, const float* x, float* y, cudaStream_t s);  // y += a x
+// y[r, c] += x[r, c] for r < rows, c < cols, rows of x and y ldx and ldy floats apart.
+void add_rows(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy,
+              cudaStream_t s);
 
 // FoX under context parallelism: dz[b, t, h] += after[b, h] sigmoid(-z[b, t, h]) over
 // z, dz [B, L, H] (the gradient the later chunks' dc sum adds through log sigmoid).

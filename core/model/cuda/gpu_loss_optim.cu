@@ -71,12 +71,13 @@ __device__ MaxSum block_combine(MaxSum v) {
   return v;
 }
 
-__global__ void cross_entropy_forward_kernel(int64_t R, int64_t V, const float* __restrict__ logits,
+__global__ void cross_entropy_forward_kernel(int64_t R, int64_t V, int64_t ld,
+                                             const float* __restrict__ logits,
                                              const int32_t* __restrict__ labels,
                                              float* __restrict__ lse,
                                              float* __restrict__ row_loss) {
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
-    const float* row = logits + r * V;
+    const float* row = logits + r * ld;
     const int64_t bs = blockDim.x;
     MaxSum acc{-INFINITY, 0.f};
     int64_t v = threadIdx.x;
@@ -104,15 +105,16 @@ __device__ __forceinline__ float4 ce_grad4(float4 x, float l, float scale, int64
   return make_float4(ce_grad(x.x, l, scale, v, y), ce_grad(x.y, l, scale, v + 1, y),
                      ce_grad(x.z, l, scale, v + 2, y), ce_grad(x.w, l, scale, v + 3, y));
 }
-__global__ void cross_entropy_backward_kernel(int64_t R, int64_t V, const float* logits,
+__global__ void cross_entropy_backward_kernel(int64_t R, int64_t V, int64_t ld, const float* logits,
                                               const int32_t* __restrict__ labels,
                                               const float* __restrict__ lse, float scale,
                                               float* dlogits) {
   const int64_t bs = blockDim.x;
   for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
     const int32_t y = labels[r];
-    const float* row = logits + r * V;
-    float* out = dlogits + r * V;
+    const float* row = logits + r * ld;
+    float* out = dlogits + r * ld;
+    for (int64_t v = V + threadIdx.x; v < ld; v += bs) out[v] = 0.f;  // the padding columns
     if (y < 0) {
       for (int64_t v = threadIdx.x; v < V; v += bs) out[v] = 0.f;
       continue;
@@ -157,6 +159,15 @@ __global__ void to_f32_kernel(int64_t n, const __nv_bfloat16* __restrict__ x,
 }
 
 // y += a x, as layers.cpp writes it (a product, then a sum: no fused multiply-add).
+__global__ void add_rows_kernel(int64_t rows, int64_t cols, const float* __restrict__ x,
+                                int64_t ldx, float* __restrict__ y, int64_t ldy) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < rows * cols;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    y[r * ldy + c] += x[r * ldx + c];
+  }
+}
+
 __global__ void axpy_kernel(int64_t n, float a, const float* __restrict__ x,
                             float* __restrict__ y) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -285,20 +296,23 @@ __global__ void clamp_kernel(int64_t n, float* __restrict__ p, float lo, float h
 
 }  // namespace
 
-void cross_entropy_forward(int64_t R, int64_t V, const float* logits, const int32_t* labels,
-                           float* lse, float* row_loss, cudaStream_t s) {
+void cross_entropy_forward(int64_t R, int64_t V, int64_t ld, const float* logits,
+                           const int32_t* labels, float* lse, float* row_loss, cudaStream_t s) {
   if (R <= 0 || V <= 0) return;
+  require(ld >= V, "cross_entropy_forward: row stride ", ld, " < vocabulary ", V);
   const int threads = int(std::min<int64_t>(kCeThreads, (V + 31) / 32 * 32));
-  cross_entropy_forward_kernel<<<blocks_for(R, 1), threads, 0, s>>>(R, V, logits, labels, lse,
+  cross_entropy_forward_kernel<<<blocks_for(R, 1), threads, 0, s>>>(R, V, ld, logits, labels, lse,
                                                                     row_loss);
   LCR_CUDA_CHECK_LAUNCH();
 }
 
-void cross_entropy_backward(int64_t R, int64_t V, const float* logits, const int32_t* labels,
-                            const float* lse, float scale, float* dlogits, cudaStream_t s) {
+void cross_entropy_backward(int64_t R, int64_t V, int64_t ld, const float* logits,
+                            const int32_t* labels, const float* lse, float scale, float* dlogits,
+                            cudaStream_t s) {
   if (R <= 0 || V <= 0) return;
+  require(ld >= V, "cross_entropy_backward: row stride ", ld, " < vocabulary ", V);
   const int threads = int(std::min<int64_t>(kCeThreads, (V + 31) / 32 * 32));
-  cross_entropy_backward_kernel<<<blocks_for(R, 1), threads, 0, s>>>(R, V, logits, labels, lse,
+  cross_entropy_backward_kernel<<<blocks_for(R, 1), threads, 0, s>>>(R, V, ld, logits, labels, lse,
                                                                      scale, dlogits);
   LCR_CUDA_CHECK_LAUNCH();
 }
@@ -312,6 +326,14 @@ void to_bf16(int64_t n, const float* x, __nv_bfloat16* y, cudaStream_t s) {
 void to_f32(int64_t n, const __nv_bfloat16* x, float* y, cudaStream_t s) {
   if (n <= 0) return;
   to_f32_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(n, x, y);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void add_rows(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy,
+              cudaStream_t s) {
+  if (rows <= 0 || cols <= 0) return;
+  add_rows_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, s>>>(rows, cols, x, ldx, y,
+                                                                           ldy);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

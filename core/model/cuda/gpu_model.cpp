@@ -59,6 +59,9 @@ GpuModel::GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt) : layout_
   params_ = DeviceBuffer<float>(size_t(layout_.total()));
   grads_ = DeviceBuffer<float>(size_t(layout_.total()));
   grads_.fill_bytes(0);
+  head_pad_ = DeviceBuffer<float>(size_t(vocab_pad() * layout_.D()));
+  head_pad_.fill_bytes(0);  // the padding stays zero: only the first V rows / columns are copied
+  dhead_pad_ = DeviceBuffer<float>(head_pad_.size());
   const int64_t na = layout_.attention().total();
   if (na > 0) dparams_ = DeviceBuffer<float>(size_t(na));
   layers_.resize(size_t(cfg.n_layers));
@@ -183,7 +186,7 @@ void GpuModel::ensure_buffers(int64_t B, int64_t L) {
   for (auto& x : x_) grow(x, R * D);
   grow(xf_, R * D);
   grow(rstdf_, R);
-  grow(logits_, R * V);
+  grow(logits_, R * vocab_pad());
   grow(lse_, R);
   grow(row_loss_, R);
   grow(proj_, R * std::max<int64_t>(H * dq, Hkv * dv));
@@ -263,11 +266,18 @@ double GpuModel::forward(const int32_t* tokens, const int32_t* labels, int64_t B
   rmsnorm_forward(R, D, x_.back().data(), params_.data() + layout_.final_norm(), float(c.norm_eps),
                   xf_.data(), rstdf_.data(), stream_);
   const auto N = Trans::No, Y = Trans::Yes;
-  if (c.tie_embeddings)
-    (*gemm_)(N, Y, R, V, D, 1, xf_.data(), E, 0, logits_.data());
-  else
-    (*gemm_)(N, N, R, V, D, 1, xf_.data(), params_.data() + layout_.lm_head(), 0, logits_.data());
-  cross_entropy_forward(R, V, logits_.data(), labels_.data(), lse_.data(), row_loss_.data(),
+  const int64_t Vp = vocab_pad();
+  if (c.tie_embeddings) {  // head_pad_ = [E; 0] [Vp, D]
+    LCR_CUDA_CHECK(cudaMemcpyAsync(head_pad_.data(), E, size_t(V * D) * 4,
+                                   cudaMemcpyDeviceToDevice, stream_));
+    (*gemm_)(N, Y, R, Vp, D, 1, xf_.data(), head_pad_.data(), 0, logits_.data());
+  } else {  // head_pad_ = [W 0] [D, Vp]
+    LCR_CUDA_CHECK(cudaMemcpy2DAsync(head_pad_.data(), size_t(Vp) * 4,
+                                     params_.data() + layout_.lm_head(), size_t(V) * 4,
+                                     size_t(V) * 4, size_t(D), cudaMemcpyDeviceToDevice, stream_));
+    (*gemm_)(N, N, R, Vp, D, 1, xf_.data(), head_pad_.data(), 0, logits_.data());
+  }
+  cross_entropy_forward(R, V, Vp, logits_.data(), labels_.data(), lse_.data(), row_loss_.data(),
                         stream_);
   // Sum on the host in row order, like the CPU model.
   std::vector<float> rl(static_cast<size_t>(R));
@@ -431,19 +441,22 @@ void GpuModel::backward() {
   const ModelConfig& c = layout_.config();
   const int64_t R = B_ * L_, D = layout_.D(), V = layout_.V();
   const float scale = norm_ > 0 ? float(1.0 / norm_) : 0.f;
-  cross_entropy_backward(R, V, logits_.data(), labels_.data(), lse_.data(), scale, logits_.data(),
-                         stream_);
+  const int64_t Vp = vocab_pad();  // dlogits' padding columns are written as 0
+  cross_entropy_backward(R, V, Vp, logits_.data(), labels_.data(), lse_.data(), scale,
+                         logits_.data(), stream_);
   const float* dlogits = logits_.data();
   const auto N = Trans::No, Y = Trans::Yes;
   const Gemm& gemm = *gemm_;
   float* G = grads_.data();
   const float* P = params_.data();
   if (c.tie_embeddings) {
-    gemm(N, N, R, D, V, 1, dlogits, P + layout_.embed(), 0, dxn_.data());
-    gemm(Y, N, V, D, R, 1, dlogits, xf_.data(), 1, G + layout_.embed());
+    gemm(N, N, R, D, Vp, 1, dlogits, head_pad_.data(), 0, dxn_.data());
+    gemm(Y, N, Vp, D, R, 1, dlogits, xf_.data(), 0, dhead_pad_.data());
+    axpy(V * D, 1.f, dhead_pad_.data(), G + layout_.embed(), stream_);
   } else {
-    gemm(N, Y, R, D, V, 1, dlogits, P + layout_.lm_head(), 0, dxn_.data());
-    gemm(Y, N, D, V, R, 1, xf_.data(), dlogits, 1, G + layout_.lm_head());
+    gemm(N, Y, R, D, Vp, 1, dlogits, head_pad_.data(), 0, dxn_.data());
+    gemm(Y, N, D, Vp, R, 1, xf_.data(), dlogits, 0, dhead_pad_.data());
+    add_rows(D, V, dhead_pad_.data(), Vp, G + layout_.lm_head(), V, stream_);
   }
   LCR_CUDA_CHECK(cudaMemsetAsync(dres_.data(), 0, dres_.bytes(), stream_));
   rmsnorm_backward(R, D, x_.back().data(), P + layout_.final_norm(), rstdf_.data(), dxn_.data(),

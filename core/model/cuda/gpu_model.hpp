@@ -182,6 +182,14 @@ class GpuModel {
   int64_t emb_n_ids_ = 0;
   std::vector<DeviceBuffer<float>> x_;  // n_layers + 1 residual streams [R, D]
   DeviceBuffer<float> xf_, rstdf_, logits_, lse_, row_loss_;
+  // The LM head with its vocabulary padded to vocab_pad() (zero rows / columns): cuBLAS picks
+  // its aligned kernels only when every row is 16-byte aligned, and GPT-2's 50257 is odd
+  // (measured, H200, 125M at 64K: the three LM-head products on unaligned SM80 kernels at
+  // ~125 TFLOP/s, 121 ms of a 0.975 s step). head_pad_ is the padded weight (lm_head
+  // [D, Vp], or the tied embedding [Vp, D]), refreshed from params_ each forward;
+  // dhead_pad_ its gradient before it is added to grads_.
+  DeviceBuffer<float> head_pad_, dhead_pad_;
+  int64_t vocab_pad() const { return (layout_.V() + 63) / 64 * 64; }
   // Scratch shared by the layers: projection outputs, fp32 o, backward gradients.
   DeviceBuffer<float> proj_, o32_, dres_, dxn_, dh_, dgate_, dup_, dout_, dq_, dk_, dv_;
   DeviceBuffer<__nv_bfloat16> dout16_;

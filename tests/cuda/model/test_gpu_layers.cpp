@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model/cuda/gpu_gemm.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/layers.hpp"
 #include "core/model/loss.hpp"
@@ -607,6 +608,57 @@ TEST_F(GpuLoss, CrossEntropyMatchesFloat64) {
   }
 }
 
+// Rows padded to a stride ld > V (the model's LM head, vocab_pad()): the same lse, row loss
+// and dlogits bits as the dense rows, the padding ignored by the forward (it holds NaN here)
+// and zeroed by the backward, in place.
+TEST_F(GpuLoss, CrossEntropyWithPaddedRowsEqualsDense) {
+  for (const auto& [R, V] : {std::pair<int64_t, int64_t>{7, 129}, {3, 50257}, {129, 1}}) {
+    const int64_t ld = (V + 63) / 64 * 64 + (V == 1 ? 64 : 0);
+    SCOPED_TRACE(sizes("R", R, "V", V));
+    const auto logits = test::random_normal(sz(R * V), rng, 3.f);
+    std::vector<float> padded(sz(R * ld), std::nanf(""));
+    for (int64_t r = 0; r < R; ++r)
+      std::copy(logits.begin() + r * V, logits.begin() + (r + 1) * V, padded.begin() + r * ld);
+    std::vector<int32_t> labels(sz(R));
+    for (int64_t r = 0; r < R; ++r) labels[sz(r)] = r % 3 == 2 ? -1 : int32_t((r * 31) % V);
+    DeviceBuffer<float> dense(logits), pad(padded), lse1(sz(R)), loss1(sz(R)), lse2(sz(R)),
+        loss2(sz(R));
+    DeviceBuffer<int32_t> labd(labels);
+    cross_entropy_forward(R, V, dense.data(), labd.data(), lse1.data(), loss1.data(), st.s);
+    cross_entropy_forward(R, V, ld, pad.data(), labd.data(), lse2.data(), loss2.data(), st.s);
+    cross_entropy_backward(R, V, dense.data(), labd.data(), lse1.data(), 0.25f, dense.data(), st.s);
+    cross_entropy_backward(R, V, ld, pad.data(), labd.data(), lse2.data(), 0.25f, pad.data(), st.s);
+    st.sync();
+    expect_same_bits(lse2.download(), lse1.download(), "lse");
+    expect_same_bits(loss2.download(), loss1.download(), "row_loss");
+    const auto d1 = dense.download(), d2 = pad.download();
+    std::vector<float> rows(sz(R * V));
+    size_t nonzero_pad = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      std::copy(d2.begin() + r * ld, d2.begin() + r * ld + V, rows.begin() + r * V);
+      for (int64_t v = V; v < ld; ++v) nonzero_pad += d2[sz(r * ld + v)] != 0.f;
+    }
+    expect_same_bits(rows, d1, "dlogits");
+    EXPECT_EQ(nonzero_pad, 0u) << "padding columns of dlogits not zeroed";
+  }
+}
+
+TEST_F(GpuLayers, AddRowsAddsTheStridedBlock) {
+  const int64_t rows = 7, cols = 129, ldx = 192, ldy = 131;
+  const auto x = test::random_normal(sz(rows * ldx), rng), y0 = test::random_normal(sz(rows * ldy), rng);
+  DeviceBuffer<float> xd(x), yd(y0);
+  add_rows(rows, cols, xd.data(), ldx, yd.data(), ldy, st.s);
+  st.sync();
+  const auto y = yd.download();
+  size_t bad = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < ldy; ++c) {
+      const float want = c < cols ? y0[sz(r * ldy + c)] + x[sz(r * ldx + c)] : y0[sz(r * ldy + c)];
+      bad += y[sz(r * ldy + c)] != want;  // one fp32 addition, the same on host and device
+    }
+  EXPECT_EQ(bad, 0u);
+}
+
 // R V > 2^31 logits: every row offset past 2^31 elements must be computed in 64 bits. Rows
 // are zero (lse = log V) except the first and last, which hold random logits.
 TEST_F(GpuLoss, CrossEntropyIndexesPast2To31) {
@@ -779,6 +831,53 @@ TEST_F(GpuLayers, AxpyMatchesFloat64) {
     for (size_t i = 0; i < sz(n); ++i)
       tol[i] = 2 * kEps32 * (std::abs(double(a) * x[i]) + std::abs(double(y0[i]) + a * x[i]));
     expect_close(yd.download(), host(Y), tol, "y + a x");
+  }
+}
+
+// The projections' product (gpu_gemm.hpp) at odd sizes, every transpose, beta 0 and 1,
+// against float64 on the same fp32 inputs. The bound is the input rounding of the mode
+// (bf16: A and B each rounded to 8 bits, 2^-8 relative, so a product is off by <= 2^-7 of
+// |a b|; TF32: 10 bits, 2^-10 each; fp32: none) times sum_k |a b|, plus fp32 accumulation
+// (K eps32 sum_k |a b|) and the rounding of C itself.
+TEST_F(GpuLayers, GemmMatchesFloat64WithinItsInputRounding) {
+
+
+  for (GemmPrecision prec : {GemmPrecision::Bf16, GemmPrecision::Tf32, GemmPrecision::Fp32}) {
+    const Gemm gemm(st.s, prec);
+    const double in_round = prec == GemmPrecision::Bf16   ? std::ldexp(1.0, -7)
+                            : prec == GemmPrecision::Tf32 ? std::ldexp(1.0, -9)
+                                                          : 0.0;
+    struct Dims { int64_t M, N, K; };
+    for (const Dims d : {Dims{1, 1, 1}, Dims{7, 129, 33}, Dims{130, 9, 257}}) {
+      for (Trans ta : {Trans::No, Trans::Yes})
+        for (Trans tb : {Trans::No, Trans::Yes})
+          for (float beta : {0.f, 1.f}) {
+            SCOPED_TRACE(sizes("M", d.M, "N", d.N) + sizes(" K", d.K, " prec", int(prec)) +
+                         (ta == Trans::Yes ? " A^T" : "") + (tb == Trans::Yes ? " B^T" : "") +
+                         (beta != 0.f ? " beta 1" : ""));
+            const auto a = test::random_normal(sz(d.M * d.K), rng);
+            const auto b = test::random_normal(sz(d.K * d.N), rng);
+            const auto c0 = test::random_normal(sz(d.M * d.N), rng);
+            DeviceBuffer<float> ad(a), bd(b), cd(c0);
+            gemm(ta, tb, d.M, d.N, d.K, 1.f, ad.data(), bd.data(), beta, cd.data());
+            st.sync();
+            const auto c = cd.download();
+            std::vector<double> want(sz(d.M * d.N)), tol(want.size());
+            for (int64_t i = 0; i < d.M; ++i)
+              for (int64_t j = 0; j < d.N; ++j) {
+                double sum = beta * double(c0[sz(i * d.N + j)]), mag = 0;
+                for (int64_t k = 0; k < d.K; ++k) {
+                  const double x = ta == Trans::No ? a[sz(i * d.K + k)] : a[sz(k * d.M + i)];
+                  const double y = tb == Trans::No ? b[sz(k * d.N + j)] : b[sz(j * d.K + k)];
+                  sum += x * y, mag += std::abs(x * y);
+                }
+                want[sz(i * d.N + j)] = sum;
+                tol[sz(i * d.N + j)] = (in_round + double(d.K + 2) * kEps32) * mag +
+                                       2 * kEps32 * (std::abs(sum) + std::abs(beta * c0[sz(i * d.N + j)]));
+              }
+            expect_close(c, want, tol, "C");
+          }
+    }
   }
 }
 
