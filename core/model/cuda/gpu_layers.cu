@@ -278,19 +278,34 @@ __global__ void embedding_forward_kernel(int64_t R, int64_t D, const int32_t* __
   }
 }
 
-// One thread per (distinct token u, column d): dE[ids[u], d] += dx[r, d] for the token's
-// rows r in increasing order (layers.cpp's order, one add per row).
+// Pass 1, one thread per (chunk c, column d): partial[c, d] = the chunk's rows of dx summed
+// in increasing order.
+__global__ void embedding_chunk_kernel(int64_t n_chunks, int64_t D, const int32_t* __restrict__ chunks,
+                                       const int32_t* __restrict__ rows,
+                                       const float* __restrict__ dx, float* __restrict__ partial) {
+  for (int64_t c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+    const int32_t j0 = chunks[c], j1 = chunks[c + 1];
+    for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
+      float acc = 0.f;
+#pragma unroll 4
+      for (int32_t j = j0; j < j1; ++j) acc += dx[int64_t(rows[j]) * D + d];
+      partial[c * D + d] = acc;
+    }
+  }
+}
+
+// Pass 2, one thread per (distinct token u, column d): dE[ids[u], d] += its chunks' sums in
+// chunk order.
 __global__ void embedding_backward_kernel(int64_t n_ids, int64_t D, const int32_t* __restrict__ ids,
-                                          const int32_t* __restrict__ starts,
-                                          const int32_t* __restrict__ rows,
-                                          const float* __restrict__ dx, float* __restrict__ dE) {
+                                          const int32_t* __restrict__ id_chunks,
+                                          const float* __restrict__ partial,
+                                          float* __restrict__ dE) {
   for (int64_t u = blockIdx.x; u < n_ids; u += gridDim.x) {
-    const int32_t j0 = starts[u], j1 = starts[u + 1];
+    const int32_t c0 = id_chunks[u], c1 = id_chunks[u + 1];
     float* e = dE + int64_t(ids[u]) * D;
     for (int64_t d = threadIdx.x; d < D; d += blockDim.x) {
       float acc = e[d];
-#pragma unroll 4
-      for (int32_t j = j0; j < j1; ++j) acc += dx[int64_t(rows[j]) * D + d];
+      for (int32_t c = c0; c < c1; ++c) acc += partial[int64_t(c) * D + d];
       e[d] = acc;
     }
   }
@@ -420,14 +435,25 @@ EmbeddingPlan plan_embedding_backward(const int32_t* host_tokens, int64_t R) {
     }
   }
   plan.starts.push_back(int32_t(R));
+  for (size_t u = 0; u < plan.ids.size(); ++u) {
+    plan.id_chunks.push_back(int32_t(plan.chunks.size()));
+    for (int32_t j = plan.starts[u]; j < plan.starts[u + 1]; j += kEmbeddingChunk)
+      plan.chunks.push_back(j);
+  }
+  plan.id_chunks.push_back(int32_t(plan.chunks.size()));
+  plan.chunks.push_back(int32_t(R));
   return plan;
 }
 
-void embedding_backward(int64_t n_ids, int64_t D, const int32_t* ids, const int32_t* starts,
-                        const int32_t* rows, const float* dx, float* dE, cudaStream_t s) {
+void embedding_backward(int64_t n_ids, int64_t n_chunks, int64_t D, const int32_t* ids,
+                        const int32_t* id_chunks, const int32_t* chunks, const int32_t* rows,
+                        const float* dx, float* partial, float* dE, cudaStream_t s) {
   if (n_ids <= 0 || D <= 0) return;
+  embedding_chunk_kernel<<<blocks_for(n_chunks, 1), column_threads(D), 0, s>>>(n_chunks, D, chunks,
+                                                                              rows, dx, partial);
+  LCR_CUDA_CHECK_LAUNCH();
   embedding_backward_kernel<<<blocks_for(n_ids, 1), column_threads(D), 0, s>>>(
-      n_ids, D, ids, starts, rows, dx, dE);
+      n_ids, D, ids, id_chunks, partial, dE);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

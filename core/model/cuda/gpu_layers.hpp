@@ -8,7 +8,10 @@
 // gradient norm) is summed in a fixed order by one thread or in fixed-size row blocks whose
 // partials are summed in block order: the same bits on every run of the same GPU build.
 // The embedding backward needs no atomics: the host sorts the rows by token once per batch
-// (EmbeddingPlan), and one thread per (token, column) walks that token's rows in order.
+// (EmbeddingPlan) and cuts each token's rows into chunks of at most kEmbeddingChunk; one
+// thread per (chunk, column) sums a chunk's rows in order, then one per (token, column) adds
+// the token's chunk sums in order (a frequent token's thousands of rows no longer run as one
+// serial chain on one multiprocessor: 14 ms of a 64K-token step with 32 distinct tokens).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -41,16 +44,24 @@ void embedding_forward(int64_t R, int64_t D, const int32_t* tokens, const float*
 
 // The rows of a batch grouped by token, built on the host from the host token ids:
 // rows[starts[u] .. starts[u+1]) are the rows (increasing) holding token ids[u].
+constexpr int32_t kEmbeddingChunk = 64;
 struct EmbeddingPlan {
   std::vector<int32_t> ids;     // distinct tokens, increasing
   std::vector<int32_t> starts;  // ids.size() + 1
   std::vector<int32_t> rows;    // R
+  // rows[chunks[c] .. chunks[c+1]) is chunk c (<= kEmbeddingChunk rows of one token); token
+  // u's chunks are id_chunks[u] .. id_chunks[u+1).
+  std::vector<int32_t> chunks;     // n_chunks + 1
+  std::vector<int32_t> id_chunks;  // ids.size() + 1
+  int64_t n_chunks() const { return int64_t(chunks.size()) - 1; }
 };
 EmbeddingPlan plan_embedding_backward(const int32_t* host_tokens, int64_t R);
-// dE[ids[u]] += sum of dx over that token's rows (in row order). Device copies of the
-// plan's three arrays; n_ids = ids.size().
-void embedding_backward(int64_t n_ids, int64_t D, const int32_t* ids, const int32_t* starts,
-                        const int32_t* rows, const float* dx, float* dE, cudaStream_t s);
+// dE[ids[u]] += sum of dx over that token's rows (in row order within a chunk, chunks in
+// order). Device copies of the plan's arrays; n_ids = ids.size(), partial: n_chunks * D
+// floats of scratch.
+void embedding_backward(int64_t n_ids, int64_t n_chunks, int64_t D, const int32_t* ids,
+                        const int32_t* id_chunks, const int32_t* chunks, const int32_t* rows,
+                        const float* dx, float* partial, float* dE, cudaStream_t s);
 
 // y[r, :] += b; y [R, N].
 void add_bias(int64_t R, int64_t N, const float* b, float* y, cudaStream_t s);

@@ -254,9 +254,12 @@ double GpuModel::forward(const int32_t* tokens, const int32_t* labels, int64_t B
   // The embedding backward's row grouping, from the host tokens.
   const EmbeddingPlan plan = plan_embedding_backward(tokens, R);
   emb_n_ids_ = int64_t(plan.ids.size());
+  emb_n_chunks_ = plan.n_chunks();
   emb_ids_ = DeviceBuffer<int32_t>(plan.ids);
-  emb_starts_ = DeviceBuffer<int32_t>(plan.starts);
   emb_rows_ = DeviceBuffer<int32_t>(plan.rows);
+  emb_id_chunks_ = DeviceBuffer<int32_t>(plan.id_chunks);
+  emb_chunks_ = DeviceBuffer<int32_t>(plan.chunks);
+  emb_partial_.grow(size_t(std::max<int64_t>(emb_n_chunks_ * D, 1)));
 
   const ModelConfig& c = layout_.config();
   const float* E = params_.data() + layout_.embed();
@@ -462,8 +465,9 @@ void GpuModel::backward() {
   rmsnorm_backward(R, D, x_.back().data(), P + layout_.final_norm(), rstdf_.data(), dxn_.data(),
                    dres_.data(), G + layout_.final_norm(), partial_.data(), stream_);
   for (int l = c.n_layers - 1; l >= 0; --l) layer_backward(l, x_[size_t(l)].data());
-  embedding_backward(emb_n_ids_, D, emb_ids_.data(), emb_starts_.data(), emb_rows_.data(),
-                     dres_.data(), G + layout_.embed(), stream_);
+  embedding_backward(emb_n_ids_, emb_n_chunks_, D, emb_ids_.data(), emb_id_chunks_.data(),
+                     emb_chunks_.data(), emb_rows_.data(), dres_.data(), emb_partial_.data(),
+                     G + layout_.embed(), stream_);
 }
 
 void GpuModel::layer_backward(int l, const float* x_in) {

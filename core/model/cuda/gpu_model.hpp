@@ -178,8 +178,9 @@ class GpuModel {
   int64_t B_ = 0, L_ = 0;
   std::vector<Layer> layers_;
   // Whole-model buffers (R = B L rows).
-  DeviceBuffer<int32_t> tokens_, labels_, emb_ids_, emb_starts_, emb_rows_;
-  int64_t emb_n_ids_ = 0;
+  DeviceBuffer<int32_t> tokens_, labels_, emb_ids_, emb_rows_, emb_id_chunks_, emb_chunks_;
+  DeviceBuffer<float> emb_partial_;  // [n_chunks, D] chunk sums of the embedding backward
+  int64_t emb_n_ids_ = 0, emb_n_chunks_ = 0;
   std::vector<DeviceBuffer<float>> x_;  // n_layers + 1 residual streams [R, D]
   DeviceBuffer<float> xf_, rstdf_, logits_, lse_, row_loss_;
   // The LM head with its vocabulary padded to vocab_pad() (zero rows / columns): cuBLAS picks

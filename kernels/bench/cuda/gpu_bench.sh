@@ -130,23 +130,28 @@ fi
 train_md="$OUT/train.md"
 : >"$train_md"
 if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin lcr); then
-  # goat: lcr's kernels (auto keeps GOAT there); goat+cudnn: train.cuda_attention = cudnn;
-  # nope: cuDNN (auto); path: PaTH in chunks (cuda::path::Chunked, automatic).
-  for run in goat goat+cudnn nope path; do
-    s=${run%+*}; impl=auto; [[ $run == *+cudnn ]] && impl=cudnn
-    note "lcr train gpu_125m_64k_goat.toml attention.scheme=$s train.cuda_attention=$impl"
+  # goat: lcr's kernels (auto keeps GOAT there), TF32 projections; goat+cudnn+bf16:
+  # train.cuda_attention = cudnn and train.gemm_bf16; nope: cuDNN (auto), TF32; nope+bf16:
+  # cuDNN and bf16 projections; path: PaTH in chunks (cuda::path::Chunked, automatic).
+  for run in goat goat+cudnn+bf16 nope nope+bf16 path; do
+    s=${run%%+*} impl=auto bf16=false
+    [[ $run == *+cudnn* ]] && impl=cudnn
+    [[ $run == *+bf16 ]] && bf16=true
+    note "lcr train gpu_125m_64k_goat.toml attention.scheme=$s train.cuda_attention=$impl train.gemm_bf16=$bf16"
     CUDA_VISIBLE_DEVICES=$lcr_gpu timeout "$((2 * lim))" "$b" train \
       --config experiments/configs/gpu_125m_64k_goat.toml attention.scheme="$s" train.steps=15 \
-      train.cuda_attention="\"$impl\"" train.log_every=5 run.overwrite=true \
-      run.dir="\"/tmp/lcr_bench_runs/run_64k_${run/+/_}\"" 2>&1 |
+      train.cuda_attention="\"$impl\"" train.gemm_bf16=$bf16 train.log_every=5 \
+      run.overwrite=true run.dir="\"/tmp/lcr_bench_runs/run_64k_${run//+/_}\"" 2>&1 |
       grep -E "model on|step|rror" | tee -a "$log"
   done
   python3 - >"$train_md" <<'PY'
 import h5py
 print("\n## Training on one GPU (lcr train, experiments/configs/gpu_125m_64k_goat.toml)\n")
-print("| scheme (125M, L = 65536, batch 1) | tokens/s | model TFLOP/s | MFU (causal) | MFU (PaLM count) |")
+print("Runs: attention kernels (train.cuda_attention; auto gives GOAT lcr's kernels, NoPE cuDNN), "
+      "projections TF32 unless +bf16 (train.gemm_bf16).\n")
+print("| run (125M, L = 65536, batch 1) | tokens/s | model TFLOP/s | MFU (causal) | MFU (PaLM count) |")
 print("|---|---|---|---|---|")
-for s in ("goat", "goat_cudnn", "nope", "path"):
+for s in ("goat", "goat_cudnn_bf16", "nope", "nope_bf16", "path"):
     try:
         with h5py.File(f"/tmp/lcr_bench_runs/run_64k_{s}/run.h5", "r") as f:
             m = {k: f["metrics/" + k][-1] for k in ("tokens_per_s", "model_tflops", "mfu", "mfu_palm")}

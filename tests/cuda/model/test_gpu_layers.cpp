@@ -387,6 +387,18 @@ TEST_F(GpuLayers, EmbeddingPlanGroupsRowsByToken) {
         }
       }
       EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), R) << "every row exactly once";
+      // Chunks: consecutive, within one token, at most kEmbeddingChunk rows, covering it.
+      ASSERT_EQ(p.id_chunks.size(), p.ids.size() + 1);
+      ASSERT_EQ(p.chunks.back(), int32_t(R));
+      for (size_t k = 0; k < p.ids.size(); ++k) {
+        ASSERT_LT(p.id_chunks[k], p.id_chunks[k + 1]) << "every id has a chunk";
+        EXPECT_EQ(p.chunks[sz(p.id_chunks[k])], p.starts[k]);
+        EXPECT_EQ(p.chunks[sz(p.id_chunks[k + 1])], p.starts[k + 1]);
+        for (int32_t c = p.id_chunks[k]; c < p.id_chunks[k + 1]; ++c) {
+          EXPECT_GT(p.chunks[sz(c + 1)], p.chunks[sz(c)]);
+          EXPECT_LE(p.chunks[sz(c + 1)] - p.chunks[sz(c)], kEmbeddingChunk);
+        }
+      }
     }
   const EmbeddingPlan empty = plan_embedding_backward(nullptr, 0);
   EXPECT_TRUE(empty.ids.empty());
@@ -399,10 +411,11 @@ std::vector<float> gpu_embedding_backward(const std::vector<int32_t>& tok, int64
                                           const std::vector<float>& dx,
                                           const std::vector<float>& dE0, cudaStream_t s) {
   const EmbeddingPlan p = plan_embedding_backward(tok.data(), int64_t(tok.size()));
-  DeviceBuffer<int32_t> ids(p.ids), starts(p.starts), rows(p.rows);
-  DeviceBuffer<float> dxd(dx), dEd(dE0);
-  embedding_backward(int64_t(p.ids.size()), D, ids.data(), starts.data(), rows.data(), dxd.data(),
-                     dEd.data(), s);
+  DeviceBuffer<int32_t> ids(p.ids), rows(p.rows), id_chunks(p.id_chunks), chunks(p.chunks);
+  DeviceBuffer<float> dxd(dx), dEd(dE0), partial(size_t(std::max<int64_t>(p.n_chunks() * D, 1)));
+  partial.fill_bytes(0xFF);
+  embedding_backward(int64_t(p.ids.size()), p.n_chunks(), D, ids.data(), id_chunks.data(),
+                     chunks.data(), rows.data(), dxd.data(), partial.data(), dEd.data(), s);
   LCR_CUDA_CHECK(cudaStreamSynchronize(s));
   return dEd.download();
 }
@@ -1052,7 +1065,7 @@ TEST_F(GpuLayers, ZeroSizesLaunchNothing) {
     swiglu_forward(0, nf, nf, nf, st.s);
     swiglu_backward(0, nf, nf, nf, nf, nf, st.s);
     embedding_forward(0, 8, ni, nf, nf, st.s);
-    embedding_backward(0, 8, ni, ni, ni, nf, nf, st.s);
+    embedding_backward(0, 0, 8, ni, ni, ni, ni, nf, nf, nf, st.s);
     add_bias(0, 8, nf, nf, st.s);
     bias_backward(0, 8, nf, &f, nf, st.s);
     cross_entropy_forward(0, 8, nf, ni, nf, nf, st.s);
