@@ -21,7 +21,8 @@
 # Environment: OUT (output folder, default /tmp/gpu_bench); LCR_BENCH_VARIANTS=all (time
 # every compiled SDPA tiling, for tuning); LCR_BENCH_SDPA_ONLY=1 (skip the other rows);
 # LCR_BENCH_REPS (default 20); LCR_BENCH_STEP_S (time limit of each step, default 120 s;
-# a step cut short loses its rows, the table is still written); LCR_BENCH_BEFORE (a
+# a step cut short loses its rows, the table is still written); LCR_BENCH_TRAIN_RUNS (the
+# training rows, default "goat goat+cudnn+bf16 nope nope+bf16 path"); LCR_BENCH_BEFORE (a
 # command run on GPU 0 first, while the peers start on GPU 1, e.g. the CUDA tests).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -133,7 +134,7 @@ if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin lcr); then
   # goat: lcr's kernels (auto keeps GOAT there), TF32 projections; goat+cudnn+bf16:
   # train.cuda_attention = cudnn and train.gemm_bf16; nope: cuDNN (auto), TF32; nope+bf16:
   # cuDNN and bf16 projections; path: PaTH in chunks (cuda::path::Chunked, automatic).
-  for run in goat goat+cudnn+bf16 nope nope+bf16 path; do
+  for run in ${LCR_BENCH_TRAIN_RUNS:-goat goat+cudnn+bf16 nope nope+bf16 path}; do
     s=${run%%+*} impl=auto bf16=false
     [[ $run == *+cudnn* ]] && impl=cudnn
     [[ $run == *+bf16 ]] && bf16=true
