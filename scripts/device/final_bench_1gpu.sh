@@ -22,3 +22,6 @@ PYTHONPATH=/tmp/site LCR_BENCH_REPS=${LCR_BENCH_REPS:-10} LCR_BENCH_STEP_S=${LCR
   timeout 570 bash kernels/bench/cuda/gpu_bench.sh .devbundle/fin/bin >/dev/null 2>&1
 echo "driver rc=$?"
 cat "$OUT/gpu_bench.md" 2>/dev/null || tail -40 "$OUT/gpu_bench.log"
+# At most 8 files come back from a device call: everything but the table in one archive.
+(cd "$OUT" && tar czf raw.tgz --exclude=gpu_bench.md --exclude=raw.tgz . 2>/dev/null &&
+  find . -maxdepth 1 -type f ! -name gpu_bench.md ! -name raw.tgz -delete)
