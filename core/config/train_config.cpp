@@ -62,14 +62,14 @@ void bind_train(Table& root, TrainOptions& o) {
            "per rank, data parallelism; a build with -DLCR_ENABLE_CUDA=ON)");
   t.field("gemm_tf32", o.gemm_tf32,
           "cuda: run the projections on TF32 tensor cores (false = exact fp32, ~8x slower)");
-  t.choice("cuda_attention", o.cuda_attention,
-           {{"lcr", std::string("lcr")}, {"cudnn", std::string("cudnn")},
-            {"auto", std::string("auto")}},
-           "cuda: attention kernels. auto: cuDNN 9's fused attention (loaded at run time) for "
-           "the schemes without parameters (NoPE, RoPE) where it serves the call, lcr's kernels "
-           "elsewhere; cudnn: cuDNN for every scheme's product (GOAT's and PoPE's too, their "
-           "parameter gradients then take delta from the bf16 output), an error where it "
-           "cannot (ALiBi, FoX, softcap, sink); lcr: lcr's own kernels only");
+  t.choice(
+      "cuda_attention", o.cuda_attention,
+      {{"lcr", std::string("lcr")}, {"cudnn", std::string("cudnn")}, {"auto", std::string("auto")}},
+      "cuda: attention kernels. auto: cuDNN 9's fused attention (loaded at run time) for "
+      "the schemes without parameters (NoPE, RoPE) where it serves the call, lcr's kernels "
+      "elsewhere; cudnn: cuDNN for every scheme's product (GOAT's and PoPE's too, their "
+      "parameter gradients then take delta from the bf16 output), an error where it "
+      "cannot (ALiBi, FoX, softcap, sink); lcr: lcr's own kernels only");
   t.field("gemm_bf16", o.gemm_bf16,
           "cuda: run the projections on bf16 tensor cores (operands rounded to bf16, fp32 "
           "accumulation and outputs; about twice TF32's rate); overrides gemm_tf32");

@@ -56,8 +56,8 @@ struct TrainOptions {
   // Where the model trains: "cpu" (Kokkos, every scheme, context parallelism) or "cuda"
   // (core/model/cuda: one GPU per rank, data parallelism; needs -DLCR_ENABLE_CUDA=ON).
   std::string device = "cpu";
-  bool gemm_tf32 = true;     // cuda: projections on TF32 tensor cores (false = exact fp32)
-  bool gemm_bf16 = false;    // cuda: projections on bf16 tensor cores (overrides gemm_tf32)
+  bool gemm_tf32 = true;   // cuda: projections on TF32 tensor cores (false = exact fp32)
+  bool gemm_bf16 = false;  // cuda: projections on bf16 tensor cores (overrides gemm_tf32)
   // cuda: which SDPA kernels the attention asks for (Workspace::set_sdpa_impl): "auto"
   // (cuDNN for the schemes without parameters, where it serves the call), "cudnn" (cuDNN for
   // every scheme's product, an error where it cannot) or "lcr".

@@ -344,7 +344,7 @@ std::string GpuEngine::describe() const {
   if (impl != cuda::SdpaImpl::Lcr) {
     std::string why;
     s += cuda::cudnn_attention_available(&why) ? " (cuDNN loaded)"
-                                                : " (cuDNN unavailable: " + why + ")";
+                                               : " (cuDNN unavailable: " + why + ")";
   }
   return s;
 }

@@ -280,7 +280,8 @@ __global__ void embedding_forward_kernel(int64_t R, int64_t D, const int32_t* __
 
 // Pass 1, one thread per (chunk c, column d): partial[c, d] = the chunk's rows of dx summed
 // in increasing order.
-__global__ void embedding_chunk_kernel(int64_t n_chunks, int64_t D, const int32_t* __restrict__ chunks,
+__global__ void embedding_chunk_kernel(int64_t n_chunks, int64_t D,
+                                       const int32_t* __restrict__ chunks,
                                        const int32_t* __restrict__ rows,
                                        const float* __restrict__ dx, float* __restrict__ partial) {
   for (int64_t c = blockIdx.x; c < n_chunks; c += gridDim.x) {
@@ -450,7 +451,7 @@ void embedding_backward(int64_t n_ids, int64_t n_chunks, int64_t D, const int32_
                         const float* dx, float* partial, float* dE, cudaStream_t s) {
   if (n_ids <= 0 || D <= 0) return;
   embedding_chunk_kernel<<<blocks_for(n_chunks, 1), column_threads(D), 0, s>>>(n_chunks, D, chunks,
-                                                                              rows, dx, partial);
+                                                                               rows, dx, partial);
   LCR_CUDA_CHECK_LAUNCH();
   embedding_backward_kernel<<<blocks_for(n_ids, 1), column_threads(D), 0, s>>>(
       n_ids, D, ids, id_chunks, partial, dE);

@@ -75,18 +75,16 @@ void bias_backward(int64_t R, int64_t N, const float* dy, float* db, float* part
 // columns [V, ld) are ignored by the forward and set to 0 by the backward.
 void cross_entropy_forward(int64_t R, int64_t V, int64_t ld, const float* logits,
                            const int32_t* labels, float* lse, float* row_loss, cudaStream_t s);
-inline void cross_entropy_forward(int64_t R, int64_t V, const float* logits,
-                                  const int32_t* labels, float* lse, float* row_loss,
-                                  cudaStream_t s) {
+inline void cross_entropy_forward(int64_t R, int64_t V, const float* logits, const int32_t* labels,
+                                  float* lse, float* row_loss, cudaStream_t s) {
   cross_entropy_forward(R, V, V, logits, labels, lse, row_loss, s);
 }
 // dlogits = scale (softmax - onehot) for labelled rows, 0 for ignored rows; in place allowed.
 void cross_entropy_backward(int64_t R, int64_t V, int64_t ld, const float* logits,
                             const int32_t* labels, const float* lse, float scale, float* dlogits,
                             cudaStream_t s);
-inline void cross_entropy_backward(int64_t R, int64_t V, const float* logits,
-                                   const int32_t* labels, const float* lse, float scale,
-                                   float* dlogits, cudaStream_t s) {
+inline void cross_entropy_backward(int64_t R, int64_t V, const float* logits, const int32_t* labels,
+                                   const float* lse, float scale, float* dlogits, cudaStream_t s) {
   cross_entropy_backward(R, V, V, logits, labels, lse, scale, dlogits, s);
 }
 

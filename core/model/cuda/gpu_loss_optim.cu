@@ -333,7 +333,7 @@ void add_rows(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* y,
               cudaStream_t s) {
   if (rows <= 0 || cols <= 0) return;
   add_rows_kernel<<<blocks_for(rows * cols, kThreads), kThreads, 0, s>>>(rows, cols, x, ldx, y,
-                                                                           ldy);
+                                                                         ldy);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -271,8 +271,8 @@ double GpuModel::forward(const int32_t* tokens, const int32_t* labels, int64_t B
   const auto N = Trans::No, Y = Trans::Yes;
   const int64_t Vp = vocab_pad();
   if (c.tie_embeddings) {  // head_pad_ = [E; 0] [Vp, D]
-    LCR_CUDA_CHECK(cudaMemcpyAsync(head_pad_.data(), E, size_t(V * D) * 4,
-                                   cudaMemcpyDeviceToDevice, stream_));
+    LCR_CUDA_CHECK(
+        cudaMemcpyAsync(head_pad_.data(), E, size_t(V * D) * 4, cudaMemcpyDeviceToDevice, stream_));
     (*gemm_)(N, Y, R, Vp, D, 1, xf_.data(), head_pad_.data(), 0, logits_.data());
   } else {  // head_pad_ = [W 0] [D, Vp]
     LCR_CUDA_CHECK(cudaMemcpy2DAsync(head_pad_.data(), size_t(Vp) * 4,

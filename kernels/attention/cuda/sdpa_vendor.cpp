@@ -11,9 +11,12 @@ namespace lcr::cuda {
 
 const char* sdpa_impl_name(SdpaImpl impl) {
   switch (impl) {
-    case SdpaImpl::Lcr: return "lcr";
-    case SdpaImpl::Cudnn: return "cudnn";
-    case SdpaImpl::Auto: return "auto";
+    case SdpaImpl::Lcr:
+      return "lcr";
+    case SdpaImpl::Cudnn:
+      return "cudnn";
+    case SdpaImpl::Auto:
+      return "auto";
   }
   return "?";
 }

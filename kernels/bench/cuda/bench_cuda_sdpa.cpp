@@ -181,8 +181,8 @@ int run(const Opts& o) {
   const double flop_fwd = 2.0 * o.B * o.H * double(o.L) * o.L * (o.D + o.Dv) / 2;
   auto report = [&](const char* dir, const char* variant, float ms, double flop) {
     std::printf("%s,%s,%d,%d,%d,%d,%d,%d,%s%s%s,%.4f,%.1f\n",
-                o.impl == lcr::cuda::SdpaImpl::Lcr ? "lcr" : "lcr-cudnn", dir, o.B, o.H, o.Hkv,
-                o.L, o.D, o.Dv, variant, o.bias ? "+bias" : "", o.alibi ? "+alibi" : "", ms,
+                o.impl == lcr::cuda::SdpaImpl::Lcr ? "lcr" : "lcr-cudnn", dir, o.B, o.H, o.Hkv, o.L,
+                o.D, o.Dv, variant, o.bias ? "+bias" : "", o.alibi ? "+alibi" : "", ms,
                 flop / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   };
@@ -193,19 +193,24 @@ int run(const Opts& o) {
       return a;
     };
     if (o.fwd)
-      report("fwd", "cudnn", time_ms(o, [&](int i) {
-               lcr::cuda::sdpa_forward(vargs(sets[i]), sets[i].o.data(), nullptr,
-                                       sets[i].lse.data(), 0);
-             }),
+      report("fwd", "cudnn",
+             time_ms(o,
+                     [&](int i) {
+                       lcr::cuda::sdpa_forward(vargs(sets[i]), sets[i].o.data(), nullptr,
+                                               sets[i].lse.data(), 0);
+                     }),
              flop_fwd);
     for (auto& s : sets) lcr::cuda::sdpa_forward(vargs(s), s.o.data(), nullptr, s.lse.data(), 0);
     if (o.bwd)
-      report("bwd", "cudnn", time_ms(o, [&](int i) {
-               Set& s = sets[i];
-               lcr::cuda::sdpa_backward(vargs(s), s.lse.data(), s.delta.data(), s.dout.data(),
-                                        s.dq.data(), s.dk.data(), s.dv.data(), nullptr, nullptr,
-                                        false, 0, nullptr, s.o.data());
-             }),
+      report("bwd", "cudnn",
+             time_ms(o,
+                     [&](int i) {
+                       Set& s = sets[i];
+                       lcr::cuda::sdpa_backward(vargs(s), s.lse.data(), s.delta.data(),
+                                                s.dout.data(), s.dq.data(), s.dk.data(),
+                                                s.dv.data(), nullptr, nullptr, false, 0, nullptr,
+                                                s.o.data());
+                     }),
              2.5 * flop_fwd);
     LCR_CUDA_CHECK(cudaDeviceSynchronize());
     return 0;

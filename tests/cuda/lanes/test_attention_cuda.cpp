@@ -206,8 +206,8 @@ std::vector<NamedCase> all_cudnn_cases() {
     const std::string& n = nc.name;
     const bool scheme = n.rfind("goat_L", 0) == 0 || n.rfind("goat2d_L", 0) == 0 ||
                         n.rfind("nope_L", 0) == 0 || n.rfind("rope_half_L", 0) == 0;
-    const bool shape = n.find("L129_d128") != std::string::npos ||
-                       n.find("L1000_d64_gqa") != std::string::npos;
+    const bool shape =
+        n.find("L129_d128") != std::string::npos || n.find("L1000_d64_gqa") != std::string::npos;
     if (scheme && shape) v.push_back(nc);
   }
   return v;

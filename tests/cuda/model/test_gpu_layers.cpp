@@ -658,7 +658,8 @@ TEST_F(GpuLoss, CrossEntropyWithPaddedRowsEqualsDense) {
 
 TEST_F(GpuLayers, AddRowsAddsTheStridedBlock) {
   const int64_t rows = 7, cols = 129, ldx = 192, ldy = 131;
-  const auto x = test::random_normal(sz(rows * ldx), rng), y0 = test::random_normal(sz(rows * ldy), rng);
+  const auto x = test::random_normal(sz(rows * ldx), rng),
+             y0 = test::random_normal(sz(rows * ldy), rng);
   DeviceBuffer<float> xd(x), yd(y0);
   add_rows(rows, cols, xd.data(), ldx, yd.data(), ldy, st.s);
   st.sync();
@@ -853,14 +854,14 @@ TEST_F(GpuLayers, AxpyMatchesFloat64) {
 // |a b|; TF32: 10 bits, 2^-10 each; fp32: none) times sum_k |a b|, plus fp32 accumulation
 // (K eps32 sum_k |a b|) and the rounding of C itself.
 TEST_F(GpuLayers, GemmMatchesFloat64WithinItsInputRounding) {
-
-
   for (GemmPrecision prec : {GemmPrecision::Bf16, GemmPrecision::Tf32, GemmPrecision::Fp32}) {
     const Gemm gemm(st.s, prec);
     const double in_round = prec == GemmPrecision::Bf16   ? std::ldexp(1.0, -7)
                             : prec == GemmPrecision::Tf32 ? std::ldexp(1.0, -9)
                                                           : 0.0;
-    struct Dims { int64_t M, N, K; };
+    struct Dims {
+      int64_t M, N, K;
+    };
     for (const Dims d : {Dims{1, 1, 1}, Dims{7, 129, 33}, Dims{130, 9, 257}}) {
       for (Trans ta : {Trans::No, Trans::Yes})
         for (Trans tb : {Trans::No, Trans::Yes})
@@ -885,8 +886,9 @@ TEST_F(GpuLayers, GemmMatchesFloat64WithinItsInputRounding) {
                   sum += x * y, mag += std::abs(x * y);
                 }
                 want[sz(i * d.N + j)] = sum;
-                tol[sz(i * d.N + j)] = (in_round + double(d.K + 2) * kEps32) * mag +
-                                       2 * kEps32 * (std::abs(sum) + std::abs(beta * c0[sz(i * d.N + j)]));
+                tol[sz(i * d.N + j)] =
+                    (in_round + double(d.K + 2) * kEps32) * mag +
+                    2 * kEps32 * (std::abs(sum) + std::abs(beta * c0[sz(i * d.N + j)]));
               }
             expect_close(c, want, tol, "C");
           }

@@ -20,14 +20,15 @@ Desc::~Desc() {
 Desc& Desc::set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t n,
                 const void* values) {
   const cudnnStatus_t s = api_->SetAttribute(d_, name, type, n, values);
-  require(s == CUDNN_STATUS_SUCCESS, "cuDNN: setting attribute ", int(name), " failed: ",
-          status_text(*api_, s));
+  require(s == CUDNN_STATUS_SUCCESS, "cuDNN: setting attribute ", int(name),
+          " failed: ", status_text(*api_, s));
   return *this;
 }
 
 void Desc::finalize(const char* what) {
   const cudnnStatus_t s = try_finalize();
-  require(s == CUDNN_STATUS_SUCCESS, "cuDNN: finalising ", what, " failed: ", status_text(*api_, s));
+  require(s == CUDNN_STATUS_SUCCESS, "cuDNN: finalising ", what,
+          " failed: ", status_text(*api_, s));
 }
 cudnnStatus_t Desc::try_finalize() { return api_->Finalize(d_); }
 
@@ -178,8 +179,8 @@ void execute(const Api& api, cudnnHandle_t handle, const Plan& plan,
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace)
       .finalize("the variant pack");
   const cudnnStatus_t s = api.Execute(handle, plan.plan->get(), pack.get());
-  require(s == CUDNN_STATUS_SUCCESS, "cuDNN: executing the attention plan failed: ",
-          status_text(api, s));
+  require(s == CUDNN_STATUS_SUCCESS,
+          "cuDNN: executing the attention plan failed: ", status_text(api, s));
 }
 
 }  // namespace lcr::cuda::cudnn

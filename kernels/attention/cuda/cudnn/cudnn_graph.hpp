@@ -62,7 +62,9 @@ class GraphBuilder {
                 bool by_value = false);
   Tensor virt(cudnnDataType_t type, const Dims& dims, const Dims& strides);
   // A host scalar passed by value at execution ([1,1,1,1] fp32).
-  Tensor scalar(int64_t uid) { return tensor(uid, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, true); }
+  Tensor scalar(int64_t uid) {
+    return tensor(uid, CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, true);
+  }
 
   // y = op(x[, b][, t]); prec is the node's math precision; axis for GEN_INDEX.
   void pointwise(cudnnPointwiseMode_t mode, cudnnDataType_t prec, Tensor x, Tensor y,

@@ -35,7 +35,20 @@ namespace {
 
 // The graph's named tensors (variant-pack uids); virtual tensors number from 1000.
 enum Uid : int64_t {
-  kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kDO, kDQ, kDK, kDV, kOne, kSoftmaxSum, kDQAccum
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kScale,
+  kNegInf,
+  kDO,
+  kDQ,
+  kDK,
+  kDV,
+  kOne,
+  kSoftmaxSum,
+  kDQAccum
 };
 
 enum class Mask { Unsupported, Causal, None };
@@ -167,8 +180,7 @@ std::shared_ptr<Plan> build_backward(const Api& api, cudnnHandle_t h, const Shap
   const bool gqa = l.H != l.Hk;
   Tensor q = g.tensor(kQ, bf, bshd_dims(l.B, l.Lq, l.H, l.D), bshd_strides(l.Lq, l.H, l.D));
   Tensor kt = g.tensor(kK, bf, {l.B, l.Hk, l.D, l.Lk}, {l.Lk * l.Hk * l.D, l.D, 1, l.Hk * l.D});
-  Tensor vt =
-      g.tensor(kV, bf, {l.B, l.Hk, l.Dv, l.Lk}, {l.Lk * l.Hk * l.Dv, l.Dv, 1, l.Hk * l.Dv});
+  Tensor vt = g.tensor(kV, bf, {l.B, l.Hk, l.Dv, l.Lk}, {l.Lk * l.Hk * l.Dv, l.Dv, 1, l.Hk * l.Dv});
   Tensor o = g.tensor(kO, bf, bshd_dims(l.B, l.Lq, l.H, l.Dv), bshd_strides(l.Lq, l.H, l.Dv));
   Tensor dout = g.tensor(kDO, bf, bshd_dims(l.B, l.Lq, l.H, l.Dv), bshd_strides(l.Lq, l.H, l.Dv));
   Tensor stats = g.tensor(kStats, f32, l.rd(), l.rs());
@@ -177,8 +189,8 @@ std::shared_ptr<Plan> build_backward(const Api& api, cudnnHandle_t h, const Shap
   Tensor dk = g.tensor(kDK, bf, bshd_dims(l.B, l.Lk, l.Hk, l.D), bshd_strides(l.Lk, l.Hk, l.D));
   Tensor dv = g.tensor(kDV, bf, bshd_dims(l.B, l.Lk, l.Hk, l.Dv), bshd_strides(l.Lk, l.Hk, l.Dv));
   Tensor softmax_sum = g.tensor(kSoftmaxSum, f32, l.rd(), l.rs());
-  Tensor dq_accum = g.tensor(kDQAccum, f32, {l.B, l.H, l.Lq, l.D},
-                             {l.H * l.Lq * l.D, l.Lq * l.D, l.D, 1});
+  Tensor dq_accum =
+      g.tensor(kDQAccum, f32, {l.B, l.H, l.Lq, l.D}, {l.H * l.Lq * l.D, l.Lq * l.D, l.D, 1});
 
   Tensor dp = g.virt(f32, l.sd(), l.ss());
   g.matmul(dout, vt, dp);
@@ -268,8 +280,9 @@ const Plan* prepare(const SdpaArgs& a, bool backward, const Api** api, cudnnHand
 }
 
 [[noreturn]] void refuse(const char* dir, const std::string& why) {
-  throw_error("cuda sdpa_", dir, ": impl = cudnn was asked for but cuDNN cannot serve the call: ",
-              why, " (use impl = auto to fall back to lcr's kernels)");
+  throw_error("cuda sdpa_", dir,
+              ": impl = cudnn was asked for but cuDNN cannot serve the call: ", why,
+              " (use impl = auto to fall back to lcr's kernels)");
 }
 
 }  // namespace
@@ -306,8 +319,12 @@ bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, bo
   }
   float scale = a.scale, neg_inf = -INFINITY;
   std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale};
-  std::vector<void*> ptrs{const_cast<__nv_bfloat16*>(a.q), const_cast<__nv_bfloat16*>(a.k),
-                          const_cast<__nv_bfloat16*>(a.v), o, lse, &scale};
+  std::vector<void*> ptrs{const_cast<__nv_bfloat16*>(a.q),
+                          const_cast<__nv_bfloat16*>(a.k),
+                          const_cast<__nv_bfloat16*>(a.v),
+                          o,
+                          lse,
+                          &scale};
   if (mask_of(a) == Mask::Causal) uids.push_back(kNegInf), ptrs.push_back(&neg_inf);
   char* ws = scratch(s, round_up(size_t(plan->workspace_bytes)) + 256);
   const cudnnStatus_t st = api->SetStream(h, s);
@@ -341,12 +358,21 @@ bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
   auto* dk16 = reinterpret_cast<__nv_bfloat16*>(ws + off_dk);
   auto* dv16 = reinterpret_cast<__nv_bfloat16*>(ws + off_dv);
   float scale = a.scale, one = 1.f, neg_inf = -INFINITY;
-  std::vector<int64_t> uids{kQ, kK, kV, kO, kDO, kStats, kScale, kOne, kDQ, kDK, kDV,
-                            kSoftmaxSum, kDQAccum};
-  std::vector<void*> ptrs{const_cast<__nv_bfloat16*>(a.q), const_cast<__nv_bfloat16*>(a.k),
-                          const_cast<__nv_bfloat16*>(a.v), const_cast<__nv_bfloat16*>(o),
-                          const_cast<__nv_bfloat16*>(dout), const_cast<float*>(lse), &scale,
-                          &one, ws + off_dq, dk16, dv16, ws + off_sum, dq_acc};
+  std::vector<int64_t> uids{kQ,   kK,  kV,  kO,  kDO,         kStats,  kScale,
+                            kOne, kDQ, kDK, kDV, kSoftmaxSum, kDQAccum};
+  std::vector<void*> ptrs{const_cast<__nv_bfloat16*>(a.q),
+                          const_cast<__nv_bfloat16*>(a.k),
+                          const_cast<__nv_bfloat16*>(a.v),
+                          const_cast<__nv_bfloat16*>(o),
+                          const_cast<__nv_bfloat16*>(dout),
+                          const_cast<float*>(lse),
+                          &scale,
+                          &one,
+                          ws + off_dq,
+                          dk16,
+                          dv16,
+                          ws + off_sum,
+                          dq_acc};
   if (mask_of(a) == Mask::Causal) uids.push_back(kNegInf), ptrs.push_back(&neg_inf);
   const cudnnStatus_t st = api->SetStream(h, s);
   require(st == CUDNN_STATUS_SUCCESS, "cuDNN: cudnnSetStream failed: ", status_text(*api, st));
