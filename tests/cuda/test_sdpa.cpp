@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -112,8 +113,11 @@ std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), 
 // One case on one implementation (lcr's kernels, or cuDNN through SdpaImpl::Cudnn, which
 // throws where cuDNN cannot serve the call).
 void run_case(const Case& c, SdpaImpl impl) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+  // Fresh inputs every run; LCR_TEST_SEED=<n> replays a printed seed.
+  const char* replay = std::getenv("LCR_TEST_SEED");
+  const uint64_t seed = replay ? std::strtoull(replay, nullptr, 10) : std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: LCR_TEST_SEED=" + std::to_string(seed) +
+               ")");
   std::mt19937_64 rng(seed);
   RefProblem p;
   p.B = 2, p.Lq = c.Lq, p.Lk = c.Lk, p.H = c.H, p.Hkv = c.Hkv, p.D = c.D, p.Dv = c.Dv;

@@ -152,7 +152,9 @@ print("Runs: attention kernels (train.cuda_attention; auto gives GOAT lcr's kern
       "projections TF32 unless +bf16 (train.gemm_bf16).\n")
 print("| run (125M, L = 65536, batch 1) | tokens/s | model TFLOP/s | MFU (causal) | MFU (PaLM count) |")
 print("|---|---|---|---|---|")
-for s in ("goat", "goat_cudnn_bf16", "nope", "nope_bf16", "path"):
+import os
+runs = os.environ.get("LCR_BENCH_TRAIN_RUNS", "goat goat+cudnn+bf16 nope nope+bf16 path")
+for s in runs.replace("+", "_").split():
     try:
         with h5py.File(f"/tmp/lcr_bench_runs/run_64k_{s}/run.h5", "r") as f:
             m = {k: f["metrics/" + k][-1] for k in ("tokens_per_s", "model_tflops", "mfu", "mfu_palm")}
