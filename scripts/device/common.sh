@@ -16,6 +16,14 @@ device_init() {
     tee "$OUT/summary.txt"
 }
 
+# packed_init NAME: device_init NAME for a bundle carried packed (.devbundle/gpack/NAME.tar.xz,
+# unpacked once) with lcr's run-time cuDNN loader pointed at the machine's (cudnn_env.sh).
+packed_init() {
+  source "$(dirname "${BASH_SOURCE[0]}")/cudnn_env.sh"
+  [[ -d .devbundle/$1 ]] || tar xJf ".devbundle/gpack/$1.tar.xz" -C .devbundle
+  device_init "$1"
+}
+
 # shard GPU BINARY LOGNAME [FILTER]: a gtest binary in 8 shards on one GPU (the float64
 # references are CPU work, so shards keep the GPU busy); the shards' logs joined into
 # $OUT/LOGNAME.log.

@@ -13,9 +13,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
-source scripts/device/cudnn_env.sh
-[[ -d .devbundle/suites ]] || tar xJf .devbundle/gpack/suites.tar.xz -C .devbundle
-device_init suites
+packed_init suites
 quick=(train.log_every=5 eval.every=0 eval.at_end=false train.steps=60 run.overwrite=true)
 # CPU references meanwhile (8 cores each).
 for s in nope goat; do

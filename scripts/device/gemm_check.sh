@@ -6,9 +6,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
-source scripts/device/cudnn_env.sh
-[[ -d .devbundle/suites ]] || tar xJf .devbundle/gpack/suites.tar.xz -C .devbundle
-device_init suites
+packed_init suites
 quick=(train.log_every=5 eval.every=0 eval.at_end=false train.steps=60 run.overwrite=true
   parallel.cp=1 attention.scheme=nope)
 CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=12 timeout 200 "$B/lcr" train --config \

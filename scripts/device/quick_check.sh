@@ -4,9 +4,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
-source scripts/device/cudnn_env.sh
-[[ -d .devbundle/suites ]] || tar xJf .devbundle/gpack/suites.tar.xz -C .devbundle
-device_init suites
+packed_init suites
 timeout 200 "$B/lcr_cuda_model_tests" --gtest_color=no >"$OUT/model.log" 2>&1
 timeout 120 "$B/lcr_cuda_sdpa_tests" --gtest_color=no >"$OUT/sdpa.log" 2>&1
 RUNS=${RUNS:-nope:auto:true} bash scripts/device/train_64k.sh 2>&1 | tee "$OUT/train_64k.txt"

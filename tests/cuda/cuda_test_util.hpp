@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/attention/cuda/device_buffer.hpp"
+#include "kernels/attention/cuda/sdpa.hpp"
 
 namespace lcr::cuda::test {
 
@@ -51,6 +52,15 @@ inline void require_gpu() {
   do {                                        \
     ::lcr::cuda::test::require_gpu();         \
     if (::testing::Test::IsSkipped()) return; \
+  } while (0)
+
+// LCR_REQUIRE_CUDNN(): after LCR_REQUIRE_GPU() in tests of cuDNN's attention (SdpaImpl
+// cudnn / auto): SKIPS with the loader's reason where libcudnn.so.9 cannot be loaded.
+#define LCR_REQUIRE_CUDNN()                                                \
+  do {                                                                     \
+    std::string lcr_cudnn_why_;                                            \
+    if (!::lcr::cuda::cudnn_attention_available(&lcr_cudnn_why_))          \
+      GTEST_SKIP() << "cuDNN attention not available: " << lcr_cudnn_why_; \
   } while (0)
 
 inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16(x)); }

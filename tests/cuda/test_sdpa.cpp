@@ -321,8 +321,7 @@ class CudaSdpaCudnn : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaSdpaCudnn, MatchesFloat64Reference) {
   LCR_REQUIRE_GPU();
-  std::string why;
-  if (!cudnn_attention_available(&why)) GTEST_SKIP() << "cuDNN attention not available: " << why;
+  LCR_REQUIRE_CUDNN();
   run_case(GetParam(), SdpaImpl::Cudnn);
 }
 
@@ -356,8 +355,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaAuto, ::testing::ValuesIn(cases()),
 
 TEST(CudaSdpaCudnnRefusal, NamesTheReason) {
   LCR_REQUIRE_GPU();
-  std::string why;
-  if (!cudnn_attention_available(&why)) GTEST_SKIP() << "cuDNN attention not available: " << why;
+  LCR_REQUIRE_CUDNN();
   // Softcap is lcr's alone: impl = cudnn must say so instead of running something else.
   DeviceBuffer<__nv_bfloat16> q(2 * 7 * 4 * 64), kv(2 * 7 * 2 * 64), o(q.size());
   DeviceBuffer<float> lse(2 * 4 * 7);

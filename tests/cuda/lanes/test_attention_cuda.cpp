@@ -173,8 +173,7 @@ class CudaAttentionCudnnTest : public ::testing::TestWithParam<NamedCase> {};
 
 TEST_P(CudaAttentionCudnnTest, ForwardAndGradientsWithinNaiveBf16Error) {
   LCR_REQUIRE_GPU();
-  std::string why;
-  if (!cudnn_attention_available(&why)) GTEST_SKIP() << "cuDNN attention not available: " << why;
+  LCR_REQUIRE_CUDNN();
   check_case(GetParam(), SdpaImpl::Auto);
 }
 
@@ -195,8 +194,7 @@ class CudaAttentionAllCudnnTest : public ::testing::TestWithParam<NamedCase> {};
 
 TEST_P(CudaAttentionAllCudnnTest, ForwardAndGradientsWithinNaiveBf16Error) {
   LCR_REQUIRE_GPU();
-  std::string why;
-  if (!cudnn_attention_available(&why)) GTEST_SKIP() << "cuDNN attention not available: " << why;
+  LCR_REQUIRE_CUDNN();
   check_case(GetParam(), SdpaImpl::Cudnn);
 }
 

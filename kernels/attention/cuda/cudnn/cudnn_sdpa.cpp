@@ -267,22 +267,38 @@ Shape shape_of(const SdpaArgs& a, bool backward) {
   return {backward, dev, a.B, a.H, a.Hkv, a.Lq, a.Lk, a.D, a.Dv, mask_of(a)};
 }
 
-// The loaded API and the plan, or null with *why.
-const Plan* prepare(const SdpaArgs& a, bool backward, const Api** api, cudnnHandle_t* h,
-                    std::string* why) {
-  *api = cudnn::api(why);
-  if (!*api) return nullptr;
-  const Shape s = shape_of(a, backward);
-  *h = handle_for(**api, s.device);
-  const Entry& e = plan_for(**api, *h, s);
-  if (!e.plan) *why = "cuDNN has no engine for this shape: " + e.why;
-  return e.plan.get();
+// The loaded API, the thread's handle and the cached plan of one call.
+struct Prepared {
+  const Api* api = nullptr;
+  cudnnHandle_t handle = nullptr;
+  const Plan* plan = nullptr;
+};
+
+// The call's plan, or false (nothing launched) when cuDNN cannot serve it; with `required`
+// that throws instead, naming why.
+bool prepare(const SdpaArgs& a, bool backward, bool required, Prepared* p) {
+  std::string why;
+  p->api = cudnn::api(&why);
+  if (p->api) {
+    const Shape s = shape_of(a, backward);
+    p->handle = handle_for(*p->api, s.device);
+    const Entry& e = plan_for(*p->api, p->handle, s);
+    if (!e.plan) why = "cuDNN has no engine for this shape: " + e.why;
+    p->plan = e.plan.get();
+  }
+  if (!p->plan && required)
+    throw_error("cuda sdpa_", backward ? "backward" : "forward",
+                ": impl = cudnn was asked for but cuDNN cannot serve the call: ", why,
+                " (use impl = auto to fall back to lcr's kernels)");
+  return p->plan != nullptr;
 }
 
-[[noreturn]] void refuse(const char* dir, const std::string& why) {
-  throw_error("cuda sdpa_", dir,
-              ": impl = cudnn was asked for but cuDNN cannot serve the call: ", why,
-              " (use impl = auto to fall back to lcr's kernels)");
+// Runs the plan on stream s with the variant pack (uids[i] -> ptrs[i]) and workspace.
+void run(const Prepared& p, const std::vector<int64_t>& uids, const std::vector<void*>& ptrs,
+         void* workspace, cudaStream_t s) {
+  const cudnnStatus_t st = p.api->SetStream(p.handle, s);
+  require(st == CUDNN_STATUS_SUCCESS, "cuDNN: cudnnSetStream failed: ", status_text(*p.api, st));
+  execute(*p.api, p.handle, *p.plan, uids, ptrs, workspace);
 }
 
 }  // namespace
@@ -309,14 +325,8 @@ const char* unsupported_backward(const SdpaArgs& a, const __nv_bfloat16* o, cons
 bool available(std::string* why) { return api(why) != nullptr; }
 
 bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, bool required) {
-  std::string why;
-  const Api* api = nullptr;
-  cudnnHandle_t h = nullptr;
-  const Plan* plan = prepare(a, false, &api, &h, &why);
-  if (!plan) {
-    if (required) refuse("forward", why);
-    return false;
-  }
+  Prepared p;
+  if (!prepare(a, false, required, &p)) return false;
   float scale = a.scale, neg_inf = -INFINITY;
   std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale};
   std::vector<void*> ptrs{const_cast<__nv_bfloat16*>(a.q),
@@ -326,29 +336,20 @@ bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, bo
                           lse,
                           &scale};
   if (mask_of(a) == Mask::Causal) uids.push_back(kNegInf), ptrs.push_back(&neg_inf);
-  char* ws = scratch(s, round_up(size_t(plan->workspace_bytes)) + 256);
-  const cudnnStatus_t st = api->SetStream(h, s);
-  require(st == CUDNN_STATUS_SUCCESS, "cuDNN: cudnnSetStream failed: ", status_text(*api, st));
-  execute(*api, h, *plan, uids, ptrs, ws);
+  run(p, uids, ptrs, scratch(s, round_up(size_t(p.plan->workspace_bytes)) + 256), s);
   return true;
 }
 
 bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
               const __nv_bfloat16* dout, float* dq, float* dk, float* dv, bool accumulate,
               cudaStream_t s, bool required) {
-  std::string why;
-  const Api* api = nullptr;
-  cudnnHandle_t h = nullptr;
-  const Plan* plan = prepare(a, true, &api, &h, &why);
-  if (!plan) {
-    if (required) refuse("backward", why);
-    return false;
-  }
+  Prepared p;
+  if (!prepare(a, true, required, &p)) return false;
   const int64_t rows = int64_t(a.B) * a.H * a.Lq;
   const int64_t nq = rows * a.D, nk = int64_t(a.B) * a.Lk * a.Hkv * a.D,
                 nv = int64_t(a.B) * a.Lk * a.Hkv * a.Dv;
   // Scratch: [cuDNN workspace | softmax_sum f32 | dQ_accum f32 | dQ, dK, dV bf16].
-  const size_t off_sum = round_up(size_t(plan->workspace_bytes));
+  const size_t off_sum = round_up(size_t(p.plan->workspace_bytes));
   const size_t off_acc = off_sum + round_up(4 * size_t(rows));
   const size_t off_dq = off_acc + round_up(4 * size_t(nq));
   const size_t off_dk = off_dq + round_up(2 * size_t(nq));
@@ -374,9 +375,7 @@ bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
                           ws + off_sum,
                           dq_acc};
   if (mask_of(a) == Mask::Causal) uids.push_back(kNegInf), ptrs.push_back(&neg_inf);
-  const cudnnStatus_t st = api->SetStream(h, s);
-  require(st == CUDNN_STATUS_SUCCESS, "cuDNN: cudnnSetStream failed: ", status_text(*api, st));
-  execute(*api, h, *plan, uids, ptrs, ws);
+  run(p, uids, ptrs, ws, s);
   // dQ from cuDNN's bf16 output: its fp32 dQ_accum is scratch in cuDNN's own order, not
   // the declared [B, H, L, D] (read that way it failed every test, 2026-12-01).
   detail::add_bf16_to_f32(nq, reinterpret_cast<const __nv_bfloat16*>(ws + off_dq), dq, accumulate,
