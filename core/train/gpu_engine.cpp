@@ -338,8 +338,8 @@ std::string GpuEngine::describe() const {
     s += ", GPU ring over " + std::to_string(impl_->cp_nccl->size()) + " context-parallel ranks";
   // Which attention kernels run, so a run's log says whether cuDNN was found.
   const cuda::SdpaImpl impl = impl_->model->options().attention;
-  const char* gemm[] = {"tf32", "fp32", "bf16"};
-  s += std::string(", projections ") + gemm[int(impl_->model->options().gemm)];
+  s += std::string(", projections ") +
+       cuda::model::gemm_precision_name(impl_->model->options().gemm);
   s += std::string(", attention ") + cuda::sdpa_impl_name(impl);
   if (impl != cuda::SdpaImpl::Lcr) {
     std::string why;

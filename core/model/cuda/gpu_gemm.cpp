@@ -17,6 +17,18 @@ void check(cublasStatus_t st, const char* what) {
 
 }  // namespace
 
+const char* gemm_precision_name(GemmPrecision p) {
+  switch (p) {
+    case GemmPrecision::Tf32:
+      return "tf32";
+    case GemmPrecision::Fp32:
+      return "fp32";
+    case GemmPrecision::Bf16:
+      return "bf16";
+  }
+  return "?";
+}
+
 Gemm::Gemm(cudaStream_t stream, GemmPrecision precision) : stream_(stream), precision_(precision) {
   check(cublasCreate(&handle_), "cublasCreate (is a GPU visible and libcublas installed?)");
   check(cublasSetStream(handle_, stream), "cublasSetStream");

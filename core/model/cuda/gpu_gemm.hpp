@@ -25,6 +25,7 @@
 namespace lcr::cuda::model {
 
 enum class GemmPrecision { Tf32, Fp32, Bf16 };
+const char* gemm_precision_name(GemmPrecision p);  // "tf32", "fp32", "bf16"
 
 class Gemm {
  public:

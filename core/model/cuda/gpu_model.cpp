@@ -147,7 +147,7 @@ void GpuModel::zero_grad() {
 void GpuModel::ensure_buffers(int64_t B, int64_t L) {
   if (B == B_ && L == L_) return;
   const int64_t R = B * L, D = layout_.D(), F = layout_.F(), H = layout_.H(), Hkv = layout_.Hkv(),
-                dq = layout_.dq(), dv = layout_.dv(), V = layout_.V();
+                dq = layout_.dq(), dv = layout_.dv();
   const bool fox = layout_.layer(0).fox_w >= 0;
   B_ = L_ = 0;  // until every allocation succeeded
   for (auto& a : layers_) {

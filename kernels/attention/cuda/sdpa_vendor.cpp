@@ -8,6 +8,10 @@
 #endif
 
 namespace lcr::cuda {
+namespace {
+[[maybe_unused]] constexpr const char* kNoCudnn =
+    "this build has no cuDNN support (configure with -DLCR_ENABLE_CUDNN=ON)";
+}  // namespace
 
 const char* sdpa_impl_name(SdpaImpl impl) {
   switch (impl) {
@@ -34,33 +38,33 @@ bool cudnn_attention_available(std::string* why) {
 #if LCR_HAVE_CUDNN
   return cudnn::available(why);
 #else
-  if (why) *why = "this build has no cuDNN support (configure with -DLCR_ENABLE_CUDNN=ON)";
+  if (why) *why = kNoCudnn;
   return false;
 #endif
 }
 
 namespace detail {
 namespace {
-[[noreturn]] void refuse(const char* dir, const char* why) {
-  throw_error("cuda sdpa_", dir, ": impl = cudnn cannot serve this call: ", why,
-              " (impl = auto falls back to lcr's kernels)");
+// impl = cudnn: cuDNN must run the call; otherwise auto's fallback (lcr's kernels).
+bool fall_back_or_refuse(const SdpaArgs& a, const char* dir, const std::string& why) {
+  if (a.impl == SdpaImpl::Cudnn)
+    throw_error("cuda sdpa_", dir, ": impl = cudnn cannot serve this call: ", why,
+                " (impl = auto falls back to lcr's kernels)");
+  return false;
 }
 }  // namespace
 
 bool vendor_forward(const SdpaArgs& a, __nv_bfloat16* o, const float* o_f32, float* lse,
                     cudaStream_t s) {
   if (a.impl == SdpaImpl::Lcr) return false;
-  const bool required = a.impl == SdpaImpl::Cudnn;
 #if LCR_HAVE_CUDNN
-  if (const char* why = cudnn::unsupported_forward(a, o, o_f32, lse)) {
-    if (required) refuse("forward", why);
-    return false;
-  }
-  return cudnn::forward(a, o, lse, s, required);
+  if (const char* why = cudnn::unsupported_forward(a, o, o_f32, lse))
+    return fall_back_or_refuse(a, "forward", why);
+  std::string why;
+  return cudnn::forward(a, o, lse, s, &why) || fall_back_or_refuse(a, "forward", why);
 #else
   (void)o, (void)o_f32, (void)lse, (void)s;
-  if (required) refuse("forward", "this build has no cuDNN support (-DLCR_ENABLE_CUDNN=ON)");
-  return false;
+  return fall_back_or_refuse(a, "forward", kNoCudnn);
 #endif
 }
 
@@ -69,19 +73,17 @@ bool vendor_backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o
                      const float* dbias_q, const float* dbias_k, const float* dbias_q_sums,
                      bool accumulate, cudaStream_t s) {
   if (a.impl == SdpaImpl::Lcr) return false;
-  const bool required = a.impl == SdpaImpl::Cudnn;
 #if LCR_HAVE_CUDNN
   if (const char* why =
-          cudnn::unsupported_backward(a, o, dq, dk, dv, dbias_q, dbias_k, dbias_q_sums)) {
-    if (required) refuse("backward", why);
-    return false;
-  }
-  return cudnn::backward(a, lse, o, dout, dq, dk, dv, accumulate, s, required);
+          cudnn::unsupported_backward(a, o, dq, dk, dv, dbias_q, dbias_k, dbias_q_sums))
+    return fall_back_or_refuse(a, "backward", why);
+  std::string why;
+  return cudnn::backward(a, lse, o, dout, dq, dk, dv, accumulate, s, &why) ||
+         fall_back_or_refuse(a, "backward", why);
 #else
   (void)lse, (void)o, (void)dout, (void)dq, (void)dk, (void)dv, (void)dbias_q, (void)dbias_k,
       (void)dbias_q_sums, (void)accumulate, (void)s;
-  if (required) refuse("backward", "this build has no cuDNN support (-DLCR_ENABLE_CUDNN=ON)");
-  return false;
+  return fall_back_or_refuse(a, "backward", kNoCudnn);
 #endif
 }
 

@@ -274,22 +274,15 @@ struct Prepared {
   const Plan* plan = nullptr;
 };
 
-// The call's plan, or false (nothing launched) when cuDNN cannot serve it; with `required`
-// that throws instead, naming why.
-bool prepare(const SdpaArgs& a, bool backward, bool required, Prepared* p) {
-  std::string why;
-  p->api = cudnn::api(&why);
-  if (p->api) {
-    const Shape s = shape_of(a, backward);
-    p->handle = handle_for(*p->api, s.device);
-    const Entry& e = plan_for(*p->api, p->handle, s);
-    if (!e.plan) why = "cuDNN has no engine for this shape: " + e.why;
-    p->plan = e.plan.get();
-  }
-  if (!p->plan && required)
-    throw_error("cuda sdpa_", backward ? "backward" : "forward",
-                ": impl = cudnn was asked for but cuDNN cannot serve the call: ", why,
-                " (use impl = auto to fall back to lcr's kernels)");
+// The call's plan, or false (nothing launched, *why set) when cuDNN cannot serve it.
+bool prepare(const SdpaArgs& a, bool backward, Prepared* p, std::string* why) {
+  p->api = cudnn::api(why);
+  if (!p->api) return false;
+  const Shape s = shape_of(a, backward);
+  p->handle = handle_for(*p->api, s.device);
+  const Entry& e = plan_for(*p->api, p->handle, s);
+  if (!e.plan) *why = "cuDNN has no engine for this shape: " + e.why;
+  p->plan = e.plan.get();
   return p->plan != nullptr;
 }
 
@@ -324,9 +317,9 @@ const char* unsupported_backward(const SdpaArgs& a, const __nv_bfloat16* o, cons
 
 bool available(std::string* why) { return api(why) != nullptr; }
 
-bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, bool required) {
+bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, std::string* why) {
   Prepared p;
-  if (!prepare(a, false, required, &p)) return false;
+  if (!prepare(a, false, &p, why)) return false;
   float scale = a.scale, neg_inf = -INFINITY;
   std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale};
   std::vector<void*> ptrs{const_cast<__nv_bfloat16*>(a.q),
@@ -342,9 +335,9 @@ bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, bo
 
 bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
               const __nv_bfloat16* dout, float* dq, float* dk, float* dv, bool accumulate,
-              cudaStream_t s, bool required) {
+              cudaStream_t s, std::string* why) {
   Prepared p;
-  if (!prepare(a, true, required, &p)) return false;
+  if (!prepare(a, true, &p, why)) return false;
   const int64_t rows = int64_t(a.B) * a.H * a.Lq;
   const int64_t nq = rows * a.D, nk = int64_t(a.B) * a.Lk * a.Hkv * a.D,
                 nv = int64_t(a.B) * a.Lk * a.Hkv * a.Dv;

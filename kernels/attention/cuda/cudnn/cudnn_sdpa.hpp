@@ -27,12 +27,12 @@ const char* unsupported_backward(const SdpaArgs& a, const __nv_bfloat16* o, cons
                                  const float* dbias_k, const float* dbias_q_sums);
 
 // For calls the checks above accept: run the call on cuDNN and return true, or return false
-// (nothing launched) when cuDNN is not loadable or has no engine for the shape (remembered
-// per shape). With `required` those cases throw lcr::Error naming the reason instead.
-bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, bool required);
+// (nothing launched, *why says why) when cuDNN is not loadable or has no engine for the
+// shape (remembered per shape).
+bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, std::string* why);
 bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
               const __nv_bfloat16* dout, float* dq, float* dk, float* dv, bool accumulate,
-              cudaStream_t s, bool required);
+              cudaStream_t s, std::string* why);
 
 // Whether libcudnn.so.9 loads (and why not), for logs and test skips.
 bool available(std::string* why);
