@@ -220,6 +220,41 @@ void run_case(const Case& c, SdpaImpl impl) {
     if (c.dbq) compare(got(gbq, 3), naive.dbq, exact.dbq, "dbias_q");
     compare(got(gbk, 4), naive.dbk, exact.dbk, "dbias_k");
   }
+  if (c.accumulate || c.bias) return;
+
+  // delta left to sdpa_backward (null, o given): formed from o where lcr's kernels run, so dk
+  // and dv (written once by their owner, no atomics) come out bit for bit the same.
+  const auto dk_first = gk.download(), dv_first = gv.download();
+  for (auto* buf : {&gq, &gk, &gv}) buf->fill_bytes(0xFF);
+  sdpa_backward(a, lse.data(), nullptr, ddo.data(), gq.data(), gk.data(), gv.data(), nullptr,
+                nullptr, false, 0, nullptr, o.data());
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  compare(to_double(gq.download()), naive.dq, exact.dq, "dq (delta from o)", false, out_rounding);
+  if (impl == SdpaImpl::Lcr) {
+    EXPECT_TRUE(gk.download() == dk_first) << "dk differs when delta is formed inside";
+    EXPECT_TRUE(gv.download() == dv_first) << "dv differs when delta is formed inside";
+  } else {
+    compare(to_double(gk.download()), naive.dk, exact.dk, "dk (delta from o)", false, out_rounding);
+    compare(to_double(gv.download()), naive.dv, exact.dv, "dv (delta from o)", false, out_rounding);
+  }
+
+  // The bf16 form (cuDNN only): dq, dk as cuDNN leaves them, within the same bounds.
+  if (p.Lq == 0 || p.Lk == 0) return;
+  DeviceBuffer<__nv_bfloat16> hq(p.q.size()), hk(p.k.size());
+  hq.fill_bytes(0xFF), hk.fill_bytes(0xFF), gv.fill_bytes(0xFF);
+  const bool ran = sdpa_backward_bf16_qk(a, lse.data(), o.data(), ddo.data(), hq.data(), hk.data(),
+                                         gv.data(), 0);
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+  if (impl == SdpaImpl::Lcr) {
+    EXPECT_FALSE(ran) << "the bf16 form ran with impl = lcr";
+    return;
+  }
+  if (impl == SdpaImpl::Cudnn)
+    EXPECT_TRUE(ran) << "impl = cudnn served the call above but not here";
+  if (!ran) return;
+  compare(to_double(test::download_bf16(hq)), naive.dq, exact.dq, "dq (bf16 form)", false, 1);
+  compare(to_double(test::download_bf16(hk)), naive.dk, exact.dk, "dk (bf16 form)", false, 1);
+  compare(to_double(gv.download()), naive.dv, exact.dv, "dv (bf16 form)", false, 1);
 }
 
 class CudaSdpa : public ::testing::TestWithParam<Case> {};

@@ -75,10 +75,23 @@ void sdpa_row_delta(int B, int Lq, int H, int Dv, const __nv_bfloat16* o, const 
 //
 // o [B, Lq, H, Dv] bf16 or null: the forward's output that delta was formed from. cuDNN
 // forms delta itself from o and dout, so with impl Cudnn / Auto only calls that pass o can
-// run there (delta is then not read).
+// run there (delta is then not read). With o given, delta may be null: it is then formed
+// from o (sdpa_row_delta, stream-ordered scratch) only when lcr's kernels run the call, so a
+// call cuDNN serves skips that pass.
 void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
                    const __nv_bfloat16* dout, float* dq, float* dk, float* dv, float* dbias_q,
                    float* dbias_k, bool accumulate, cudaStream_t s, float* dbias_q_sums = nullptr,
                    const __nv_bfloat16* o = nullptr);
+
+// The backward with dq [B, Lq, H, D] and dk [B, Lk, Hkv, D] in bf16, as cuDNN's fused
+// attention leaves them, for a caller that reads them once more anyway (the lane maps'
+// backward reads d q', d k'): no widening pass and half the bytes to read. dv fp32, written
+// (no accumulate); delta is formed by cuDNN from o. Only cuDNN runs this form: with impl
+// Auto it returns false, launching nothing, when cuDNN cannot serve the call (the caller
+// then takes sdpa_backward); with impl Cudnn that is an lcr::Error naming why; impl Lcr:
+// false.
+bool sdpa_backward_bf16_qk(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
+                           const __nv_bfloat16* dout, __nv_bfloat16* dq, __nv_bfloat16* dk,
+                           float* dv, cudaStream_t s);
 
 }  // namespace lcr::cuda

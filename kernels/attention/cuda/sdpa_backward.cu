@@ -119,8 +119,9 @@ void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
                    float* dbias_k, bool accumulate, cudaStream_t s, float* dbias_q_sums,
                    const __nv_bfloat16* o) {
   check(a);
-  require(a.Lq == 0 || (lse && delta && dout && dq),
-          "cuda sdpa_backward: lse, delta, dout and dq must be device pointers when Lq > 0");
+  require(a.Lq == 0 || (lse && (delta || o) && dout && dq),
+          "cuda sdpa_backward: lse, delta (or o), dout and dq must be device pointers when "
+          "Lq > 0");
   require(a.Lk == 0 || (dk && dv),
           "cuda sdpa_backward: dk and dv must be device pointers when Lk > 0");
   auto aligned8 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; };
@@ -151,7 +152,14 @@ void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
   if (detail::vendor_backward(a, lse, o, dout, dq, dk, dv, dbias_q, dbias_k, dbias_q_sums,
                               accumulate, s))
     return;
+  float* own_delta = nullptr;  // delta left to this call (sdpa.hpp): formed from o here
+  if (!delta) {
+    LCR_CUDA_CHECK(cudaMallocAsync(&own_delta, sizeof(float) * a.B * a.H * a.Lq, s));
+    sdpa_row_delta(a.B, a.Lq, a.H, a.Dv, o, dout, own_delta, s);
+    p.delta = own_delta;
+  }
   detail::launch_backward(p, 0, s);
+  if (own_delta) LCR_CUDA_CHECK(cudaFreeAsync(own_delta, s));
 }
 
 }  // namespace lcr::cuda

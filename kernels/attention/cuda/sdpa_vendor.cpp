@@ -88,4 +88,26 @@ bool vendor_backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o
 }
 
 }  // namespace detail
+
+bool sdpa_backward_bf16_qk(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
+                           const __nv_bfloat16* dout, __nv_bfloat16* dq, __nv_bfloat16* dk,
+                           float* dv, cudaStream_t s) {
+  check(a);
+  require(a.Lq > 0 && a.Lk > 0 && lse && o && dout && dq && dk && dv,
+          "cuda sdpa_backward_bf16_qk: needs Lq, Lk > 0 and device pointers lse, o, dout, dq, "
+          "dk, dv");
+  if (a.impl == SdpaImpl::Lcr) return false;
+#if LCR_HAVE_CUDNN
+  if (const char* why =
+          cudnn::unsupported_backward(a, o, nullptr, nullptr, dv, nullptr, nullptr, nullptr))
+    return detail::fall_back_or_refuse(a, "backward", why);
+  std::string why;
+  return cudnn::backward(a, lse, o, dout, nullptr, nullptr, dv, false, s, &why, dq, dk) ||
+         detail::fall_back_or_refuse(a, "backward", why);
+#else
+  (void)lse, (void)o, (void)dout, (void)dq, (void)dk, (void)dv, (void)s;
+  return detail::fall_back_or_refuse(a, "backward", kNoCudnn);
+#endif
+}
+
 }  // namespace lcr::cuda

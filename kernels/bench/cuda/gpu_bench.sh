@@ -92,8 +92,8 @@ if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]]; then
     note "bench_cuda_attention"
     timeout "$lim" "$b" --schemes nope,goat,pope,rope,alibi,fox --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 \
       --no-check 2>&1 | tee "$lanes_txt" | tee -a "$log"
-    note "bench_cuda_attention --impl cudnn (NoPE, GOAT, RoPE on cuDNN's attention)"
-    timeout "$lim" "$b" --schemes nope,goat,rope --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 \
+    note "bench_cuda_attention --impl cudnn (NoPE, GOAT, PoPE, RoPE on cuDNN's attention)"
+    timeout "$lim" "$b" --schemes nope,goat,pope,rope --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 \
       --no-check --impl cudnn 2>&1 | tee "$OUT/lanes_cudnn.txt" | tee -a "$log"
   fi
   # 4. PaTH (PaTH engineer's binary).

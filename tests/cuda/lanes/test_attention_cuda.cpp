@@ -187,9 +187,10 @@ std::vector<NamedCase> cudnn_cases() {
 INSTANTIATE_TEST_SUITE_P(Cuda, CudaAttentionCudnnTest, ::testing::ValuesIn(cudnn_cases()),
                          case_name);
 
-// impl = cudnn: cuDNN runs GOAT's product too (bf16 o; its parameter gradients take delta
-// from that o, as NoPE's dq does), at the benchmark widths 64 and 128 in self-attention,
-// where cuDNN must serve every call (an error otherwise). The same bounds as lcr's kernels.
+// impl = cudnn: cuDNN runs GOAT's and PoPE's products too (bf16 o; their parameter gradients
+// take delta from that o, as NoPE's dq does), at the benchmark widths 64 and 128 in
+// self-attention (PoPE: QK 2d / V d, i.e. 256 / 128 and 128 / 64), where cuDNN must serve
+// every call (an error otherwise). The same bounds as lcr's kernels.
 class CudaAttentionAllCudnnTest : public ::testing::TestWithParam<NamedCase> {};
 
 TEST_P(CudaAttentionAllCudnnTest, ForwardAndGradientsWithinNaiveBf16Error) {
@@ -203,7 +204,8 @@ std::vector<NamedCase> all_cudnn_cases() {
   for (const NamedCase& nc : all_cases()) {
     const std::string& n = nc.name;
     const bool scheme = n.rfind("goat_L", 0) == 0 || n.rfind("goat2d_L", 0) == 0 ||
-                        n.rfind("nope_L", 0) == 0 || n.rfind("rope_half_L", 0) == 0;
+                        n.rfind("nope_L", 0) == 0 || n.rfind("rope_half_L", 0) == 0 ||
+                        n.rfind("pope_L", 0) == 0;
     const bool shape =
         n.find("L129_d128") != std::string::npos || n.find("L1000_d64_gqa") != std::string::npos;
     if (scheme && shape) v.push_back(nc);

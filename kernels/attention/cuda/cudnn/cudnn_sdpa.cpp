@@ -335,7 +335,11 @@ bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, st
 
 bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
               const __nv_bfloat16* dout, float* dq, float* dk, float* dv, bool accumulate,
-              cudaStream_t s, std::string* why) {
+              cudaStream_t s, std::string* why, __nv_bfloat16* dq16, __nv_bfloat16* dk16) {
+  if ((dq16 && !aligned16(dq16)) || (dk16 && !aligned16(dk16))) {
+    *why = "bf16 dq and dk must be 16-byte aligned for cuDNN";
+    return false;
+  }
   Prepared p;
   if (!prepare(a, true, &p, why)) return false;
   const int64_t rows = int64_t(a.B) * a.H * a.Lq;
@@ -349,7 +353,10 @@ bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
   const size_t off_dv = off_dk + round_up(2 * size_t(nk));
   char* ws = scratch(s, off_dv + round_up(2 * size_t(nv)));
   float* dq_acc = reinterpret_cast<float*>(ws + off_acc);
-  auto* dk16 = reinterpret_cast<__nv_bfloat16*>(ws + off_dk);
+  // The caller's bf16 dq / dk when given (sdpa_backward_bf16_qk), else scratch to widen.
+  const bool widen_q = !dq16, widen_k = !dk16;
+  if (widen_q) dq16 = reinterpret_cast<__nv_bfloat16*>(ws + off_dq);
+  if (widen_k) dk16 = reinterpret_cast<__nv_bfloat16*>(ws + off_dk);
   auto* dv16 = reinterpret_cast<__nv_bfloat16*>(ws + off_dv);
   float scale = a.scale, one = 1.f, neg_inf = -INFINITY;
   std::vector<int64_t> uids{kQ,   kK,  kV,  kO,  kDO,         kStats,  kScale,
@@ -362,7 +369,7 @@ bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
                           const_cast<float*>(lse),
                           &scale,
                           &one,
-                          ws + off_dq,
+                          dq16,
                           dk16,
                           dv16,
                           ws + off_sum,
@@ -371,9 +378,8 @@ bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
   run(p, uids, ptrs, ws, s);
   // dQ from cuDNN's bf16 output: its fp32 dQ_accum is scratch in cuDNN's own order, not
   // the declared [B, H, L, D] (read that way it failed every test, 2026-12-01).
-  detail::add_bf16_to_f32(nq, reinterpret_cast<const __nv_bfloat16*>(ws + off_dq), dq, accumulate,
-                          s);
-  detail::add_bf16_to_f32(nk, dk16, dk, accumulate, s);
+  if (widen_q) detail::add_bf16_to_f32(nq, dq16, dq, accumulate, s);
+  if (widen_k) detail::add_bf16_to_f32(nk, dk16, dk, accumulate, s);
   detail::add_bf16_to_f32(nv, dv16, dv, accumulate, s);
   return true;
 }

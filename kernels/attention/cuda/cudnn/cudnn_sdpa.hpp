@@ -30,9 +30,12 @@ const char* unsupported_backward(const SdpaArgs& a, const __nv_bfloat16* o, cons
 // (nothing launched, *why says why) when cuDNN is not loadable or has no engine for the
 // shape (remembered per shape).
 bool forward(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s, std::string* why);
+// dq16 / dk16 (16-byte aligned) or null: cuDNN's bf16 dQ / dK are left there as they are,
+// without the widening into dq / dk (which are then not touched).
 bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
               const __nv_bfloat16* dout, float* dq, float* dk, float* dv, bool accumulate,
-              cudaStream_t s, std::string* why);
+              cudaStream_t s, std::string* why, __nv_bfloat16* dq16 = nullptr,
+              __nv_bfloat16* dk16 = nullptr);
 
 // Whether libcudnn.so.9 loads (and why not), for logs and test skips.
 bool available(std::string* why);

@@ -362,11 +362,20 @@ struct KeyTotal {
   const float* dsink = nullptr;
 };
 
+// The lane gradients d q', d k' the lane maps' backward reads: fp32 (lcr's kernels, the
+// ring) or bf16 as cuDNN leaves them (sdpa_backward_bf16_qk).
+struct LaneGradsIn {
+  const float *dq2 = nullptr, *dk2 = nullptr;
+  const bf16 *dq16 = nullptr, *dk16 = nullptr;
+};
+
 void lanes_backward_impl(const AttentionSpec& s, const DeviceParams& prm, const AttentionInputs& in,
-                         const float* dq2, const float* dk2, float* dq, float* dk, float* dparams,
-                         Workspace& ws, cudaStream_t st, const KeyTotal& kt) {
+                         const LaneGradsIn& lg, float* dq, float* dk, float* dparams, Workspace& ws,
+                         cudaStream_t st, const KeyTotal& kt) {
   const int qd = input_qk_dim(s);
+  const float *dq2 = lg.dq2, *dk2 = lg.dk2;
   if (lanes_are_inputs(s)) {
+    require(dq2 && dk2, "cuda attention: a scheme without lanes takes fp32 lane gradients");
     if (dq != dq2)
       LCR_CUDA_CHECK(cudaMemcpyAsync(dq, dq2, sizeof(float) * in.B * in.Lq * s.heads * qd,
                                      cudaMemcpyDeviceToDevice, st));
@@ -385,8 +394,10 @@ void lanes_backward_impl(const AttentionSpec& s, const DeviceParams& prm, const 
 
   lanes::RowLaneGrads gq, gk;
   gq.dy = dq2;
+  gq.dy16 = lg.dq16;
   gq.dx = dq;
   gk.dy = dk2;
+  gk.dy16 = lg.dk16;
   gk.dx = dk;
   if (norm) {
     gq.gain_part = w.get<float>(Slot::GainQ, int64_t(cq) * H * qd);
@@ -443,7 +454,7 @@ void prepared_backward(const AttentionSpec& s, const DeviceParams& prm, const At
                        Workspace& ws, cudaStream_t st) {
   check_inputs(s, in, prm);
   // A ring chunk's keys are a part of what its queries see: no known total for du.
-  lanes_backward_impl(s, prm, in, dq2, dk2, dq, dk, dparams, ws, st, KeyTotal{});
+  lanes_backward_impl(s, prm, in, LaneGradsIn{dq2, dk2}, dq, dk, dparams, ws, st, KeyTotal{});
 }
 
 void apply_sink(const AttentionSpec& s, const DeviceParams& prm, int B, int Lq, float* o_f32,
@@ -539,18 +550,36 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
   SdpaArgs a = P.sdpa;
   // cuDNN (impl cudnn / auto) forms delta from the bf16 o itself: offered only o's calls.
   if (!saved_out) a.impl = ws.sdpa_impl();
-  float* delta = w.get<float>(Slot::Delta, int64_t(in.B) * s.heads * in.Lq);
+  const bool fox = s.scheme == Scheme::FoX;
+  const float* sink = s.numerics.sink ? slice(prm.data, l, "sink") : nullptr;
+  // All keys of the queries are in this call: GOAT's du sums to a known total unless softcap
+  // bends the logits (goat_du_project).
+  KeyTotal kt;
+  kt.complete = is_goat(s.scheme) && s.numerics.softcap == 0;
+  const int64_t nq2 = int64_t(in.B) * in.Lq * a.H * a.D, nk2 = int64_t(in.B) * in.Lk * a.Hkv * a.D;
+  // On cuDNN, schemes with lanes take cuDNN's bf16 d q', d k' straight into the lane maps'
+  // backward (no widening pass), and nothing here needs delta unless a sink or FoX does.
+  if (a.impl != SdpaImpl::Lcr && !P.lanes_are_inputs && !sink && !fox && in.Lq > 0 && in.Lk > 0) {
+    bf16* dq16 = w.get<bf16>(Slot::DQ2, nq2);
+    bf16* dk16 = w.get<bf16>(Slot::DK2, nk2);
+    if (sdpa_backward_bf16_qk(a, out.lse, out.o, dout, dq16, dk16, g.dv, st)) {
+      if (total > 0) LCR_CUDA_CHECK(cudaMemsetAsync(g.dparams, 0, sizeof(float) * total, st));
+      LaneGradsIn lg;
+      lg.dq16 = dq16, lg.dk16 = dk16;
+      lanes_backward_impl(s, prm, in, lg, g.dq, g.dk, g.dparams, ws, st, kt);
+      return;
+    }
+  }
+  const bool need_delta = saved_out || sink || fox || a.impl == SdpaImpl::Lcr;
+  float* delta = need_delta ? w.get<float>(Slot::Delta, int64_t(in.B) * s.heads * in.Lq) : nullptr;
   if (saved_out)
     lanes::row_delta_f32(in.B, in.Lq, s.heads, s.v_dim(),
                          w.get<float>(Slot::OF32, int64_t(in.B) * in.Lq * s.heads * s.v_dim()),
                          dout, delta, st);
-  else
+  else if (delta)
     sdpa_row_delta(in.B, in.Lq, s.heads, s.v_dim(), out.o, dout, delta, st);
-  float* dq2 =
-      P.lanes_are_inputs ? g.dq : w.get<float>(Slot::DQ2, int64_t(in.B) * in.Lq * a.H * a.D);
-  float* dk2 =
-      P.lanes_are_inputs ? g.dk : w.get<float>(Slot::DK2, int64_t(in.B) * in.Lk * a.Hkv * a.D);
-  const bool fox = s.scheme == Scheme::FoX;
+  float* dq2 = P.lanes_are_inputs ? g.dq : w.get<float>(Slot::DQ2, nq2);
+  float* dk2 = P.lanes_are_inputs ? g.dk : w.get<float>(Slot::DK2, nk2);
   // The FoX query lane's gradient sum_j dS_ij nearly cancels, so it is not taken from the
   // SDPA's dbias_q (which inherits the bf16 P of the forward's O through delta, sdpa.hpp):
   // without softcap it has a closed form (fox_query_grad); with softcap it is A - D C from
@@ -559,21 +588,17 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
   float* fox_sums = fox && !fox_exact_q && g.dfox_cq
                         ? w.get<float>(Slot::FoxRowSums, 3 * int64_t(in.B) * in.Lq * s.heads)
                         : nullptr;
+  // delta null (cuDNN likely, nothing else needs it): sdpa_backward forms it if it falls back.
   sdpa_backward(a, out.lse, delta, dout, dq2, dk2, g.dv, nullptr, fox ? g.dfox_ck : nullptr, false,
                 st, fox_sums, saved_out ? nullptr : out.o);
-  const float* sink = s.numerics.sink ? slice(prm.data, l, "sink") : nullptr;
   if (fox_exact_q && g.dfox_cq)
     lanes::fox_query_grad(in.B, in.Lq, s.heads, delta, out.lse, sink, g.dfox_cq, st);
   if (fox_sums) lanes::fox_query_grad_from_sums(in.B, in.Lq, s.heads, fox_sums, g.dfox_cq, st);
   if (total > 0) LCR_CUDA_CHECK(cudaMemsetAsync(g.dparams, 0, sizeof(float) * total, st));
   if (sink) sink_backward(s, prm, in.B, in.Lq, out.lse, delta, g.dparams, st);
   if (!P.lanes_are_inputs) {
-    // All keys of the queries are in this call: GOAT's du sums to a known total unless
-    // softcap bends the logits (goat_du_project).
-    KeyTotal kt;
-    kt.complete = is_goat(s.scheme) && s.numerics.softcap == 0;
     kt.dsink = sink ? slice(g.dparams, l, "sink") : nullptr;
-    lanes_backward_impl(s, prm, in, dq2, dk2, g.dq, g.dk, g.dparams, ws, st, kt);
+    lanes_backward_impl(s, prm, in, LaneGradsIn{dq2, dk2}, g.dq, g.dk, g.dparams, ws, st, kt);
   }
 }
 

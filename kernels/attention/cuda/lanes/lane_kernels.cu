@@ -55,6 +55,86 @@ __device__ __forceinline__ float2 pope_phase(const RowLaneArgs& a, int t, int h,
   return make_float2(p.x * dl.x - p.y * dl.y, p.y * dl.x + p.x * dl.y);
 }
 
+// softplus(x) and sigmoid(x) = softplus'(x) from one exponential, bit-equal to softplus_f
+// and sigmoid_f (both are formed from z = exp(-|x|) there too).
+__device__ __forceinline__ void softplus_sigmoid(float x, float& sp, float& sg) {
+  const float z = expf(-fabsf(x));
+  sp = fmaxf(x, 0.f) + log1pf(z);
+  sg = x >= 0.f ? 1.f / (1.f + z) : z / (1.f + z);
+}
+
+// The phases of PoPE channels c0 .. c0 + 7 at table row t (1 past d). vec: d % 8 == 0 and
+// both tables 16-byte aligned, so a whole chunk's entries are four 16-byte loads per table.
+__device__ __forceinline__ void pope_phases(const RowLaneArgs& a, int t, int h, int c0, bool vec,
+                                            float2 (&ph)[8]) {
+  if (vec) {
+    const float4* tq = reinterpret_cast<const float4*>(a.trig + int64_t(t) * a.M + c0);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 v = __ldg(tq + k);
+      ph[2 * k] = make_float2(v.x, v.y), ph[2 * k + 1] = make_float2(v.z, v.w);
+    }
+    if (a.is_query) return;
+    const float4* td = reinterpret_cast<const float4*>(a.delta_trig + h * a.d + c0);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 v = __ldg(td + k);
+      const float2 dl[2] = {make_float2(v.x, v.y), make_float2(v.z, v.w)};
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const float2 p = ph[2 * k + j];
+        ph[2 * k + j] = make_float2(p.x * dl[j].x - p.y * dl[j].y, p.y * dl[j].x + p.x * dl[j].y);
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    ph[e] = c0 + e < a.d ? pope_phase(a, t, h, c0 + e) : make_float2(1.f, 0.f);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  return uint32_t(__bfloat16_as_ushort(__float2bfloat16(lo))) |
+         uint32_t(__bfloat16_as_ushort(__float2bfloat16(hi))) << 16;
+}
+
+// One thread's PoPE output: channels c0 .. c0 + 7 of the (normed) row in v, written as the
+// real lanes [c0, c0 + 8) and the imaginary lanes [d + c0, d + c0 + 8), two 16-byte stores
+// when vec (d % 8 == 0 and y 16-byte aligned), else element by element; thread 0 of the row
+// zeroes the padding lanes [2d, dp).
+__device__ __forceinline__ void pope_store(const RowLaneArgs& a, __nv_bfloat16* y, int64_t row,
+                                           int c0, const float (&v)[8], int t, int h, bool vec,
+                                           bool vec_trig) {
+  float2 ph[8];
+  pope_phases(a, t, h, c0, vec_trig, ph);
+  float mu[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) mu[e] = softplus_f(v[e]);
+  __nv_bfloat16* dst = y + row * a.dp;
+  if (vec) {
+    uint4 re, im;
+    re.x = pack_bf16x2(mu[0] * ph[0].x, mu[1] * ph[1].x);
+    re.y = pack_bf16x2(mu[2] * ph[2].x, mu[3] * ph[3].x);
+    re.z = pack_bf16x2(mu[4] * ph[4].x, mu[5] * ph[5].x);
+    re.w = pack_bf16x2(mu[6] * ph[6].x, mu[7] * ph[7].x);
+    im.x = pack_bf16x2(mu[0] * ph[0].y, mu[1] * ph[1].y);
+    im.y = pack_bf16x2(mu[2] * ph[2].y, mu[3] * ph[3].y);
+    im.z = pack_bf16x2(mu[4] * ph[4].y, mu[5] * ph[5].y);
+    im.w = pack_bf16x2(mu[6] * ph[6].y, mu[7] * ph[7].y);
+    *reinterpret_cast<uint4*>(dst + c0) = re;
+    *reinterpret_cast<uint4*>(dst + a.d + c0) = im;
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    if (c0 + e < a.d) {
+      dst[c0 + e] = __float2bfloat16(mu[e] * ph[e].x);
+      dst[a.d + c0 + e] = __float2bfloat16(mu[e] * ph[e].y);
+    }
+  if (c0 == 0)
+    for (int o = 2 * a.d; o < a.dp; ++o) dst[o] = __float2bfloat16(0.f);
+}
+
 // GOAT's lanes past the content d_c = a.d: the mode lanes and the u pair (queries: 1, 1).
 __device__ __forceinline__ __nv_bfloat16 goat_prior_lane(const RowLaneArgs& a, int o, int t,
                                                          int h) {
@@ -77,27 +157,18 @@ __device__ __forceinline__ __nv_bfloat16 goat_prior_lane(const RowLaneArgs& a, i
   return __float2bfloat16(0.f);
 }
 
-// Output lane o of one row of RoPE or PoPE: xs holds the (normed) input row of width d (a
-// lane may read any of it). Copy and GOAT lanes are formed in lanes_fwd_kernel itself.
-template <LaneKind K>
-__device__ __forceinline__ __nv_bfloat16 lane_out(const RowLaneArgs& a, const float* xs, int o,
-                                                  int t, int h) {
-  if (K == LaneKind::Rope) {
-    if (o >= a.d) return __float2bfloat16(0.f);
-    if (o >= a.rotary) return __float2bfloat16(a.scale * xs[o]);
-    const int half = a.rotary / 2;
-    const int m = a.interleaved ? o / 2 : (o < half ? o : o - half);
-    const int ia = a.interleaved ? 2 * m : m, ib = a.interleaved ? 2 * m + 1 : m + half;
-    const float2 cs = a.trig[int64_t(t) * a.M + m];
-    const float xa = xs[ia], xb = xs[ib];
-    return __float2bfloat16(a.scale * (o == ia ? xa * cs.x - xb * cs.y : xa * cs.y + xb * cs.x));
-  }
-  // PoPE: lanes [0, d) real parts, [d, 2d) imaginary parts.
-  if (o >= 2 * a.d) return __float2bfloat16(0.f);
-  const int c = o < a.d ? o : o - a.d;
-  const float2 ph = pope_phase(a, t, h, c);
-  const float mu = softplus_f(xs[c]);
-  return __float2bfloat16(mu * (o < a.d ? ph.x : ph.y));
+// Output lane o of one row of RoPE: xs holds the (normed) input row of width d (a lane may
+// read any of it). Copy, GOAT and PoPE lanes are formed in lanes_fwd_kernel itself.
+__device__ __forceinline__ __nv_bfloat16 rope_out(const RowLaneArgs& a, const float* xs, int o,
+                                                  int t) {
+  if (o >= a.d) return __float2bfloat16(0.f);
+  if (o >= a.rotary) return __float2bfloat16(a.scale * xs[o]);
+  const int half = a.rotary / 2;
+  const int m = a.interleaved ? o / 2 : (o < half ? o : o - half);
+  const int ia = a.interleaved ? 2 * m : m, ib = a.interleaved ? 2 * m + 1 : m + half;
+  const float2 cs = a.trig[int64_t(t) * a.M + m];
+  const float xa = xs[ia], xb = xs[ib];
+  return __float2bfloat16(a.scale * (o == ia ? xa * cs.x - xb * cs.y : xa * cs.y + xb * cs.x));
 }
 
 // Sum over the TPR threads of a row group (every thread of the warp calls it).
@@ -185,19 +256,20 @@ __device__ __forceinline__ void row_coords(int64_t row, int Hx, int L, int& h, i
   }
 }
 
-// Forward rows in groups of TPR threads (TPR a power of two with 8 TPR >= max(d, dp)):
-// thread c of a group loads input elements [8c, 8c + 8) and writes output lanes
-// [8c, 8c + 8) as one 16-byte store; a warp handles 32 / TPR consecutive rows (heads of a
-// position are adjacent in [B, L, Hx, d], so a warp reads and writes contiguous memory).
-// The grid is sized to the GPU (a few blocks per SM) and strides over the rows, each thread
-// loading its next row's chunk before it works on the current one. The kernel is
-// issue-bound rather than bandwidth-bound (docs/cuda.md, "GOAT's passes"): Copy and GOAT
-// rows stay in registers and GOAT's prior lanes go in a second pass over the warp; RoPE
-// and PoPE rows go through shared memory because a lane can read any input element (the
-// half-split partner, PoPE's imaginary part).
+// Forward rows in groups of TPR threads (TPR a power of two with 8 TPR >= max(d, dp), PoPE:
+// >= d): thread c of a group loads input elements [8c, 8c + 8) and writes output lanes
+// [8c, 8c + 8) as one 16-byte store (PoPE: the channels' real and imaginary lanes, two); a warp
+// handles 32 / TPR consecutive rows (heads of a position are adjacent in [B, L, Hx, d], so a warp
+// reads and writes contiguous memory). The grid is sized to the GPU (a few blocks per SM) and
+// strides over the rows, each thread loading its next row's chunk before it works on the current
+// one. The kernel is issue-bound rather than bandwidth-bound (docs/cuda.md, "GOAT's passes"): Copy,
+// GOAT and PoPE rows stay in registers (PoPE's channel c gives lanes c and d + c, both from the
+// thread that holds x_c) and GOAT's prior lanes go in a second pass over the warp; RoPE rows go
+// through shared memory because a lane can read any input element (the half-split partner).
 template <LaneKind K, bool kNorm, int TPR>
 __global__ void __launch_bounds__(kWarps * 32)
-    lanes_fwd_kernel(RowLaneArgs a, __nv_bfloat16* y, int64_t rows, bool y_aligned, RowRead rd) {
+    lanes_fwd_kernel(RowLaneArgs a, __nv_bfloat16* y, int64_t rows, bool y_aligned, RowRead rd,
+                     bool vec_trig) {
   constexpr int RPW = 32 / TPR;                   // rows per warp and pass
   __shared__ float xs_all[kWarps][kMaxRowWidth];  // RPW rows of 8 TPR floats per warp
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -212,10 +284,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     float v[8];
     unpack_chunk(next, v);
     next = fetch_chunk(a.x, a.d, row + stride, c, row + stride < rows, rd);
-    // Copy and GOAT lanes read only the thread's own inputs (GOAT's prior lanes: below).
-    constexpr bool kOwn = K == LaneKind::Copy || K == LaneKind::Goat;
+    // Copy, GOAT and PoPE lanes read only the thread's own inputs (GOAT's prior lanes: below).
+    constexpr bool kOwn = K != LaneKind::Rope;
     int h = 0, t = 0;
-    if constexpr (!kOwn) row_coords(row, a.Hx, a.L, h, t);
+    if constexpr (K == LaneKind::Rope || K == LaneKind::Pope) row_coords(row, a.Hx, a.L, h, t);
     const float inv = row_inv_rms<kNorm, TPR>(a, v);
 #pragma unroll
     for (int e = 0; e < 8; ++e)
@@ -233,9 +305,12 @@ __global__ void __launch_bounds__(kWarps * 32)
       else if constexpr (K == LaneKind::Goat)  // content lanes; the prior lanes below
         return __float2bfloat16(o < a.d ? a.scale * v[e] : 0.f);
       else
-        return lane_out<K>(a, xs, o, t, h);
+        return rope_out(a, xs, o, t);
     };
-    if (live && 8 * c < a.dp) {
+    if constexpr (K == LaneKind::Pope) {
+      if (live && 8 * c < a.d)
+        pope_store(a, y, row, 8 * c, v, t, h, y_aligned && rd == RowRead::Vector, vec_trig);
+    } else if (live && 8 * c < a.dp) {
       uint32_t pk[4];  // lanes 8c .. 8c + 7 as bf16 pairs (no local array: it went to the stack)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
@@ -270,10 +345,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// d loss / d xn_c (xn the normed input) from the lane gradients dys of one row.
+// d loss / d xn_c (xn the normed input) from the lane gradients dys of one row (Copy, RoPE,
+// GOAT; PoPE's are formed in registers in lanes_bwd_kernel).
 template <LaneKind K>
-__device__ __forceinline__ float lane_grad(const RowLaneArgs& a, const float* dys, const float* xs,
-                                           float inv, int c, int t, int h) {
+__device__ __forceinline__ float lane_grad(const RowLaneArgs& a, const float* dys, int c, int t) {
   if (K == LaneKind::Copy) return dys[c];
   if (K == LaneKind::Rope) {
     if (c >= a.rotary) return a.scale * dys[c];
@@ -284,11 +359,7 @@ __device__ __forceinline__ float lane_grad(const RowLaneArgs& a, const float* dy
     // R(p)^T: the rotation by -p.
     return a.scale * (c == ia ? dys[ia] * cs.x + dys[ib] * cs.y : -dys[ia] * cs.y + dys[ib] * cs.x);
   }
-  if (K == LaneKind::Goat) return a.scale * dys[c];
-  // PoPE: dmu = dre cos + dim sin, d x = dmu softplus'(x) = dmu sigmoid(x).
-  const float2 ph = pope_phase(a, t, h, c);
-  const float xn = a.gain ? xs[c] * inv * a.gain[c] : xs[c];
-  return (dys[c] * ph.x + dys[a.d + c] * ph.y) * sigmoid_f(xn);
+  return a.scale * dys[c];  // GOAT's content lanes
 }
 
 // Writes one partial row per block from per-thread accumulators of columns 8c .. 8c + 7
@@ -318,12 +389,14 @@ __device__ void write_partial(float (*red)[kMaxRowWidth], const float* acc, int 
   }
 }
 
-// Lane gradients 8c .. 8c + 7 of a row of dy [rows, dp] (fp32, dp a multiple of 8): two
-// 16-byte loads when dy is 16-byte aligned, else scalars; 0 past dp and for a dead row.
-__device__ __forceinline__ void load_grad_chunk(const float* dy, int dp, int64_t row, int c,
-                                                bool live, bool vec, float (&v)[8]) {
+// Lane gradients 8c .. 8c + 7 of a row of dy [rows, dp] (fp32, row stride dp), of the
+// `width` lanes from dy's first (PoPE's imaginary half: dy + d, width d): two 16-byte loads
+// when vec (dy 16-byte aligned) and the chunk is whole, else scalars; 0 past width and for a
+// dead row.
+__device__ __forceinline__ void load_grad_chunk(const float* dy, int dp, int width, int64_t row,
+                                                int c, bool live, bool vec, float (&v)[8]) {
   const int c0 = 8 * c;
-  if (live && c0 < dp && vec) {
+  if (live && c0 + 8 <= width && vec) {
     const float4* src = reinterpret_cast<const float4*>(dy + row * dp + c0);
     const float4 lo = __ldg(src), hi = __ldg(src + 1);
     v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z,
@@ -331,7 +404,21 @@ __device__ __forceinline__ void load_grad_chunk(const float* dy, int dp, int64_t
     return;
   }
 #pragma unroll
-  for (int e = 0; e < 8; ++e) v[e] = live && c0 + e < dp ? dy[row * dp + c0 + e] : 0.f;
+  for (int e = 0; e < 8; ++e) v[e] = live && c0 + e < width ? dy[row * dp + c0 + e] : 0.f;
+}
+// The same from bf16 lane gradients (cuDNN's d q', d k'): one 16-byte load per chunk.
+__device__ __forceinline__ void load_grad_chunk(const __nv_bfloat16* dy, int dp, int width,
+                                                int64_t row, int c, bool live, bool vec,
+                                                float (&v)[8]) {
+  const int c0 = 8 * c;
+  if (live && c0 + 8 <= width && vec) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(dy + row * dp + c0));
+    unpack_chunk(RawChunk{{u.x, u.y, u.z, u.w}}, v);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    v[e] = live && c0 + e < width ? __bfloat162float(dy[row * dp + c0 + e]) : 0.f;
 }
 
 // Elements 8c .. 8c + 7 of a row of dx [rows, d] (fp32): 16-byte stores when d % 4 == 0,
@@ -359,18 +446,22 @@ __device__ __forceinline__ void store_grad_chunk(float* dx, int d, int64_t row, 
 // (and GOAT query modes) 8c .. 8c + 7. Block (chunk, h) keeps the partial-row layout
 // [chunks, Hx, cols]: a group takes one position of the chunk at a time and walks its B
 // batch rows in order (GOAT's du(j) sums them), the block's groups covering the chunk's
-// kPositions positions in passes.
-template <LaneKind K, bool kNorm, int TPR>
+// kPositions positions in passes. The input row stays in the thread's registers; the lane
+// gradients go through shared memory where a column needs other threads' lanes (RoPE's
+// partner, GOAT's prior lanes). PoPE's thread also loads its channels' imaginary lanes
+// [d + 8c, d + 8c + 8) (dy_vec_im: that half is 16-byte aligned) and works in registers.
+template <LaneKind K, bool kNorm, int TPR, class DyT>
 __global__ void __launch_bounds__(kWarps * 32)
-    lanes_bwd_kernel(RowLaneArgs a, RowLaneGrads g, RowRead rd, bool dy_vec, RowRead wr) {
+    lanes_bwd_kernel(RowLaneArgs a, RowLaneGrads g, const DyT* dy, RowRead rd, bool dy_vec,
+                     bool dy_vec_im, bool vec_trig, RowRead wr) {
   constexpr int RPW = 32 / TPR, kGroups = kWarps * RPW;
-  __shared__ float xs_all[kWarps][kMaxRowWidth];
-  __shared__ float dys_all[kWarps][kMaxRowWidth];
+  constexpr bool kPope = K == LaneKind::Pope;
+  __shared__ float red_all[kWarps][kMaxRowWidth];  // write_partial's scratch
+  __shared__ float dys_all[kWarps][kPope ? 1 : kMaxRowWidth];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, h = blockIdx.y;
   const int sub = lane / TPR, c = lane % TPR;
-  float* xs = xs_all[warp] + sub * 8 * TPR;
-  float* dys = dys_all[warp] + sub * 8 * TPR;
-  constexpr bool kNeedX = kNorm || K == LaneKind::Pope;
+  float* dys = dys_all[warp] + (kPope ? 0 : sub * 8 * TPR);
+  constexpr bool kNeedX = kNorm || kPope;
   const bool goat_q = K == LaneKind::Goat && a.is_query && g.mode_part;
   const bool goat_k = K == LaneKind::Goat && !a.is_query && g.du;
   const bool pope_k = K == LaneKind::Pope && !a.is_query && g.delta_part;
@@ -387,13 +478,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     t = t0 + pi;
     return (int64_t(k % a.B) * a.L + t) * a.Hx + h;
   };
-  float dy_next[8];
+  // Lanes of the thread's chunk: PoPE reads the real parts [0, d) here, the imaginary below.
+  const int width = kPope ? a.d : a.dp;
+  float dy_next[8], di_next[8] = {};
   RawChunk x_next = {{0u, 0u, 0u, 0u}};
   {
     bool l0;
     int t_0;
     const int64_t r0 = locate(0, l0, t_0);
-    load_grad_chunk(g.dy, a.dp, r0, c, l0 && n_iter > 0, dy_vec, dy_next);
+    load_grad_chunk(dy, a.dp, width, r0, c, l0 && n_iter > 0, dy_vec, dy_next);
+    if (kPope) load_grad_chunk(dy + a.d, a.dp, a.d, r0, c, l0 && n_iter > 0, dy_vec_im, di_next);
     if (kNeedX) x_next = fetch_chunk(a.x, a.d, r0, c, l0 && n_iter > 0, rd);
   }
   float du_acc = 0.f;
@@ -401,9 +495,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     bool live;
     int t;
     const int64_t row = locate(k, live, t);
-    float dyv[8], xv[8] = {}, inv = 1.f;
+    float dyv[8], div[8], xv[8] = {}, inv = 1.f;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) dyv[e] = dy_next[e];
+    for (int e = 0; e < 8; ++e) dyv[e] = dy_next[e], div[e] = di_next[e];
     if constexpr (kNeedX) {
       unpack_chunk(x_next, xv);
       inv = row_inv_rms<kNorm, TPR>(a, xv);
@@ -412,31 +506,42 @@ __global__ void __launch_bounds__(kWarps * 32)
       bool ln;
       int tn;
       const int64_t rn = locate(k + 1, ln, tn);
-      load_grad_chunk(g.dy, a.dp, rn, c, ln, dy_vec, dy_next);
+      load_grad_chunk(dy, a.dp, width, rn, c, ln, dy_vec, dy_next);
+      if (kPope) load_grad_chunk(dy + a.d, a.dp, a.d, rn, c, ln, dy_vec_im, di_next);
       if (kNeedX) x_next = fetch_chunk(a.x, a.d, rn, c, ln, rd);
     }
+    if constexpr (!kPope) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const int col = 8 * c + e;
-      if (kNeedX && col < a.d) xs[col] = xv[e];
-      if (col < a.dp) dys[col] = dyv[e];
+      for (int e = 0; e < 8; ++e)
+        if (8 * c + e < a.dp) dys[8 * c + e] = dyv[e];
+      __syncwarp();
     }
-    __syncwarp();
     float dxn[8], gdx = 0.f;
+    float2 ph[8];
+    if constexpr (kPope) {
+      if (live && 8 * c < a.d) pope_phases(a, t, h, 8 * c, vec_trig, ph);
+    }
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int col = 8 * c + e;
-      dxn[e] = live && col < a.d ? lane_grad<K>(a, dys, xs, inv, col, t, h) : 0.f;
-      if (kNorm && col < a.d) gdx += a.gain[col] * dxn[e] * xs[col];
-      if (pope_k && live && col < a.d) {
-        // dpsi = mu (dim cos psi - dre sin psi); the clamp passes it only inside range.
-        const double dl = double(a.delta[h * a.d + col]);
-        if (dl >= -kTwoPi && dl <= 0.0) {
-          const float2 ph = pope_phase(a, t, h, col);
-          const float xn = kNorm ? xs[col] * inv * a.gain[col] : xs[col];
-          pacc[e] += softplus_f(xn) * (dys[a.d + col] * ph.x - dys[col] * ph.y);
+      if constexpr (kPope) {
+        // dmu = dre cos + dim sin, dx = dmu softplus'(x) = dmu sigmoid(x); keys: dpsi = mu (dim
+        // cos psi - dre sin psi), which the clamp passes only inside its range.
+        dxn[e] = 0.f;
+        if (live && col < a.d) {
+          const float xn = kNorm ? xv[e] * inv * a.gain[col] : xv[e];
+          float mu, sg;
+          softplus_sigmoid(xn, mu, sg);
+          dxn[e] = (dyv[e] * ph[e].x + div[e] * ph[e].y) * sg;
+          if (pope_k) {
+            const double dl = double(a.delta[h * a.d + col]);
+            if (dl >= -kTwoPi && dl <= 0.0) pacc[e] += mu * (div[e] * ph[e].x - dyv[e] * ph[e].y);
+          }
         }
+      } else {
+        dxn[e] = live && col < a.d ? lane_grad<K>(a, dys, col, t) : 0.f;
       }
+      if (kNorm && col < a.d) gdx += a.gain[col] * dxn[e] * xv[e];
       if (goat_q && live && col < a.R) {
         const float2 cs = a.trig[int64_t(t) * a.M + col];
         const float g0 = dys[a.d + 2 * col], g1 = dys[a.d + 2 * col + 1];
@@ -457,8 +562,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int e = 0; e < 8; ++e) {
         const int col = 8 * c + e;
         if (!live || col >= a.d) continue;
-        gacc[e] += dxn[e] * xs[col] * inv;
-        dxn[e] = a.gain[col] * dxn[e] * inv - xs[col] * k3;
+        gacc[e] += dxn[e] * xv[e] * inv;
+        dxn[e] = a.gain[col] * dxn[e] * inv - xv[e] * k3;
       }
     }
     store_grad_chunk(g.dx, a.d, row, c, live, wr, dxn);
@@ -466,23 +571,31 @@ __global__ void __launch_bounds__(kWarps * 32)
       if (goat_k && live && c == 0) g.du[int64_t(t) * a.Hx + h] = du_acc;
       du_acc = 0.f;
     }
-    __syncwarp();  // xs, dys are rewritten by the next row
+    __syncwarp();  // dys is rewritten by the next row
   }
 
   const int64_t prow = int64_t(blockIdx.x) * a.Hx + h;
-  if (kNorm && g.gain_part) write_partial<TPR>(xs_all, gacc, a.d, g.gain_part + prow * a.d);
-  if (pope_k) write_partial<TPR>(xs_all, pacc, a.d, g.delta_part + prow * a.d);
+  if (kNorm && g.gain_part) write_partial<TPR>(red_all, gacc, a.d, g.gain_part + prow * a.d);
+  if (pope_k) write_partial<TPR>(red_all, pacc, a.d, g.delta_part + prow * a.d);
   if (goat_q) {
     float* part_row = g.mode_part + prow * 2 * a.R;
-    write_partial<TPR>(xs_all, pacc, a.R, part_row);
-    write_partial<TPR>(xs_all, pacc2, a.R, part_row + a.R);
+    write_partial<TPR>(red_all, pacc, a.R, part_row);
+    write_partial<TPR>(red_all, pacc2, a.R, part_row + a.R);
   }
 }
 
-// Threads per row of the row kernels: 8 TPR >= max(d, dp), at least 4.
+// Threads per row of the row kernels: 8 TPR >= max(d, dp) (PoPE: >= d, a thread writes its
+// channels' real and imaginary lanes), at least 4.
 int threads_per_row(const RowLaneArgs& a) {
-  const int chunks = (std::max(a.d, a.dp) + 7) / 8;
+  const int chunks = ((a.kind == LaneKind::Pope ? a.d : std::max(a.d, a.dp)) + 7) / 8;
   return chunks <= 4 ? 4 : chunks <= 8 ? 8 : chunks <= 16 ? 16 : 32;
+}
+
+// Whether PoPE's position and delta tables can be read in 16-byte pairs (pope_phases).
+bool pope_vec_tables(const RowLaneArgs& a) {
+  auto al = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; };
+  return a.kind == LaneKind::Pope && a.d % 8 == 0 && a.M == a.d && al(a.trig) &&
+         (a.is_query || al(a.delta_trig));
 }
 
 // Resident blocks of the row kernels on this GPU: the forward's grid (rows are strided).
@@ -499,12 +612,13 @@ void launch_fwd(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s) {
   const int64_t rows = int64_t(a.B) * a.L * a.Hx;
   const bool aligned = (reinterpret_cast<uintptr_t>(y) & 15u) == 0;
   const RowRead rd = row_read(a.x, a.d);
+  const bool vt = pope_vec_tables(a);
   const int th = kWarps * 32;
   auto go = [&](auto kernel, int tpr) {
     const int64_t per_block = int64_t(kWarps) * (32 / tpr);
     const int blocks =
         int(std::min<int64_t>((rows + per_block - 1) / per_block, resident_blocks()));
-    kernel<<<blocks, th, 0, s>>>(a, y, rows, aligned, rd);
+    kernel<<<blocks, th, 0, s>>>(a, y, rows, aligned, rd, vt);
   };
   if (tpr == 4)
     go(lanes_fwd_kernel<K, kNorm, 4>, 4);
@@ -535,25 +649,36 @@ void launch_fwd(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s) {
   }
 }
 
-template <LaneKind K, bool kNorm>
-void launch_bwd(const RowLaneArgs& a, const RowLaneGrads& g, dim3 grid, cudaStream_t s) {
+template <LaneKind K, bool kNorm, class DyT>
+void launch_bwd(const RowLaneArgs& a, const RowLaneGrads& g, const DyT* dy, dim3 grid,
+                cudaStream_t s) {
   const int th = kWarps * 32;
   const RowRead rd = row_read(a.x, a.d), wr = grad_write(g.dx, a.d);
-  const bool dy_vec = (reinterpret_cast<uintptr_t>(g.dy) & 15u) == 0;  // dp % 8 == 0
+  const bool dy_vec = (reinterpret_cast<uintptr_t>(dy) & 15u) == 0;  // dp % 8 == 0
+  // PoPE's imaginary half starts d elements in: aligned when d elements are 16 bytes' worth.
+  const bool dy_vec_im = dy_vec && (a.d * sizeof(DyT)) % 16 == 0, vt = pope_vec_tables(a);
   switch (threads_per_row(a)) {
     case 4:
-      lanes_bwd_kernel<K, kNorm, 4><<<grid, th, 0, s>>>(a, g, rd, dy_vec, wr);
+      lanes_bwd_kernel<K, kNorm, 4><<<grid, th, 0, s>>>(a, g, dy, rd, dy_vec, dy_vec_im, vt, wr);
       break;
     case 8:
-      lanes_bwd_kernel<K, kNorm, 8><<<grid, th, 0, s>>>(a, g, rd, dy_vec, wr);
+      lanes_bwd_kernel<K, kNorm, 8><<<grid, th, 0, s>>>(a, g, dy, rd, dy_vec, dy_vec_im, vt, wr);
       break;
     case 16:
-      lanes_bwd_kernel<K, kNorm, 16><<<grid, th, 0, s>>>(a, g, rd, dy_vec, wr);
+      lanes_bwd_kernel<K, kNorm, 16><<<grid, th, 0, s>>>(a, g, dy, rd, dy_vec, dy_vec_im, vt, wr);
       break;
     default:
-      lanes_bwd_kernel<K, kNorm, 32><<<grid, th, 0, s>>>(a, g, rd, dy_vec, wr);
+      lanes_bwd_kernel<K, kNorm, 32><<<grid, th, 0, s>>>(a, g, dy, rd, dy_vec, dy_vec_im, vt, wr);
   }
   LCR_CUDA_CHECK_LAUNCH();
+}
+
+template <LaneKind K, bool kNorm>
+void launch_bwd(const RowLaneArgs& a, const RowLaneGrads& g, dim3 grid, cudaStream_t s) {
+  if (g.dy16)
+    launch_bwd<K, kNorm>(a, g, g.dy16, grid, s);
+  else
+    launch_bwd<K, kNorm>(a, g, g.dy, grid, s);
 }
 
 template <bool kNorm>

@@ -78,8 +78,9 @@ struct RowLaneArgs {
 };
 void lanes_forward(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s);
 
-// Backward of lanes_forward (QK-RMSNorm included): dy [B, L, Hx, dp] fp32 -> dx
-// [B, L, Hx, d] fp32 (overwritten). Parameter-gradient partials, each [chunks, Hx, cols]
+// Backward of lanes_forward (QK-RMSNorm included): dy [B, L, Hx, dp] fp32 (or dy16, the
+// same in bf16: cuDNN's d q', d k' from sdpa_backward_bf16_qk) -> dx [B, L, Hx, d] fp32
+// (overwritten). Parameter-gradient partials, each [chunks, Hx, cols]
 // (chunks = position_chunks(L)) or null when not wanted:
 //   gain_part  cols d    d gain (summed over heads by the reduction)
 //   mode_part  cols 2R   GOAT queries: [sum g0 cos + g1 sin | sum g0 sin - g1 cos] per mode
@@ -87,6 +88,7 @@ void lanes_forward(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s);
 // du [L, Hx] (GOAT keys): d loss / d u(j), summed over the batch.
 struct RowLaneGrads {
   const float* dy = nullptr;
+  const __nv_bfloat16* dy16 = nullptr;  // instead of dy when set
   float* dx = nullptr;
   float* gain_part = nullptr;
   float* mode_part = nullptr;
