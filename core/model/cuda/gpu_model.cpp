@@ -251,16 +251,6 @@ double GpuModel::forward(const int32_t* tokens, const int32_t* labels, int64_t B
       cudaMemcpyAsync(tokens_.data(), tokens, size_t(R) * 4, cudaMemcpyHostToDevice, stream_));
   LCR_CUDA_CHECK(
       cudaMemcpyAsync(labels_.data(), labels, size_t(R) * 4, cudaMemcpyHostToDevice, stream_));
-  // The embedding backward's row grouping, from the host tokens.
-  const EmbeddingPlan plan = plan_embedding_backward(tokens, R);
-  emb_n_ids_ = int64_t(plan.ids.size());
-  emb_n_chunks_ = plan.n_chunks();
-  emb_ids_ = DeviceBuffer<int32_t>(plan.ids);
-  emb_rows_ = DeviceBuffer<int32_t>(plan.rows);
-  emb_id_chunks_ = DeviceBuffer<int32_t>(plan.id_chunks);
-  emb_chunks_ = DeviceBuffer<int32_t>(plan.chunks);
-  emb_partial_.grow(size_t(std::max<int64_t>(emb_n_chunks_ * D, 1)));
-
   const ModelConfig& c = layout_.config();
   const float* E = params_.data() + layout_.embed();
   embedding_forward(R, D, tokens_.data(), E, x_[0].data(), stream_);
@@ -282,7 +272,25 @@ double GpuModel::forward(const int32_t* tokens, const int32_t* labels, int64_t B
   }
   cross_entropy_forward(R, V, Vp, logits_.data(), labels_.data(), lse_.data(), row_loss_.data(),
                         stream_);
-  // Sum on the host in row order, like the CPU model.
+  // The embedding backward's row grouping, from the host tokens: planned while the GPU runs
+  // the forward queued above (a sort of R rows), copied behind it into grow-only buffers
+  // (no cudaMalloc / cudaFree, which would wait for the device, in the step).
+  const EmbeddingPlan plan = plan_embedding_backward(tokens, R);
+  emb_n_ids_ = int64_t(plan.ids.size());
+  emb_n_chunks_ = plan.n_chunks();
+  auto upload = [&](DeviceBuffer<int32_t>& d, const std::vector<int32_t>& h, int64_t bound) {
+    d.grow(size_t(std::max<int64_t>(int64_t(h.size()), bound)));  // bound: sized once
+    if (!h.empty())
+      LCR_CUDA_CHECK(cudaMemcpyAsync(d.data(), h.data(), h.size() * sizeof(int32_t),
+                                     cudaMemcpyHostToDevice, stream_));
+  };
+  upload(emb_ids_, plan.ids, R);  // at most R distinct tokens, R rows, R + 1 chunks
+  upload(emb_rows_, plan.rows, R);
+  upload(emb_id_chunks_, plan.id_chunks, R + 1);
+  upload(emb_chunks_, plan.chunks, R + 1);
+  emb_partial_.grow(size_t(std::max<int64_t>(emb_n_chunks_ * D, 1)));
+  // Sum on the host in row order, like the CPU model. The sync also ends the plan's copies
+  // before `plan` goes out of scope.
   std::vector<float> rl(static_cast<size_t>(R));
   LCR_CUDA_CHECK(
       cudaMemcpyAsync(rl.data(), row_loss_.data(), size_t(R) * 4, cudaMemcpyDeviceToHost, stream_));

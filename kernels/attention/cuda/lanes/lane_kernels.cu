@@ -345,17 +345,24 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// RoPE: the pair m of rotated dim c (its (cos, sin) is table entry m).
+__device__ __forceinline__ int rope_pair(const RowLaneArgs& a, int c) {
+  const int half = a.rotary / 2;
+  return a.interleaved ? c / 2 : (c < half ? c : c - half);
+}
+
 // d loss / d xn_c (xn the normed input) from the lane gradients dys of one row (Copy, RoPE,
-// GOAT; PoPE's are formed in registers in lanes_bwd_kernel).
+// GOAT; PoPE's are formed in registers in lanes_bwd_kernel). RoPE: cs is the (cos, sin) of
+// c's pair at the row's position.
 template <LaneKind K>
-__device__ __forceinline__ float lane_grad(const RowLaneArgs& a, const float* dys, int c, int t) {
+__device__ __forceinline__ float lane_grad(const RowLaneArgs& a, const float* dys, int c,
+                                           float2 cs) {
   if (K == LaneKind::Copy) return dys[c];
   if (K == LaneKind::Rope) {
     if (c >= a.rotary) return a.scale * dys[c];
     const int half = a.rotary / 2;
-    const int m = a.interleaved ? c / 2 : (c < half ? c : c - half);
+    const int m = rope_pair(a, c);
     const int ia = a.interleaved ? 2 * m : m, ib = a.interleaved ? 2 * m + 1 : m + half;
-    const float2 cs = a.trig[int64_t(t) * a.M + m];
     // R(p)^T: the rotation by -p.
     return a.scale * (c == ia ? dys[ia] * cs.x + dys[ib] * cs.y : -dys[ia] * cs.y + dys[ib] * cs.x);
   }
@@ -478,9 +485,31 @@ __global__ void __launch_bounds__(kWarps * 32)
     t = t0 + pi;
     return (int64_t(k % a.B) * a.L + t) * a.Hx + h;
   };
+  // PoPE keys: the clamp's mask of the thread's channels, out of the row loop (one global
+  // load per element and row before).
+  bool in_clamp[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const int col = 8 * c + e;
+    in_clamp[e] = false;
+    if (pope_k && col < a.d) {
+      const double dl = double(a.delta[h * a.d + col]);
+      in_clamp[e] = dl >= -kTwoPi && dl <= 0.0;
+    }
+  }
+  // PoPE: a row's phases of the thread's channels, loaded one row ahead like its lanes
+  // (lanes_bwd 0.212 -> 0.188 ms at 1x16x16384x64). The same for RoPE's pairs and GOAT's
+  // modes measured neutral to 6% slower (more registers, fewer blocks per SM): they load in
+  // the loop.
+  auto load_tables = [&](int t, bool live, float2(&tb)[8]) {
+    if constexpr (kPope) {
+      if (live && 8 * c < a.d) pope_phases(a, t, h, 8 * c, vec_trig, tb);
+    }
+  };
   // Lanes of the thread's chunk: PoPE reads the real parts [0, d) here, the imaginary below.
   const int width = kPope ? a.d : a.dp;
   float dy_next[8], di_next[8] = {};
+  float2 tb_next[8] = {};
   RawChunk x_next = {{0u, 0u, 0u, 0u}};
   {
     bool l0;
@@ -489,6 +518,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     load_grad_chunk(dy, a.dp, width, r0, c, l0 && n_iter > 0, dy_vec, dy_next);
     if (kPope) load_grad_chunk(dy + a.d, a.dp, a.d, r0, c, l0 && n_iter > 0, dy_vec_im, di_next);
     if (kNeedX) x_next = fetch_chunk(a.x, a.d, r0, c, l0 && n_iter > 0, rd);
+    load_tables(t_0, l0 && n_iter > 0, tb_next);
   }
   float du_acc = 0.f;
   for (int k = 0; k < n_iter; ++k) {
@@ -496,8 +526,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     int t;
     const int64_t row = locate(k, live, t);
     float dyv[8], div[8], xv[8] = {}, inv = 1.f;
+    float2 ph[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) dyv[e] = dy_next[e], div[e] = di_next[e];
+    for (int e = 0; e < 8; ++e) dyv[e] = dy_next[e], div[e] = di_next[e], ph[e] = tb_next[e];
     if constexpr (kNeedX) {
       unpack_chunk(x_next, xv);
       inv = row_inv_rms<kNorm, TPR>(a, xv);
@@ -509,6 +540,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       load_grad_chunk(dy, a.dp, width, rn, c, ln, dy_vec, dy_next);
       if (kPope) load_grad_chunk(dy + a.d, a.dp, a.d, rn, c, ln, dy_vec_im, di_next);
       if (kNeedX) x_next = fetch_chunk(a.x, a.d, rn, c, ln, rd);
+      load_tables(tn, ln, tb_next);
     }
     if constexpr (!kPope) {
 #pragma unroll
@@ -517,10 +549,6 @@ __global__ void __launch_bounds__(kWarps * 32)
       __syncwarp();
     }
     float dxn[8], gdx = 0.f;
-    float2 ph[8];
-    if constexpr (kPope) {
-      if (live && 8 * c < a.d) pope_phases(a, t, h, 8 * c, vec_trig, ph);
-    }
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
       const int col = 8 * c + e;
@@ -533,13 +561,13 @@ __global__ void __launch_bounds__(kWarps * 32)
           float mu, sg;
           softplus_sigmoid(xn, mu, sg);
           dxn[e] = (dyv[e] * ph[e].x + div[e] * ph[e].y) * sg;
-          if (pope_k) {
-            const double dl = double(a.delta[h * a.d + col]);
-            if (dl >= -kTwoPi && dl <= 0.0) pacc[e] += mu * (div[e] * ph[e].x - dyv[e] * ph[e].y);
-          }
+          if (in_clamp[e]) pacc[e] += mu * (div[e] * ph[e].x - dyv[e] * ph[e].y);
         }
       } else {
-        dxn[e] = live && col < a.d ? lane_grad<K>(a, dys, col, t) : 0.f;
+        const float2 cs = K == LaneKind::Rope && live && col < a.rotary
+                              ? a.trig[int64_t(t) * a.M + rope_pair(a, col)]
+                              : make_float2(1.f, 0.f);
+        dxn[e] = live && col < a.d ? lane_grad<K>(a, dys, col, cs) : 0.f;
       }
       if (kNorm && col < a.d) gdx += a.gain[col] * dxn[e] * xv[e];
       if (goat_q && live && col < a.R) {
