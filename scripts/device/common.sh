@@ -86,3 +86,18 @@ except Exception as e:
     print(what, "comparison failed:", e)
 PY
 }
+
+# ncu_kernel_table CSV: one line per kernel of an `ncu --metrics gpu__time_duration.sum --csv`
+# report, its duration in microseconds and its name (whatever time unit ncu printed).
+ncu_kernel_table() {
+  python3 - "$1" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if rows:
+    head = rows[0]
+    k, v, u = head.index("Kernel Name"), head.index("Metric Value"), head.index("Metric Unit")
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+    for r in rows[1:]:
+        print(f"{float(r[v].replace(',', '')) * scale.get(r[u], 1.0):10.1f}  {r[k][:100]}")
+PY
+}

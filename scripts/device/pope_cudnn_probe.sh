@@ -34,14 +34,7 @@ for sc in nope goat; do
     --metrics gpu__time_duration.sum --csv "$B/.real/bench_cuda_attention" --schemes $sc \
     --shapes 1x16x16384x64 --iters 1 --warmup 1 --no-check --impl cudnn \
     >"$OUT/ncu_$sc.csv" 2>"$OUT/ncu_$sc.err"
-  python3 - "$OUT/ncu_$sc.csv" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-head = rows[0]; k = head.index("Kernel Name"); v = head.index("Metric Value"); u = head.index("Metric Unit")
-for r in rows[1:]:
-    val = float(r[v].replace(",", "")); val = val / 1000 if r[u] == "nsecond" else val * (1000 if r[u] == "msecond" else 1)
-    print(f"{val:10.1f}  {r[k][:100]}")
-PY
+  ncu_kernel_table "$OUT/ncu_$sc.csv" 2>&1 | tee -a "$OUT/summary.txt"
   tail -2 "$OUT/ncu_$sc.err" | tee -a "$OUT/summary.txt"
 done
 echo "total $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
