@@ -101,3 +101,30 @@ if rows:
         print(f"{float(r[v].replace(',', '')) * scale.get(r[u], 1.0):10.1f}  {r[k][:100]}")
 PY
 }
+
+# train_cpu_refs STEPS CORES SCHEME[:IMPL]...: the default config (cp = 1, STEPS steps) on the
+# CPU with CORES threads, one background run per scheme into runs/cpu_SCHEME and
+# $OUT/train_cpu_SCHEME.log (`wait` for them); the GPU twins: train_gpu.
+train_quick() {
+  echo train.log_every=5 eval.every=0 eval.at_end=false train.steps="$1" run.overwrite=true
+}
+train_cpu_refs() {
+  local steps=$1 cores=$2 run s; shift 2
+  for run in "$@"; do
+    s=${run%:*}
+    CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=$cores timeout 300 "$B/lcr" train --config \
+      experiments/configs/default.toml $(train_quick "$steps") parallel.cp=1 attention.scheme=$s \
+      run.dir="\"runs/cpu_$s\"" >"$OUT/train_cpu_$s.log" 2>&1 &
+  done
+}
+# train_gpu STEPS SCHEME:IMPL...: the same runs on the GPU in turn, train.cuda_attention = IMPL,
+# into runs/gpu_SCHEME and $OUT/train_gpu_SCHEME.log.
+train_gpu() {
+  local steps=$1 run s impl; shift
+  for run in "$@"; do
+    s=${run%:*} impl=${run#*:}
+    timeout 150 "$B/lcr" train --config experiments/configs/default.toml $(train_quick "$steps") \
+      train.device=cuda parallel.cp=1 attention.scheme=$s train.cuda_attention="\"$impl\"" \
+      run.dir="\"runs/gpu_$s\"" >"$OUT/train_gpu_$s.log" 2>&1
+  done
+}

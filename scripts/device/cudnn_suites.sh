@@ -14,22 +14,11 @@ set -u
 cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
 packed_init suites
-quick=(train.log_every=5 eval.every=0 eval.at_end=false train.steps=60 run.overwrite=true)
-# CPU references meanwhile (8 cores each).
-for s in nope goat; do
-  CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=8 timeout 280 "$B/lcr" train --config \
-    experiments/configs/default.toml "${quick[@]}" parallel.cp=1 attention.scheme=$s \
-    run.dir="\"runs/cpu_$s\"" >"$OUT/train_cpu_$s.log" 2>&1 &
-done
+train_cpu_refs 60 8 nope goat  # CPU references meanwhile (8 cores each)
 timeout 120 "$B/lcr_cuda_sdpa_tests" --gtest_color=no >"$OUT/sdpa.log" 2>&1
 timeout 150 "$B/lcr_cuda_model_tests" --gtest_color=no >"$OUT/model.log" 2>&1
 shard 0 "$B/lcr_cuda_lanes_tests" lanes
-for run in nope:auto goat:cudnn; do
-  s=${run%:*} impl=${run#*:}
-  timeout 150 "$B/lcr" train --config experiments/configs/default.toml "${quick[@]}" \
-    train.device=cuda parallel.cp=1 attention.scheme=$s train.cuda_attention="\"$impl\"" \
-    run.dir="\"runs/gpu_$s\"" >"$OUT/train_gpu_$s.log" 2>&1
-done
+train_gpu 60 nope:auto goat:cudnn
 wait
 echo "done at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 suite_summary sdpa model lanes

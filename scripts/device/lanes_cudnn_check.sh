@@ -15,23 +15,12 @@ set -u
 cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
 packed_init lc
-quick=(train.log_every=5 eval.every=0 eval.at_end=false train.steps=40 run.overwrite=true)
 runs="nope:auto goat:cudnn pope:cudnn"
-for run in $runs; do  # CPU references meanwhile (5 cores each)
-  s=${run%:*}
-  CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=5 timeout 300 "$B/lcr" train --config \
-    experiments/configs/default.toml "${quick[@]}" parallel.cp=1 attention.scheme=$s \
-    run.dir="\"runs/cpu_$s\"" >"$OUT/train_cpu_$s.log" 2>&1 &
-done
+train_cpu_refs 40 5 $runs  # CPU references meanwhile (5 cores each)
 timeout 150 "$B/lcr_cuda_sdpa_tests" --gtest_color=no >"$OUT/sdpa.log" 2>&1
 timeout 150 "$B/lcr_cuda_model_tests" --gtest_color=no >"$OUT/model.log" 2>&1
 shard 0 "$B/lcr_cuda_lanes_tests" lanes
-for run in $runs; do
-  s=${run%:*} impl=${run#*:}
-  timeout 100 "$B/lcr" train --config experiments/configs/default.toml "${quick[@]}" \
-    train.device=cuda parallel.cp=1 attention.scheme=$s train.cuda_attention="\"$impl\"" \
-    run.dir="\"runs/gpu_$s\"" >"$OUT/train_gpu_$s.log" 2>&1
-done
+train_gpu 40 $runs
 for impl in cudnn lcr; do
   timeout 150 "$B/bench_cuda_attention" --schemes nope,goat,pope,rope \
     --shapes 1x16x16384x64,1x16x16384x128,1x8x65536x64 --iters 7 --no-check --impl $impl 2>&1 |

@@ -69,13 +69,15 @@ const char* backward_variant_name(int D, int Dv, int variant);  // null past the
 
 // The vendor specialisation (sdpa_vendor.cpp): true when cuDNN ran the call (a.impl is
 // Cudnn or Auto and cuDNN serves it), false when lcr's kernels should; throws for impl Cudnn
-// when cuDNN cannot serve it.
+// when cuDNN cannot serve it. dq16 / dk16 (with dq, dk null): cuDNN's bf16 dQ / dK left
+// there, not widened (sdpa_backward_bf16_qk).
 bool vendor_forward(const SdpaArgs& a, __nv_bfloat16* o, const float* o_f32, float* lse,
                     cudaStream_t s);
 bool vendor_backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
                      const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
                      const float* dbias_q, const float* dbias_k, const float* dbias_q_sums,
-                     bool accumulate, cudaStream_t s);
+                     bool accumulate, cudaStream_t s, __nv_bfloat16* dq16 = nullptr,
+                     __nv_bfloat16* dk16 = nullptr);
 
 // Whether the option logic (ALiBi, bias lanes, softcap) is needed; without it the
 // kernels run the plain instantiation.

@@ -71,18 +71,18 @@ bool vendor_forward(const SdpaArgs& a, __nv_bfloat16* o, const float* o_f32, flo
 bool vendor_backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
                      const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
                      const float* dbias_q, const float* dbias_k, const float* dbias_q_sums,
-                     bool accumulate, cudaStream_t s) {
+                     bool accumulate, cudaStream_t s, __nv_bfloat16* dq16, __nv_bfloat16* dk16) {
   if (a.impl == SdpaImpl::Lcr) return false;
 #if LCR_HAVE_CUDNN
   if (const char* why =
           cudnn::unsupported_backward(a, o, dq, dk, dv, dbias_q, dbias_k, dbias_q_sums))
     return fall_back_or_refuse(a, "backward", why);
   std::string why;
-  return cudnn::backward(a, lse, o, dout, dq, dk, dv, accumulate, s, &why) ||
+  return cudnn::backward(a, lse, o, dout, dq, dk, dv, accumulate, s, &why, dq16, dk16) ||
          fall_back_or_refuse(a, "backward", why);
 #else
   (void)lse, (void)o, (void)dout, (void)dq, (void)dk, (void)dv, (void)dbias_q, (void)dbias_k,
-      (void)dbias_q_sums, (void)accumulate, (void)s;
+      (void)dbias_q_sums, (void)accumulate, (void)s, (void)dq16, (void)dk16;
   return fall_back_or_refuse(a, "backward", kNoCudnn);
 #endif
 }
@@ -96,18 +96,8 @@ bool sdpa_backward_bf16_qk(const SdpaArgs& a, const float* lse, const __nv_bfloa
   require(a.Lq > 0 && a.Lk > 0 && lse && o && dout && dq && dk && dv,
           "cuda sdpa_backward_bf16_qk: needs Lq, Lk > 0 and device pointers lse, o, dout, dq, "
           "dk, dv");
-  if (a.impl == SdpaImpl::Lcr) return false;
-#if LCR_HAVE_CUDNN
-  if (const char* why =
-          cudnn::unsupported_backward(a, o, nullptr, nullptr, dv, nullptr, nullptr, nullptr))
-    return detail::fall_back_or_refuse(a, "backward", why);
-  std::string why;
-  return cudnn::backward(a, lse, o, dout, nullptr, nullptr, dv, false, s, &why, dq, dk) ||
-         detail::fall_back_or_refuse(a, "backward", why);
-#else
-  (void)lse, (void)o, (void)dout, (void)dq, (void)dk, (void)dv, (void)s;
-  return detail::fall_back_or_refuse(a, "backward", kNoCudnn);
-#endif
+  return detail::vendor_backward(a, lse, o, dout, nullptr, nullptr, dv, nullptr, nullptr, nullptr,
+                                 false, s, dq, dk);
 }
 
 }  // namespace lcr::cuda

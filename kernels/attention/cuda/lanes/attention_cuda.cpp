@@ -569,6 +569,7 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
       lanes_backward_impl(s, prm, in, lg, g.dq, g.dk, g.dparams, ws, st, kt);
       return;
     }
+    a.impl = SdpaImpl::Lcr;  // auto, and cuDNN cannot serve the call: lcr's kernels, below
   }
   const bool need_delta = saved_out || sink || fox || a.impl == SdpaImpl::Lcr;
   float* delta = need_delta ? w.get<float>(Slot::Delta, int64_t(in.B) * s.heads * in.Lq) : nullptr;

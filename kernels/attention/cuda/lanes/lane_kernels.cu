@@ -28,9 +28,6 @@ constexpr double kTwoPi = 6.283185307179586;
 __device__ __forceinline__ float softplus_f(float x) {
   return x > 0.f ? x + log1pf(expf(-x)) : log1pf(expf(x));
 }
-__device__ __forceinline__ float sigmoid_f(float x) {
-  return x >= 0.f ? 1.f / (1.f + expf(-x)) : expf(x) / (1.f + expf(x));
-}
 
 __global__ void trig_table_kernel(TrigSpec spec, int64_t pos0, int L, float2* out) {
   const int64_t n = int64_t(L) * spec.M;
@@ -55,8 +52,8 @@ __device__ __forceinline__ float2 pope_phase(const RowLaneArgs& a, int t, int h,
   return make_float2(p.x * dl.x - p.y * dl.y, p.y * dl.x + p.x * dl.y);
 }
 
-// softplus(x) and sigmoid(x) = softplus'(x) from one exponential, bit-equal to softplus_f
-// and sigmoid_f (both are formed from z = exp(-|x|) there too).
+// softplus(x) and sigmoid(x) = softplus'(x) from one exponential z = exp(-|x|): the kmath
+// forms (softplus_f above; sigmoid x >= 0 ? 1 / (1 + e^-x) : e^x / (1 + e^x)) bit for bit.
 __device__ __forceinline__ void softplus_sigmoid(float x, float& sp, float& sg) {
   const float z = expf(-fabsf(x));
   sp = fmaxf(x, 0.f) + log1pf(z);
@@ -345,24 +342,17 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-// RoPE: the pair m of rotated dim c (its (cos, sin) is table entry m).
-__device__ __forceinline__ int rope_pair(const RowLaneArgs& a, int c) {
-  const int half = a.rotary / 2;
-  return a.interleaved ? c / 2 : (c < half ? c : c - half);
-}
-
-// d loss / d xn_c (xn the normed input) from the lane gradients dys of one row (Copy, RoPE,
-// GOAT; PoPE's are formed in registers in lanes_bwd_kernel). RoPE: cs is the (cos, sin) of
-// c's pair at the row's position.
+// d loss / d xn_c (xn the normed input) from the lane gradients dys of one row at table
+// row t (Copy, RoPE, GOAT; PoPE's are formed in registers in lanes_bwd_kernel).
 template <LaneKind K>
-__device__ __forceinline__ float lane_grad(const RowLaneArgs& a, const float* dys, int c,
-                                           float2 cs) {
+__device__ __forceinline__ float lane_grad(const RowLaneArgs& a, const float* dys, int c, int t) {
   if (K == LaneKind::Copy) return dys[c];
   if (K == LaneKind::Rope) {
     if (c >= a.rotary) return a.scale * dys[c];
     const int half = a.rotary / 2;
-    const int m = rope_pair(a, c);
+    const int m = a.interleaved ? c / 2 : (c < half ? c : c - half);
     const int ia = a.interleaved ? 2 * m : m, ib = a.interleaved ? 2 * m + 1 : m + half;
+    const float2 cs = a.trig[int64_t(t) * a.M + m];
     // R(p)^T: the rotation by -p.
     return a.scale * (c == ia ? dys[ia] * cs.x + dys[ib] * cs.y : -dys[ia] * cs.y + dys[ib] * cs.x);
   }
@@ -501,15 +491,15 @@ __global__ void __launch_bounds__(kWarps * 32)
   // (lanes_bwd 0.212 -> 0.188 ms at 1x16x16384x64). The same for RoPE's pairs and GOAT's
   // modes measured neutral to 6% slower (more registers, fewer blocks per SM): they load in
   // the loop.
-  auto load_tables = [&](int t, bool live, float2(&tb)[8]) {
+  auto load_phases = [&](int t, bool live, float2(&ph)[8]) {
     if constexpr (kPope) {
-      if (live && 8 * c < a.d) pope_phases(a, t, h, 8 * c, vec_trig, tb);
+      if (live && 8 * c < a.d) pope_phases(a, t, h, 8 * c, vec_trig, ph);
     }
   };
   // Lanes of the thread's chunk: PoPE reads the real parts [0, d) here, the imaginary below.
   const int width = kPope ? a.d : a.dp;
   float dy_next[8], di_next[8] = {};
-  float2 tb_next[8] = {};
+  float2 ph_next[8] = {};
   RawChunk x_next = {{0u, 0u, 0u, 0u}};
   {
     bool l0;
@@ -518,7 +508,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     load_grad_chunk(dy, a.dp, width, r0, c, l0 && n_iter > 0, dy_vec, dy_next);
     if (kPope) load_grad_chunk(dy + a.d, a.dp, a.d, r0, c, l0 && n_iter > 0, dy_vec_im, di_next);
     if (kNeedX) x_next = fetch_chunk(a.x, a.d, r0, c, l0 && n_iter > 0, rd);
-    load_tables(t_0, l0 && n_iter > 0, tb_next);
+    load_phases(t_0, l0 && n_iter > 0, ph_next);
   }
   float du_acc = 0.f;
   for (int k = 0; k < n_iter; ++k) {
@@ -528,7 +518,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float dyv[8], div[8], xv[8] = {}, inv = 1.f;
     float2 ph[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) dyv[e] = dy_next[e], div[e] = di_next[e], ph[e] = tb_next[e];
+    for (int e = 0; e < 8; ++e) dyv[e] = dy_next[e], div[e] = di_next[e], ph[e] = ph_next[e];
     if constexpr (kNeedX) {
       unpack_chunk(x_next, xv);
       inv = row_inv_rms<kNorm, TPR>(a, xv);
@@ -540,7 +530,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       load_grad_chunk(dy, a.dp, width, rn, c, ln, dy_vec, dy_next);
       if (kPope) load_grad_chunk(dy + a.d, a.dp, a.d, rn, c, ln, dy_vec_im, di_next);
       if (kNeedX) x_next = fetch_chunk(a.x, a.d, rn, c, ln, rd);
-      load_tables(tn, ln, tb_next);
+      load_phases(tn, ln, ph_next);
     }
     if constexpr (!kPope) {
 #pragma unroll
@@ -564,10 +554,7 @@ __global__ void __launch_bounds__(kWarps * 32)
           if (in_clamp[e]) pacc[e] += mu * (div[e] * ph[e].x - dyv[e] * ph[e].y);
         }
       } else {
-        const float2 cs = K == LaneKind::Rope && live && col < a.rotary
-                              ? a.trig[int64_t(t) * a.M + rope_pair(a, col)]
-                              : make_float2(1.f, 0.f);
-        dxn[e] = live && col < a.d ? lane_grad<K>(a, dys, col, cs) : 0.f;
+        dxn[e] = live && col < a.d ? lane_grad<K>(a, dys, col, t) : 0.f;
       }
       if (kNorm && col < a.d) gdx += a.gain[col] * dxn[e] * xv[e];
       if (goat_q && live && col < a.R) {
