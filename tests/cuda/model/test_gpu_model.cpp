@@ -157,8 +157,8 @@ TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
 
   View1<float, HostSpace> g("g", size_t(gm.layout().total()));
   gm.download_grads(g);
-  double worst = 0, pooled_num = 0, pooled_den = 0;
-  std::string worst_name;
+  double worst = 0, worst_weight = 0, pooled_num = 0, pooled_den = 0;
+  std::string worst_name, worst_weight_name;
   for (const auto& e : gm.layout().params().entries()) {
     double num = 0, den = 0;
     for (int64_t i = e.offset; i < e.offset + e.size(); ++i) {
@@ -180,13 +180,15 @@ TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
     else
       EXPECT_LT(rel, 6e-2) << e.name << ": relative error of the gradient";
     if (rel > worst) worst = rel, worst_name = e.name;
+    if (!scheme_param && rel > worst_weight) worst_weight = rel, worst_weight_name = e.name;
   }
   const double pooled = pooled_den > 0 ? std::sqrt(pooled_num / pooled_den) : 0.0;
   EXPECT_LT(pooled, kSchemeParamsBound) << "the scheme parameters' gradients, pooled";
   std::printf(
       "[ %s ] loss %.6f vs %.6f; scheme parameters pooled %.2e; worst gradient slice %s: "
-      "%.2e relative\n",
-      sc.name, loss, ref_loss, pooled, worst_name.c_str(), worst);
+      "%.2e relative; worst weight slice %s: %.2e\n",
+      sc.name, loss, ref_loss, pooled, worst_name.c_str(), worst, worst_weight_name.c_str(),
+      worst_weight);
 }
 
 INSTANTIATE_TEST_SUITE_P(

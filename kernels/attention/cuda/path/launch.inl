@@ -115,8 +115,8 @@ void fold_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
 template <int D, int MT, int KN, int kMode>
 void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   prep_and_chain<D>(p, pl, true, s);
-  launch("forward_scan", K::forward_kernel<D, MT, KN, kMode>, Grid3{pl.Lp / 128, p.H, p.B}, 256 / MT,
-         smem_bytes<K::FwdSmem<D, MT, KN>>(), s, p);
+  launch("forward_scan", K::forward_kernel<D, MT, KN, kMode>, Grid3{pl.Lp / 128, p.H, p.B},
+         256 / MT, smem_bytes<K::FwdSmem<D, MT, KN>>(), s, p);
   if (p.fold_q) {
     fold_chains<D>(p, pl, s);
     launch("fold_apply", K::fold_apply_kernel<D>, Grid3{pl.nb, p.H + p.Hkv, p.B}, 256,
@@ -137,8 +137,8 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   const int tiles = pl.Lp / 128;
   launch("carry", K::carry_kernel<D, MT>, Grid3{tiles, p.H, p.B}, 256 / MT,
          smem_bytes<K::CarrySmem<D, MT>>(), s, p);
-  launch("dq", K::dq_kernel<D, BMT, kMode>, Grid3{tiles, p.H, p.B}, 256 / BMT, smem_bytes<K::DqSmem<D>>(),
-         s, p);
+  launch("dq", K::dq_kernel<D, BMT, kMode>, Grid3{tiles, p.H, p.B}, 256 / BMT,
+         smem_bytes<K::DqSmem<D>>(), s, p);
   K::SmemCarver dkv;
   launch("dkv", K::dkv_kernel<D, kMode>, Grid3{pl.nb, p.Hkv, p.B}, 128,
          K::DkvSmem<D>::carve(dkv, nullptr, p.H / p.Hkv), s, p);
@@ -219,7 +219,9 @@ void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
       if (v == 22) run_backward<64, 2, 2, M>(p, pl, s);
     } else {
       if (v == 11) run_backward<128, 1, 1, M>(p, pl, s);
+      if (v == 12) run_backward<128, 1, 2, M>(p, pl, s);
       if (v == 21) run_backward<128, 2, 1, M>(p, pl, s);
+      if (v == 22) run_backward<128, 2, 2, M>(p, pl, s);
     }
   });
 }
@@ -230,9 +232,10 @@ void carry_impl(int B, int L, int H, int Hkv, int D, const float* M, const float
   require(B > 0 && L >= 0 && Hkv > 0 && H % Hkv == 0 && (D == 64 || D == 128) && M && q && y,
           "cuda path carry: bad dimensions or a null tensor (B ", B, ", L ", L, ", H ", H, ", Hkv ",
           Hkv, ", D ", D, ")");
-  require(aligned16(M) && aligned16(q),
-          "cuda path carry: M and q must be 16-byte aligned (the kernel reads them in 16-byte "
-          "pieces); pass the start of a cudaMalloc'd buffer or an offset of a multiple of 4 floats");
+  require(
+      aligned16(M) && aligned16(q),
+      "cuda path carry: M and q must be 16-byte aligned (the kernel reads them in 16-byte "
+      "pieces); pass the start of a cudaMalloc'd buffer or an offset of a multiple of 4 floats");
   if (L == 0) return;
   K::RingCarryArgs a;
   a.B = B, a.L = L, a.H = H, a.Hkv = Hkv, a.M = M, a.q = q, a.y = y;

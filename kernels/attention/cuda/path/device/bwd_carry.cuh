@@ -94,7 +94,7 @@ void carry_kernel(Params p) {
   }
   const int nsteps = carry_steps(p, t);
   CarryStep st = carry_step(p, 0, t, h, b);
-  if (st.trans) async_tile(s.P, pad(D), st.trans, D, D, D, D);
+  if (st.trans) async_rows<D, D, 256 / MT>(s.P, pad(D), st.trans, D, D);
   cp_async_commit();
   int cur = 0;
   for (int i = 0; i < nsteps; ++i) {
@@ -102,7 +102,8 @@ void carry_kernel(Params p) {
     sync_cta();
     if (i + 1 < nsteps) {
       const CarryStep nx = carry_step(p, i + 1, t, h, b);
-      if (nx.trans) async_tile(s.P + ((i + 1) & 1) * D * pad(D), pad(D), nx.trans, D, D, D, D);
+      if (nx.trans)
+        async_rows<D, D, 256 / MT>(s.P + ((i + 1) & 1) * D * pad(D), pad(D), nx.trans, D, D);
     }
     cp_async_commit();
     const bool active = !st.a1_only || w >= NW / 2;

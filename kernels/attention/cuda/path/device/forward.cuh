@@ -200,6 +200,27 @@ LCR_DEV void scan_keys(const Params& p, const LogitOf<kMode>& logit, const bf16*
   }
 }
 
+// A step's NK keys for a warp, in softmax sub-steps of kScanSub<D, MT, NK> keys: at D = 128
+// a 32-row warp holds O [32 x 128] in 128 fp32 registers, and the logits of 64 keys (64 more)
+// pushed it into local memory (80-byte spills, ptxas); 32 keys at a time keep S in 32. The
+// online softmax is exact over any split of the keys, so only P's bf16 rounding (relative to
+// a running max that may be smaller) moves.
+template <int D, int MT, int NK>
+constexpr int kScanSub = (D >= 128 && MT == 2 && NK > 32) ? 32 : NK;
+
+template <int D, int MT, int NK, int kMode>
+LCR_DEV void scan_tile(const Params& p, const LogitOf<kMode>& logit, const bf16* X, const bf16* K,
+                       const bf16* V, int key0, int b, int h, RowState<D, MT>& st) {
+  constexpr int kSub = kScanSub<D, MT, NK>;
+  if constexpr (kSub == NK) {
+    scan_keys<D, MT, NK>(p, logit, X, K, V, key0, b, h, st);
+  } else {
+    LCR_NO_UNROLL
+    for (int j = 0; j < NK; j += kSub)
+      scan_keys<D, MT, kSub>(p, logit, X, K + j * pad(D), V + j * pad(D), key0 + j, b, h, st);
+  }
+}
+
 template <int D, int MT, int KN, int kMode>
 LCR_KERNEL_BOUNDS(256 / MT, 1)
 void forward_kernel(Params p) {
@@ -269,9 +290,9 @@ void forward_kernel(Params p) {
       const bf16* K = s.K + (i & 1) * KN * pad(D);
       const bf16* V = s.V + (i & 1) * KN * pad(D);
       if (sp.coarse)
-        scan_keys<D, MT, KN>(p, logit, s.x(w, cur), K, V, sp.key0, b, h, st);
+        scan_tile<D, MT, KN>(p, logit, s.x(w, cur), K, V, sp.key0, b, h, st);
       else
-        scan_keys<D, MT, kBlk>(p, logit, s.x(w, cur), K, V, sp.key0, b, h, st);
+        scan_tile<D, MT, kBlk>(p, logit, s.x(w, cur), K, V, sp.key0, b, h, st);
     }
     if (sp.trans) {
       cp_async_wait<0>();

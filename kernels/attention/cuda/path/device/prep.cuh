@@ -56,9 +56,11 @@ template <int D>
 LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int hk, int s0,
                                int nvalid) {
   const int64_t row0 = (int64_t(b) * p.L + s0) * p.Hkv + hk;  // [B, L, Hkv] row of (b, s0, hk)
-  async_tile(s.K, pad(D), nvalid > 0 ? p.k + row0 * D : p.k, int64_t(p.Hkv) * D, kBlk, D, nvalid);
+  async_rows<kBlk, D, 256>(s.K, pad(D), nvalid > 0 ? p.k + row0 * D : p.k, int64_t(p.Hkv) * D,
+                           nvalid);
   if (s.V)
-    async_tile(s.V, pad(D), nvalid > 0 ? p.v + row0 * D : p.v, int64_t(p.Hkv) * D, kBlk, D, nvalid);
+    async_rows<kBlk, D, 256>(s.V, pad(D), nvalid > 0 ? p.v + row0 * D : p.v, int64_t(p.Hkv) * D,
+                             nvalid);
   cp_async_commit();
   // w in 16-byte read-only loads, all of a thread's issued before its shared stores.
   constexpr int kQuads = kBlk * D / 4, kPer = kQuads / 256;
@@ -126,7 +128,8 @@ void prep_kernel(Params p, bool with_softmax) {
   for (int gi = 0; gi < p.G(); ++gi) {
     const int h = hk * p.G() + gi;
     const int64_t qrow0 = (int64_t(b) * p.L + s0) * p.H + h;
-    async_tile(s.Q, pad(D), nvalid > 0 ? p.q + qrow0 * D : p.q, int64_t(p.H) * D, kBlk, D, nvalid);
+    async_rows<kBlk, D, 256>(s.Q, pad(D), nvalid > 0 ? p.q + qrow0 * D : p.q, int64_t(p.H) * D,
+                             nvalid);
     cp_async_commit();
     for (int r = tid(); r < kBlk && with_softmax; r += nthreads()) {
       const bool ok = r < nvalid && p.fox();
@@ -205,8 +208,8 @@ void chain_kernel(Params p, bool store_suf) {
   for (int e = tid(); e < D * D; e += nthreads())
     cur[(e / D) * pad(D) + e % D] = __float2bfloat16(e / D == e % D ? 1.f : 0.f);
   for (int m = last; m >= first; --m) {
-    async_tile(s.K, pad(D), p.kf + (bh * p.Lp + int64_t(m) * kBlk) * D, D, kBlk, D, kBlk);
-    async_tile(s.P, pad(D), p.pf + (bh * p.nb + m) * D * D, D, D, D, D);
+    async_rows<kBlk, D, 256>(s.K, pad(D), p.kf + (bh * p.Lp + int64_t(m) * kBlk) * D, D, kBlk);
+    async_rows<D, D, 256>(s.P, pad(D), p.pf + (bh * p.nb + m) * D * D, D, D);
     cp_async_commit();
     cp_async_wait<0>();
     sync_cta();

@@ -23,6 +23,7 @@
 #define LCR_KERNEL_BOUNDS(threads, blocks) inline
 #define LCR_UNROLL
 #define LCR_UNROLL4
+#define LCR_NO_UNROLL
 #else
 #include <cuda_runtime.h>
 #define LCR_PATHK pathk
@@ -32,6 +33,7 @@
 #define LCR_KERNEL_BOUNDS(threads, blocks) __global__ __launch_bounds__(threads, blocks)
 #define LCR_UNROLL _Pragma("unroll")
 #define LCR_UNROLL4 _Pragma("unroll 4")
+#define LCR_NO_UNROLL _Pragma("unroll 1")
 #endif
 
 namespace lcr::cuda::LCR_PATHK {
