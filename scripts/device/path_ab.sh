@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (nvidia-h200): the PaTH suite and the model suite's PaTH cases on a new
 # build of the PaTH kernels, then an alternating A/B of two bench_cuda_path builds
-# (whole-sequence kernels, every variant autotuned), the new build's per-kernel profile, one
+# (whole-sequence kernels, every variant autotuned), both builds' per-kernel profiles, one
 # ncu of the prep kernel, and fla's Triton PaTH at the same shapes (with .whl carried).
 # Pack first (here): scripts/device/bundle.sh pab OLD NEW build-nccl/tests/cuda/path/lcr_cuda_path_tests
 #   build-nccl/tests/cuda/model/lcr_cuda_model_tests (OLD, NEW: copies of the two builds of
@@ -29,8 +29,12 @@ for rep in 1 2; do
       grep -E "variant|lcr-path" | tee -a "$OUT/summary.txt"
   done
 done
-timeout 120 "$B/bench_path_new" --shapes "${shapes%%;*}" --chunks 0 --reps 5 --profile \
-  >"$OUT/profile.log" 2>&1
+for v in old new; do  # per kernel, the first shape
+  timeout 120 "$B/bench_path_$v" --shapes "${shapes%%;*}" --chunks 0 --reps 5 --profile \
+    >"$OUT/profile_$v.log" 2>&1
+  echo "== profile $v" | tee -a "$OUT/summary.txt"
+  grep -E "^  (profile|kernel)" "$OUT/profile_$v.log" | tee -a "$OUT/summary.txt"
+done
 stalls=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' barrier \
   long_scoreboard short_scoreboard mio_throttle math_pipe_throttle wait not_selected \
   dispatch_stall lg_throttle branch_resolving no_instruction)

@@ -142,14 +142,12 @@ std::vector<GpuCase> gpu_cases() {
           if (D == 64) c.warp_rows = 16, c.bwd_warp_rows = 32, extra += "_wr16_bwr32";
           if (D == 64 && !fox) c.scan_keys = 128, extra += "_kn128";
           if (D == 128) c.warp_rows = 32, extra += "_wr32";
-          if (D == 128 && !fox) c.bwd_warp_rows = 32, extra += "_bwr32";
         }
         if (L == 1000) {
           c.superchunk = 256, extra = "_S256";
           if (D == 64 && fox) c.warp_rows = 16, c.bwd_warp_rows = 32, extra += "_wr16_bwr32";
           if (D == 64 && !fox) c.warp_rows = 32, c.scan_keys = 128, extra += "_wr32_kn128";
           if (D == 128 && !fox) c.warp_rows = 32, extra += "_wr32";
-          if (D == 128 && fox) c.bwd_warp_rows = 32, extra += "_bwr32";
         }
         c.name = case_name(D, fox, L, extra.c_str());
         cs.push_back(c);
@@ -204,11 +202,11 @@ std::vector<GpuCase> emu_cases() {
   c.L = 129, c.D = 128, c.H = 2, c.Hkv = 1, c.superchunk = 128, c.warp_rows = 32, c.seed = 13;
   c.name = "PaTH_D128_L129_S128_wr32_H2";
   cs.push_back(c);
-  // 32-row warps at D = 128 take their keys 32 at a time (forward.cuh kScanSub, bwd_dq.cuh
-  // kDqSub): with FoX lanes and softcap the sub-steps' key offsets reach the logits too.
+  // 32-row warps at D = 128 take their keys 32 at a time (forward.cuh kScanSub): with FoX
+  // lanes and softcap the sub-steps' key offsets reach the logits too.
   GpuCase f = c;
-  f.L = 200, f.fox = true, f.softcap = 8.f, f.bwd_warp_rows = 32, f.seed = 17;
-  f.name = "PaTHFoX_D128_L200_S128_wr32_bwr32_cap8";
+  f.L = 200, f.fox = true, f.softcap = 8.f, f.seed = 17;
+  f.name = "PaTHFoX_D128_L200_S128_wr32_cap8";
   cs.push_back(f);
   return cs;
 }
@@ -251,7 +249,7 @@ TEST(CudaPathArgs, RejectsBadInputWithAClearError) {
   bad([](auto& a) { a.softcap = -1.f; }, "softcap=-1");
   bad([](auto& a) { a.superchunk = 100; }, "superchunk=100");
   bad([](auto& a) { a.warp_rows = 8; }, "warp_rows=8");
-  bad([](auto& a) { a.bwd_warp_rows = 24; }, "bwd_warp_rows=24");
+  bad([](auto& a) { a.D = 128, a.bwd_warp_rows = 32; }, "bwd_warp_rows=32");
   bad([](auto& a) { a.scan_keys = 32; }, "scan_keys=32");
   bad([](auto& a) { a.D = 128, a.scan_keys = 128; }, "scan_keys=128");
 }

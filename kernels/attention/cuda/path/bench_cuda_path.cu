@@ -184,7 +184,7 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   a.warp_rows = bf.wr, a.scan_keys = bf.kn;
   fwd();
   std::vector<int> bvs{0};
-  if (autotune) bvs = {16, 32};
+  if (autotune) bvs = s.D == 64 ? std::vector<int>{16, 32} : std::vector<int>{16};
   double best_b = 1e30;
   int bb = bvs[0];
   for (int bw : bvs) {

@@ -219,9 +219,7 @@ void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
       if (v == 22) run_backward<64, 2, 2, M>(p, pl, s);
     } else {
       if (v == 11) run_backward<128, 1, 1, M>(p, pl, s);
-      if (v == 12) run_backward<128, 1, 2, M>(p, pl, s);
       if (v == 21) run_backward<128, 2, 1, M>(p, pl, s);
-      if (v == 22) run_backward<128, 2, 2, M>(p, pl, s);
     }
   });
 }

@@ -26,7 +26,8 @@ struct BlockBwdSmem {
   unsigned char* U;
   // Phase views inside U.
   struct Setup {
-    float *Wf, *Gm, *Lam;
+    bf16* Wlo;
+    float *Gm, *Lam;
     bf16* Nk;
   };
   struct Head {
@@ -40,13 +41,14 @@ struct BlockBwdSmem {
     bf16 *dP, *Y, *dY;
   };
   struct Ut {
-    float *Wf, *Gm, *Lam, *Z, *dA;
+    bf16* Wlo;
+    float *Gm, *Lam, *Z, *dA;
     bf16* dGm;
   };
   static LCR_HD Setup setup(unsigned char* u, std::size_t* bytes) {
     SmemCarver c{u};
     Setup t;
-    t.Wf = c.take<float>(kBlk * (D + 1));
+    t.Wlo = c.take<bf16>(kBlk * pad(D));
     t.Gm = c.take<float>(kBlk * kFld);
     t.Lam = c.take<float>(kBlk * kFld);
     t.Nk = c.take<bf16>(kBlk * pad(kBlk));
@@ -94,7 +96,7 @@ struct BlockBwdSmem {
   static LCR_HD Ut ut(unsigned char* u, std::size_t* bytes) {
     SmemCarver c{u};
     Ut t;
-    t.Wf = c.take<float>(kBlk * (D + 1));
+    t.Wlo = c.take<bf16>(kBlk * pad(D));
     t.Gm = c.take<float>(kBlk * kFld);
     t.Lam = c.take<float>(kBlk * kFld);
     t.Z = c.take<float>(kBlk * kFld);
@@ -162,7 +164,7 @@ void block_backward_kernel(Params p) {
   {
     const auto su = Smem::setup(s.U, nullptr);
     load_block_and_ut<D>(
-        p, BlockTiles{s.W, s.K, nullptr, s.T, s.E, su.Nk, su.Wf, su.Gm, su.Lam, s.beta}, b, hk, s0,
+        p, BlockTiles{s.W, s.K, nullptr, s.T, s.E, su.Nk, su.Wlo, su.Gm, su.Lam, s.beta}, b, hk, s0,
         nvalid);
     for (int e = tid(); e < kBlk * kFld; e += nthreads()) s.dT[e] = s.dE[e] = 0.f;
     for (int r = tid(); r < kBlk; r += nthreads()) s.dbt[r] = 0.f;
@@ -305,13 +307,14 @@ void block_backward_kernel(Params p) {
   // ---- UT transform: T = Lam D, Lam = (I + sLower(D Gm))^-1 (fp32, recomputed)
   {
     const auto ut = Smem::ut(s.U, nullptr);
-    for (int e = tid(); e < kBlk * D; e += nthreads()) {
-      const int r = e / D, c = e % D;
-      ut.Wf[r * (D + 1) + c] =
-          r < nvalid ? load_ro(p.w + (kv_row0 + int64_t(r) * p.Hkv) * D + c) : 0.f;
+    for (int e = tid(); e < kBlk * D / 2; e += nthreads()) {  // w's remainder below s.W
+      const int r = e / (D / 2), c = (e % (D / 2)) * 2;
+      const float* w = p.w + (kv_row0 + int64_t(r) * p.Hkv) * D + c;
+      *reinterpret_cast<uint32_t*>(ut.Wlo + r * pad(D) + c) =
+          r < nvalid ? pack_bf16_lo(load_ro(w), load_ro(w + 1)) : 0u;
     }
     sync_cta();
-    gram_lower(ut.Wf, D, ut.Gm);
+    gram_lower_split<D>(s.W, ut.Wlo, ut.Gm);
     ut_inverse(ut.Gm, s.beta, ut.Lam);
     for (int c = tid(); c < kBlk; c += nthreads()) {
       float sum = 0.f;

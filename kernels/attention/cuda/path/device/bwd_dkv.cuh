@@ -33,66 +33,6 @@ struct DkvSmem {
   }
 };
 
-// NQ staged queries (X, dO rows; their lse2, delta, FoX lanes) against a warp's 16 keys:
-//   S^T = K X^T, P^T, dP^T = V dO^T, dS^T = P^T (dP^T - delta); dV += P^T dO, dK += scale dS^T X;
-//   csum += the keys' sums of dS (the FoX key lane).
-template <int D, int NQ, int kMode>
-LCR_DEV void dkv_queries(const Params& p, const LogitOf<kMode>& logit, const bf16* K, const bf16* V,
-                         const bf16* X, const bf16* dO, const float* lse2, const float* dl,
-                         const float* fq, const float (&fk)[2], float (&csum)[2],
-                         float (&dv)[D / 8][4], float (&dk)[D / 8][4]) {
-  const int w = warp(), tq = lane() & 3;
-  float st[NQ / 8][4] = {}, dpt[NQ / 8][4] = {};
-  LCR_UNROLL
-  for (int k0 = 0; k0 < D; k0 += 16) {
-    uint32_t a[4], av[4];
-    load_a(a, op(K, pad(D)), w * 16, k0);
-    load_a(av, op(V, pad(D)), w * 16, k0);
-    LCR_UNROLL
-    for (int np = 0; np < NQ / 16; ++np) {
-      uint32_t bx[4], bd[4];
-      load_b(bx, op(X, pad(D), true), k0, np * 16);
-      load_b(bd, op(dO, pad(D), true), k0, np * 16);
-      mma_bf16(st[2 * np], a, bx);
-      mma_bf16(st[2 * np + 1], a, bx + 2);
-      mma_bf16(dpt[2 * np], av, bd);
-      mma_bf16(dpt[2 * np + 1], av, bd + 2);
-    }
-  }
-  LCR_UNROLL
-  for (int nt = 0; nt < NQ / 8; ++nt) LCR_UNROLL
-  for (int i2 = 0; i2 < 4; ++i2) {
-    const int hh = i2 >> 1, n2 = nt * 8 + 2 * tq + (i2 & 1);
-    const float s2 = logit(st[nt][i2], fq[n2], fk[hh]);
-    const float pr = fast_exp2(s2 - lse2[n2]);
-    const float ds = pr * (dpt[nt][i2] - dl[n2]) * logit.dcap(s2);
-    st[nt][i2] = pr;
-    dpt[nt][i2] = ds * p.scale;
-    csum[hh] += ds;
-  }
-  LCR_UNROLL
-  for (int kk = 0; kk < NQ / 16; ++kk) {
-    uint32_t ap[4], as[4];
-    c_to_a(ap, st[2 * kk], st[2 * kk + 1]);
-    c_to_a(as, dpt[2 * kk], dpt[2 * kk + 1]);
-    LCR_UNROLL
-    for (int np = 0; np < D / 16; ++np) {
-      uint32_t bd[4], bx[4];
-      load_b(bd, op(dO, pad(D)), kk * 16, np * 16);
-      load_b(bx, op(X, pad(D)), kk * 16, np * 16);
-      mma_bf16(dv[2 * np], ap, bd);
-      mma_bf16(dv[2 * np + 1], ap, bd + 2);
-      mma_bf16(dk[2 * np], as, bx);
-      mma_bf16(dk[2 * np + 1], as, bx + 2);
-    }
-  }
-}
-
-// Queries per sub-step: at D = 128 dK and dV [16 x 128] take 128 fp32 registers, and S^T, dP^T
-// of 64 queries 64 more, which spilled (40-56 bytes, ptxas); 32 at a time keep them at 32.
-template <int D>
-constexpr int kDkvSub = D >= 128 ? 32 : kBlk;
-
 template <int D, int kMode>
 LCR_KERNEL_BOUNDS(128, 1)
 void dkv_kernel(Params p) {
@@ -156,6 +96,23 @@ void dkv_kernel(Params p) {
       const float* lse2 = s.lse2 + buf * kBlk;
       const float* dl = s.dl + buf * kBlk;
       const float* fq = s.fq + buf * kBlk;
+      float st[8][4] = {}, dpt[8][4] = {};
+      LCR_UNROLL
+      for (int k0 = 0; k0 < D; k0 += 16) {
+        uint32_t a[4], av[4];
+        load_a(a, op(s.K, pad(D)), w * 16, k0);
+        load_a(av, op(s.V, pad(D)), w * 16, k0);
+        LCR_UNROLL
+        for (int np = 0; np < 4; ++np) {
+          uint32_t bx[4], bd[4];
+          load_b(bx, op(X, pad(D), true), k0, np * 16);
+          load_b(bd, op(dO, pad(D), true), k0, np * 16);
+          mma_bf16(st[2 * np], a, bx);
+          mma_bf16(st[2 * np + 1], a, bx + 2);
+          mma_bf16(dpt[2 * np], av, bd);
+          mma_bf16(dpt[2 * np + 1], av, bd + 2);
+        }
+      }
       float fk[2], csum[2] = {0.f, 0.f};
       LCR_UNROLL
       for (int hh = 0; hh < 2; ++hh) {
@@ -164,14 +121,32 @@ void dkv_kernel(Params p) {
                      ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h]
                      : 0.f;
       }
-      constexpr int kSub = kDkvSub<D>;
-      if constexpr (kSub == kBlk) {
-        dkv_queries<D, kBlk>(p, logit, s.K, s.V, X, dO, lse2, dl, fq, fk, csum, dv, dk);
-      } else {
-        LCR_NO_UNROLL
-        for (int q = 0; q < kBlk; q += kSub)
-          dkv_queries<D, kSub>(p, logit, s.K, s.V, X + q * pad(D), dO + q * pad(D), lse2 + q,
-                               dl + q, fq + q, fk, csum, dv, dk);
+      LCR_UNROLL
+      for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
+      for (int i2 = 0; i2 < 4; ++i2) {
+        const int hh = i2 >> 1, n2 = nt * 8 + 2 * tq + (i2 & 1);
+        const float s2 = logit(st[nt][i2], fq[n2], fk[hh]);
+        const float pr = fast_exp2(s2 - lse2[n2]);
+        const float ds = pr * (dpt[nt][i2] - dl[n2]) * logit.dcap(s2);
+        st[nt][i2] = pr;
+        dpt[nt][i2] = ds * p.scale;
+        csum[hh] += ds;
+      }
+      LCR_UNROLL
+      for (int kk = 0; kk < 4; ++kk) {
+        uint32_t ap[4], as[4];
+        c_to_a(ap, st[2 * kk], st[2 * kk + 1]);
+        c_to_a(as, dpt[2 * kk], dpt[2 * kk + 1]);
+        LCR_UNROLL
+        for (int np = 0; np < D / 16; ++np) {
+          uint32_t bd[4], bx[4];
+          load_b(bd, op(dO, pad(D)), kk * 16, np * 16);
+          load_b(bx, op(X, pad(D)), kk * 16, np * 16);
+          mma_bf16(dv[2 * np], ap, bd);
+          mma_bf16(dv[2 * np + 1], ap, bd + 2);
+          mma_bf16(dk[2 * np], as, bx);
+          mma_bf16(dk[2 * np + 1], as, bx + 2);
+        }
       }
       LCR_UNROLL
       for (int hh = 0; hh < 2; ++hh) {

@@ -65,18 +65,18 @@ struct DqSmem {
   }
 };
 
-// NK keys (K, V rows) for a warp's 16 MT rows: S = X K^T, P, dP = dO V^T, dS = P (dP - delta),
+// One key tile for a warp's 16 MT rows: S = X K^T, P, dP = dO V^T, dS = P (dP - delta),
 // acc += scale dS K; rsum += row sums of dS.
-template <int D, int MT, int NK, int kMode>
+template <int D, int MT, int kMode>
 LCR_DEV void dq_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* XG, const bf16* dO,
                      const bf16* K, const bf16* V, int r0, int key0, int b, int h,
                      const float (&lse2)[MT][2], const float (&dl)[MT][2], const float (&fq)[MT][2],
                      float (&rsum)[MT][2], float (&acc)[MT][D / 8][4]) {
   const int tq = lane() & 3;
-  float sr[MT][NK / 8][4], dp[MT][NK / 8][4];
+  float sr[MT][8][4], dp[MT][8][4];
   LCR_UNROLL
   for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
-  for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+  for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
   for (int i = 0; i < 4; ++i) sr[mt][nt][i] = dp[mt][nt][i] = 0.f;
   LCR_UNROLL
   for (int k0 = 0; k0 < D; k0 += 16) {
@@ -87,7 +87,7 @@ LCR_DEV void dq_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* X
       load_a(ad[mt], op(dO, pad(D)), r0 + mt * 16, k0);
     }
     LCR_UNROLL
-    for (int np = 0; np < NK / 16; ++np) {
+    for (int np = 0; np < 4; ++np) {
       uint32_t bb[4], bv[4];
       load_b(bb, op(K, pad(D), true), k0, np * 16);
       load_b(bv, op(V, pad(D), true), k0, np * 16);
@@ -100,9 +100,9 @@ LCR_DEV void dq_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* X
       }
     }
   }
-  float fk[NK / 8][2];
+  float fk[8][2];
   LCR_UNROLL
-  for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+  for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
   for (int e = 0; e < 2; ++e) {
     const int key = key0 + nt * 8 + 2 * tq + e;
     fk[nt][e] = LogitOf<kMode>::kMayFox && p.fox() && key < p.L
@@ -111,7 +111,7 @@ LCR_DEV void dq_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* X
   }
   LCR_UNROLL
   for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
-  for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+  for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
   for (int i = 0; i < 4; ++i) {
     const int hh = i >> 1;
     const float s2 = logit(sr[mt][nt][i], fq[mt][hh], fk[nt][i & 1]);
@@ -120,7 +120,7 @@ LCR_DEV void dq_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* X
     sr[mt][nt][i] = ds * p.scale;
   }
   LCR_UNROLL
-  for (int kk = 0; kk < NK / 16; ++kk) {
+  for (int kk = 0; kk < 4; ++kk) {
     uint32_t a[MT][4];
     LCR_UNROLL
     for (int mt = 0; mt < MT; ++mt) c_to_a(a[mt], sr[mt][2 * kk], sr[mt][2 * kk + 1]);
@@ -137,32 +137,10 @@ LCR_DEV void dq_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* X
   }
 }
 
-// A 64-key tile in sub-steps of kDqSub<D, MT> keys: at D = 128 a 32-row warp's dq
-// accumulator [32 x 128] is 128 fp32 registers, and S, dP of 64 keys would add 128 more; 32
-// keys at a time keep them at 64 (the split only reorders sums).
-template <int D, int MT>
-constexpr int kDqSub = (D >= 128 && MT == 2) ? 32 : kBlk;
-
-template <int D, int MT, int kMode>
-LCR_DEV void dq_tile(const Params& p, const LogitOf<kMode>& logit, const bf16* XG, const bf16* dO,
-                     const bf16* K, const bf16* V, int r0, int key0, int b, int h,
-                     const float (&lse2)[MT][2], const float (&dl)[MT][2], const float (&fq)[MT][2],
-                     float (&rsum)[MT][2], float (&acc)[MT][D / 8][4]) {
-  constexpr int kSub = kDqSub<D, MT>;
-  if constexpr (kSub == kBlk) {
-    dq_keys<D, MT, kBlk, kMode>(p, logit, XG, dO, K, V, r0, key0, b, h, lse2, dl, fq, rsum, acc);
-  } else {
-    LCR_NO_UNROLL
-    for (int j = 0; j < kBlk; j += kSub)
-      dq_keys<D, MT, kSub, kMode>(p, logit, XG, dO, K + j * pad(D), V + j * pad(D), r0, key0 + j, b,
-                                  h, lse2, dl, fq, rsum, acc);
-  }
-}
-
 template <int D, int MT, int kMode>
 LCR_KERNEL_BOUNDS(256 / MT, 1)
 void dq_kernel(Params p) {
-  constexpr int NW = 8 / MT, RW = 16 * MT, NT = 256 / MT;
+  constexpr int NW = 8 / MT, RW = 16 * MT, NT = 256 / MT;  // NT: threads
   DqSmem<D> s;
   SmemCarver carver{smem_base()};
   DqSmem<D>::carve(carver, &s);
@@ -259,7 +237,7 @@ void dq_kernel(Params p) {
       }
       cp_async_commit();
       if (!active) continue;
-      dq_tile<D, MT, kMode>(p, logit, s.XG, s.dO, s.K + (j & 1) * kBlk * pad(D),
+      dq_keys<D, MT, kMode>(p, logit, s.XG, s.dO, s.K + (j & 1) * kBlk * pad(D),
                             s.V + (j & 1) * kBlk * pad(D), r0, sgm.key0 + j * kBlk, b, h, lse2, dl,
                             fq, rsum, acc);
     }

@@ -17,19 +17,17 @@ namespace lcr::cuda::LCR_PATHK {
 
 template <int D>
 struct PrepSmem {
-  bf16 *W, *K, *V, *Q, *Y, *T, *E, *M, *P;
-  float *Wf, *Gm, *Lam, *beta, *fq, *fk;
+  bf16 *W, *K, *V, *Q, *Wlo, *Y, *T, *E, *M, *P;
+  float *Gm, *Lam, *beta, *fq, *fk;
   static LCR_HD std::size_t carve(SmemCarver& c, PrepSmem* s) {
     PrepSmem t;
     t.W = c.take<bf16>(kBlk * pad(D));
     t.K = c.take<bf16>(kBlk * pad(D));
     t.V = c.take<bf16>(kBlk * pad(D));
     t.Q = c.take<bf16>(kBlk * pad(D));
-    // Wf (fp32 W, for the Gram matrix) is dead once Gm exists; Y reuses it.
-    const std::size_t wf = kBlk * (D + 1) * sizeof(float), y = kBlk * pad(D) * sizeof(bf16);
-    unsigned char* shared = c.take<unsigned char>(wf > y ? wf : y);
-    t.Wf = reinterpret_cast<float*>(shared);
-    t.Y = reinterpret_cast<bf16*>(shared);
+    // Wlo (w's bf16 remainder, for the Gram matrix) is dead once Gm exists; Y reuses it.
+    t.Wlo = c.take<bf16>(kBlk * pad(D));
+    t.Y = t.Wlo;
     t.T = c.take<bf16>(kBlk * pad(kBlk));
     t.E = c.take<bf16>(kBlk * pad(kBlk));
     t.M = c.take<bf16>(kBlk * pad(kBlk));
@@ -47,11 +45,12 @@ struct PrepSmem {
 // The tiles of one fine block that load_block_and_ut fills (shared memory).
 struct BlockTiles {
   bf16 *W, *K, *V, *T, *E, *tmp;  // W, K, V: 64 x pad(D); T, E, tmp: 64 x pad(64); V may be null
-  float *Wf, *Gm, *Lam, *beta;    // Wf: 64 x (D+1); Gm, Lam: 64 x kFld; beta: 64
+  bf16* Wlo;                      // 64 x pad(D): w - W (gram_lower_split), dead on return
+  float *Gm, *Lam, *beta;         // Gm, Lam: 64 x kFld; beta: 64
 };
 
-// Loads the block's w (fp32 and bf16), beta, k (and v); computes Gm, Lam, T and E (tmp holds
-// Nk = strictLower(W K^T) on return). Rows >= nvalid are zero.
+// Loads the block's w (as bf16 W and its remainder Wlo), beta, k (and v); computes Gm, Lam, T
+// and E (tmp holds Nk = strictLower(W K^T) on return). Rows >= nvalid are zero.
 template <int D>
 LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int hk, int s0,
                                int nvalid) {
@@ -75,17 +74,18 @@ LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int 
   LCR_UNROLL
   for (int u = 0; u < kPer; ++u) {
     const int e = tid() + u * 256, r = e / (D / 4), c = (e % (D / 4)) * 4;
-    float* wf = s.Wf + r * (D + 1) + c;
-    wf[0] = wq[u].x, wf[1] = wq[u].y, wf[2] = wq[u].z, wf[3] = wq[u].w;
     uint32_t* wb = reinterpret_cast<uint32_t*>(s.W + r * pad(D) + c);
     wb[0] = pack_bf16(wq[u].x, wq[u].y);
     wb[1] = pack_bf16(wq[u].z, wq[u].w);
+    uint32_t* wl = reinterpret_cast<uint32_t*>(s.Wlo + r * pad(D) + c);
+    wl[0] = pack_bf16_lo(wq[u].x, wq[u].y);
+    wl[1] = pack_bf16_lo(wq[u].z, wq[u].w);
   }
   for (int r = tid(); r < kBlk; r += nthreads())
     s.beta[r] = r < nvalid ? p.beta[row0 + int64_t(r) * p.Hkv] : 0.f;
   cp_async_wait<0>();
   sync_cta();
-  gram_lower(s.Wf, D, s.Gm);
+  gram_lower_split<D>(s.W, s.Wlo, s.Gm);
   ut_inverse(s.Gm, s.beta, s.Lam);
   for (int e = tid(); e < kBlk * kBlk; e += nthreads()) {
     const int r = e / kBlk, c = e % kBlk;
@@ -109,7 +109,7 @@ void prep_kernel(Params p, bool with_softmax) {
   const int nvalid = p.L - s0 < 0 ? 0 : (p.L - s0 < kBlk ? p.L - s0 : kBlk);
   load_block_and_ut<D>(
       p,
-      BlockTiles{s.W, s.K, with_softmax ? s.V : nullptr, s.T, s.E, s.P, s.Wf, s.Gm, s.Lam, s.beta},
+      BlockTiles{s.W, s.K, with_softmax ? s.V : nullptr, s.T, s.E, s.P, s.Wlo, s.Gm, s.Lam, s.beta},
       b, hk, s0, nvalid);
 
   // k~ = K - E^T W
@@ -117,7 +117,7 @@ void prep_kernel(Params p, bool with_softmax) {
   cta_gemm(kBlk, D, kBlk, op(s.E, pad(kBlk), true), op(s.W, pad(D)), [&](int r, int c, float v) {
     kf[r * D + c] = __float2bfloat16(to_f(s.K[r * pad(D) + c]) - v);
   });
-  // P = I - W^T Y, Y = T^T W (Y overwrites Wf, dead since the Gram matrix)
+  // P = I - W^T Y, Y = T^T W (Y overwrites Wlo, dead since the Gram matrix)
   cta_gemm(kBlk, D, kBlk, op(s.T, pad(kBlk), true), op(s.W, pad(D)), StoreBf16{s.Y, pad(D)});
   bf16* pm = p.pf + ((int64_t(b) * p.Hkv + hk) * p.nb + m) * D * D;
   cta_gemm(D, D, kBlk, op(s.W, pad(D), true), op(s.Y, pad(D)), [&](int r, int c, float v) {

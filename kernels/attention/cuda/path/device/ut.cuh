@@ -1,43 +1,91 @@
 #pragma once
-// The UT transform of one fine block in fp32 on the CUDA cores (it is a 64-step forward
-// substitution, too sequential for the tensor cores, and fp32 keeps T as exact as the
-// Kokkos path's): with W the block's rows w_t (n = 64, padded rows zero) and D = diag(beta),
+// The UT transform of one fine block: with W the block's rows w_t (n = 64, padded rows zero)
+// and D = diag(beta),
 //   Gm  = strictLower(W W^T)                          (only the strict lower part is used)
 //   Lam = (I + strictLower(D Gm))^-1                  unit lower triangular
 //   T   = Lam D
+// Gm on the tensor cores from w split into bf16 hi + lo (gram_lower_split), Lam in fp32 on
+// the CUDA cores (a 64-step forward substitution, too sequential for the tensor cores):
 // Lam[r][c] = delta_rc - beta_r sum_{c <= l < r} Gm[r][l] Lam[l][c], row after row.
 // Needs 256 threads (64 columns x 4 partial sums).
-#include "kernels/attention/cuda/path/device/mma.cuh"
 #include "kernels/attention/cuda/path/device/params.cuh"
+#include "kernels/attention/cuda/path/device/tile.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 
-// Wf [64 x (D+1)] fp32 (odd leading dimension), Gm [64 x kFld] <- strict lower W W^T.
-LCR_DEV void gram_lower(const float* Wf, int D, float* Gm) {
-  for (int e = tid(); e < kBlk * kBlk; e += nthreads()) {
-    const int r = e / kBlk, c = e % kBlk;
-    float s = 0.f;
-    if (c < r)
-      for (int k = 0; k < D; ++k) s += Wf[r * (D + 1) + k] * Wf[c * (D + 1) + k];
-    Gm[r * kFld + c] = s;
-  }
-  sync_cta();
+// The bf16 pair of x - bf16(x), y - bf16(y) (pack_bf16 rounds to nearest, as the hi tile's
+// pack_bf16(x, y) did): hi + lo keeps 16 significant bits of x and y.
+LCR_DEV uint32_t pack_bf16_lo(float x, float y) {
+  return pack_bf16(x - to_f(__float2bfloat16(x)), y - to_f(__float2bfloat16(y)));
 }
 
-// Lam [64 x kFld] <- (I + strictLower(D Gm))^-1.
+// Gm [64 x kFld] <- strict lower W W^T, as hi hi^T + hi lo^T + lo hi^T on the tensor cores
+// (W = hi + lo, 64 x pad(D) bf16 tiles each). Each entry is a dot product of unit rows, so
+// the dropped lo lo^T term and the remainder's rounding leave ~2^-16 absolute: a hundred
+// times below what storing w in bf16 once costs (the tests' naive yardstick), and below the
+// bf16 rounding of the transitions built from T. It replaced an fp32 loop on the CUDA cores
+// that read two shared-memory words per multiply-add (Gm at D = 128 took a large part of
+// prep_kernel, whose warps stalled on fixed-latency dependencies, ncu 2026-12-01).
+template <int D>
+LCR_DEV void gram_lower_split(const bf16* W, const bf16* Wlo, float* Gm) {
+  const Term t[3] = {{op(W, pad(D)), op(W, pad(D), true), D, 1.f},
+                     {op(W, pad(D)), op(Wlo, pad(D), true), D, 1.f},
+                     {op(Wlo, pad(D)), op(W, pad(D), true), D, 1.f}};
+  cta_gemm(kBlk, kBlk, t, [&](int r, int c, float v) { Gm[r * kFld + c] = c < r ? v : 0.f; });
+}
+
+// Lam [64 x kFld] <- (I + strictLower(D Gm))^-1, blockwise: the 8 x 8 diagonal blocks by
+// substitution (one thread per column, in registers), then three doubling levels b = 8, 16,
+// 32, each turning pairs of inverted b x b blocks into one 2b x 2b block:
+//   [L11 0; L21 L22]^-1 = [Lam11 0; -Lam22 (L21 Lam11) Lam22],  L21 = D Gm's block.
+// The critical path is 8 substitution steps and six b x b products (~10 barriers) instead of
+// 63 row steps with a barrier each. Needs 256 threads.
 LCR_DEV void ut_inverse(const float* Gm, const float* beta, float* Lam) {
-  for (int e = tid(); e < kBlk * kBlk; e += nthreads()) {
-    const int r = e / kBlk, c = e % kBlk;
-    Lam[r * kFld + c] = r == c ? 1.f : 0.f;
+  constexpr int kB0 = 8, kThreads = 256, kPer = kBlk * kBlk / 2 / kThreads;  // outputs, b = 32
+  if (tid() < kBlk) {
+    const int c = tid(), r0 = c - c % kB0;
+    float x[kB0];  // Lam[r0 + i][c]
+    LCR_UNROLL
+    for (int i = 0; i < kB0; ++i) {
+      const int r = r0 + i;
+      float acc = 0.f;
+      LCR_UNROLL
+      for (int l = 0; l < i; ++l) acc += Gm[r * kFld + r0 + l] * x[l];
+      x[i] = r < c ? 0.f : (r == c ? 1.f : -beta[r] * acc);
+    }
+    for (int r = 0; r < kBlk; ++r) Lam[r * kFld + c] = r >= r0 && r < r0 + kB0 ? x[r - r0] : 0.f;
   }
   sync_cta();
-  const int c = tid() >> 2, q = tid() & 3;
-  for (int r = 1; r < kBlk; ++r) {
-    float s = 0.f;
-    if (c < r)
-      for (int l = c + q; l < r; l += 4) s += Gm[r * kFld + l] * Lam[l * kFld + c];
-    s = quad_sum(s);
-    if (c < r && q == 0) Lam[r * kFld + c] = -beta[r] * s;
+  for (int b = kB0; b < kBlk; b *= 2) {
+    const int n = kBlk / 2 * b;  // outputs of the level: 64 / (2b) merges of b x b
+    // X = L21 Lam11, into Lam21's place (nothing of the level reads that place yet).
+    for (int e = tid(); e < n; e += kThreads) {
+      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b, r = i0 + b + i;
+      float acc = 0.f;
+      for (int l = j; l < b; ++l) acc += Gm[r * kFld + i0 + l] * Lam[(i0 + l) * kFld + i0 + j];
+      Lam[r * kFld + i0 + j] = beta[r] * acc;
+    }
+    sync_cta();
+    // Lam21 = -Lam22 X: all of a level's reads before its writes (X is overwritten).
+    float y[kPer];
+    LCR_UNROLL
+    for (int u = 0; u < kPer; ++u) {
+      const int e = tid() + u * kThreads;
+      if (e >= n) break;
+      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b, r = i0 + b + i;
+      float acc = Lam[r * kFld + i0 + j];  // Lam22's unit diagonal
+      for (int l = 0; l < i; ++l)
+        acc += Lam[r * kFld + i0 + b + l] * Lam[(i0 + b + l) * kFld + i0 + j];
+      y[u] = -acc;
+    }
+    sync_cta();
+    LCR_UNROLL
+    for (int u = 0; u < kPer; ++u) {
+      const int e = tid() + u * kThreads;
+      if (e >= n) break;
+      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b;
+      Lam[(i0 + b + i) * kFld + i0 + j] = y[u];
+    }
     sync_cta();
   }
 }
