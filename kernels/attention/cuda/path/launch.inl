@@ -198,6 +198,11 @@ void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
           "cuda path backward: dq, dk, dv, dw and dbeta must all be given");
   require(a.fox_q == nullptr || (g.dfox_q && g.dfox_k),
           "cuda path backward: PaTH-FoX needs dfox_q and dfox_k");
+  auto aligned8 = [](const void* q) { return reinterpret_cast<std::uintptr_t>(q) % 8 == 0; };
+  require(aligned8(g.dq) && aligned8(g.dk) && aligned8(g.dv) && aligned8(g.dw),
+          "cuda path backward: dq, dk, dv and dw must be 8-byte aligned (the kernels write and "
+          "add them as float pairs); pass the start of a cudaMalloc'd buffer or an offset of an "
+          "even number of floats");
   const Plan pl = detail::make_plan(a, true, fg != nullptr);
   require(ws != nullptr && ws_bytes >= pl.bytes, "cuda path backward: workspace of ", ws_bytes,
           " bytes is too small; backward_workspace_bytes(args, ", fg != nullptr, ") says ",

@@ -152,13 +152,14 @@ void block_backward_kernel(Params p) {
   // (ncu, 2026-11-30: long-scoreboard stalls dominated the kernel). The block owns these
   // rows and a given element always comes from the same thread (every product into them is
   // kBlk x D, cta_gemm's fixed thread mapping), so the sums stay in program order.
-  auto add_dw = [&](int r, int c, float v) {
-    if (r < nvalid) atomic_add(&p.dw[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v);
+  // Epilogues of the (c, c + 1) pairs (cta_gemm): one 8-byte reduction each.
+  auto add_dw = [&](int r, int c, float v0, float v1) {
+    if (r < nvalid) atomic_add2(&p.dw[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v0, v1);
   };
-  auto add_dk = [&](int r, int c, float v) {
-    if (r < nvalid) atomic_add(&p.dk[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v);
+  auto add_dk = [&](int r, int c, float v0, float v1) {
+    if (r < nvalid) atomic_add2(&p.dk[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v0, v1);
   };
-  auto sub_dw = [&](int r, int c, float v) { add_dw(r, c, -v); };
+  auto sub_dw = [&](int r, int c, float v0, float v1) { add_dw(r, c, -v0, -v1); };
 
   // ---- setup: T, E (and the zeroed accumulators)
   {
@@ -222,8 +223,8 @@ void block_backward_kernel(Params p) {
     });
     // dV += P^T dO
     cta_gemm(kBlk, D, kBlk, op(hd.P, pad(kBlk), true), op(hd.dO, pad(D)),
-             [&](int r, int c, float v) {
-               if (r < nvalid) atomic_add(&p.dv[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v);
+             [&](int r, int c, float v0, float v1) {
+               if (r < nvalid) atomic_add2(&p.dv[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v0, v1);
              });
     // dE -= M^T G
     cta_gemm(kBlk, kBlk, kBlk, op(hd.M, pad(kBlk), true), op(hd.G, pad(kBlk)),
@@ -248,8 +249,10 @@ void block_backward_kernel(Params p) {
     {
       const Term t[2] = {{op(hd.G, pad(kBlk)), op(s.K, pad(D)), kBlk, 1.f},
                          {op(hd.dM, pad(kBlk)), op(s.W, pad(D)), kBlk, 1.f}};
-      cta_gemm(kBlk, D, t, [&](int r, int c, float v) {
-        if (r < nvalid) p.dq[(q_row0 + int64_t(r) * p.H) * D + c] = load_ro(dqf + r * D + c) + v;
+      cta_gemm(kBlk, D, t, [&](int r, int c, float v0, float v1) {
+        if (r < nvalid)
+          store_f32x2(p.dq + (q_row0 + int64_t(r) * p.H) * D + c, load_ro(dqf + r * D + c) + v0,
+                      load_ro(dqf + r * D + c + 1) + v1);
       });
     }
     // dW += dM^T Q; dK += G^T Q

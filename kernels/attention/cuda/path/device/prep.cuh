@@ -114,15 +114,18 @@ void prep_kernel(Params p, bool with_softmax) {
 
   // k~ = K - E^T W
   bf16* kf = p.kf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D;
-  cta_gemm(kBlk, D, kBlk, op(s.E, pad(kBlk), true), op(s.W, pad(D)), [&](int r, int c, float v) {
-    kf[r * D + c] = __float2bfloat16(to_f(s.K[r * pad(D) + c]) - v);
-  });
+  cta_gemm(kBlk, D, kBlk, op(s.E, pad(kBlk), true), op(s.W, pad(D)),
+           [&](int r, int c, float v0, float v1) {
+             const bf16* k = s.K + r * pad(D) + c;
+             store_bf16x2(kf + r * D + c, to_f(k[0]) - v0, to_f(k[1]) - v1);
+           });
   // P = I - W^T Y, Y = T^T W (Y overwrites Wlo, dead since the Gram matrix)
   cta_gemm(kBlk, D, kBlk, op(s.T, pad(kBlk), true), op(s.W, pad(D)), StoreBf16{s.Y, pad(D)});
   bf16* pm = p.pf + ((int64_t(b) * p.Hkv + hk) * p.nb + m) * D * D;
-  cta_gemm(D, D, kBlk, op(s.W, pad(D), true), op(s.Y, pad(D)), [&](int r, int c, float v) {
-    pm[r * D + c] = __float2bfloat16((r == c ? 1.f : 0.f) - v);
-  });
+  cta_gemm(D, D, kBlk, op(s.W, pad(D), true), op(s.Y, pad(D)),
+           [&](int r, int c, float v0, float v1) {
+             store_bf16x2(pm + r * D + c, (r == c ? 1.f : 0.f) - v0, (r == c + 1 ? 1.f : 0.f) - v1);
+           });
 
   const Logit logit{p.scale, p.softcap};
   for (int gi = 0; gi < p.G(); ++gi) {
@@ -168,13 +171,16 @@ void prep_kernel(Params p, bool with_softmax) {
       sync_cta();
       float* op_ = p.o_part + hrow0 * D;
       cta_gemm(kBlk, D, kBlk, op(s.P, pad(kBlk)), op(s.V, pad(D)),
-               [&](int rr, int c, float v) { op_[rr * D + c] = v; });
+               [&](int rr, int c, float v0, float v1) { store_f32x2(op_ + rr * D + c, v0, v1); });
     }
     // q~ = Q - C W, C = M T (C in P's storage)
     cta_gemm(kBlk, kBlk, kBlk, op(s.M, pad(kBlk)), op(s.T, pad(kBlk)), StoreBf16{s.P, pad(kBlk)});
     float* qf = p.qf + hrow0 * D;
     cta_gemm(kBlk, D, kBlk, op(s.P, pad(kBlk)), op(s.W, pad(D)),
-             [&](int rr, int c, float v) { qf[rr * D + c] = to_f(s.Q[rr * pad(D) + c]) - v; });
+             [&](int rr, int c, float v0, float v1) {
+               const bf16* q = s.Q + rr * pad(D) + c;
+               store_f32x2(qf + rr * D + c, to_f(q[0]) - v0, to_f(q[1]) - v1);
+             });
   }
 }
 
@@ -219,7 +225,7 @@ void chain_kernel(Params p, bool store_suf) {
     }
     bf16* ks = p.ks + (bh * p.Lp + int64_t(m) * kBlk) * D;
     cta_gemm(kBlk, D, D, op(s.K, pad(D)), op(cur, pad(D)),
-             [&](int r, int c, float v) { ks[r * D + c] = __float2bfloat16(v); });
+             [&](int r, int c, float v0, float v1) { store_bf16x2(ks + r * D + c, v0, v1); });
     cta_gemm(D, D, D, op(s.P, pad(D)), op(cur, pad(D)), StoreBf16{nxt, pad(D)});
     bf16* t = cur;
     cur = nxt;

@@ -55,6 +55,8 @@ LCR_DEV float shfl_xor(float v, int m) {
   return r;
 }
 LCR_DEV void atomic_add(float* p, float v) { *p += v; }
+LCR_DEV void atomic_add2(float* p, float a, float b) { p[0] += a, p[1] += b; }
+LCR_DEV void store_f32x2(float* p, float a, float b) { p[0] = a, p[1] = b; }
 LCR_DEV float load_ro(const float* p) { return *p; }
 struct F4 {
   float x, y, z, w;
@@ -76,6 +78,14 @@ LCR_DEV unsigned char* smem_base() {
 LCR_DEV void sync_cta() { __syncthreads(); }
 LCR_DEV float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 LCR_DEV void atomic_add(float* p, float v) { atomicAdd(p, v); }
+// p[0] += a, p[1] += b as one 8-byte reduction (red.global.add.v2.f32, sm_90); p 8-byte aligned.
+LCR_DEV void atomic_add2(float* p, float a, float b) {
+  atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
+}
+// p[0] = a, p[1] = b as one 8-byte store; p 8-byte aligned.
+LCR_DEV void store_f32x2(float* p, float a, float b) {
+  *reinterpret_cast<float2*>(p) = make_float2(a, b);
+}
 // A load of data no kernel of the call writes (ld.global.nc): free to be issued ahead of the
 // stores around it, which a plain load is not when the stores may alias it.
 LCR_DEV float load_ro(const float* p) { return __ldg(p); }

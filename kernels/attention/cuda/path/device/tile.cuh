@@ -5,6 +5,8 @@
 //
 // Shared-memory bf16 tiles use a leading dimension of cols + 8 (pad()): the 8 row addresses
 // of one ldmatrix are then 16 bytes apart modulo 128, i.e. in distinct banks.
+#include <type_traits>
+
 #include "kernels/attention/cuda/path/device/mma.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
@@ -19,7 +21,10 @@ struct Term {
 
 // C[M x N] = sum_t alpha_t op(A_t) op(B_t), M a multiple of 16, N of 32, every inner
 // dimension of 64, accumulated in fp32. epi(r, c, v) is called once for every element, by the
-// thread that owns it (a function of M and N only); each warp takes 16 x 32 output blocks in
+// thread that owns it (a function of M and N only), or epi(r, c, v, v') for the pair (r, c),
+// (r, c + 1) (c even) where epi takes four arguments: one 4- or 8-byte store or reduction
+// instead of two (prep's and block_backward's epilogues write global memory, where the store
+// queue showed in ncu, lg_throttle); each warp takes 16 x 32 output blocks in
 // turn: four independent accumulator chains per k step, one A fragment for four products
 // (against 16 x 16 blocks: the same time for prep and block_backward on an H200, 2026-11-30,
 // whose stalls are the barriers between these products and fixed-latency dependencies, not
@@ -52,8 +57,15 @@ LCR_DEV void cta_gemm(int M, int N, const Term (&terms)[NT], Epi&& epi) {
     }
     LCR_UNROLL
     for (int j = 0; j < 4; ++j) LCR_UNROLL
-    for (int i = 0; i < 4; ++i)
-      epi(m0 + g + (i >> 1) * 8, n0 + j * 8 + 2 * tq + (i & 1), out[j][i]);
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = m0 + g + hh * 8, c = n0 + j * 8 + 2 * tq;
+      if constexpr (std::is_invocable_v<Epi&, int, int, float, float>) {
+        epi(r, c, out[j][2 * hh], out[j][2 * hh + 1]);
+      } else {
+        epi(r, c, out[j][2 * hh]);
+        epi(r, c + 1, out[j][2 * hh + 1]);
+      }
+    }
   }
   sync_cta();
 }
@@ -69,7 +81,14 @@ struct StoreBf16 {
   bf16* p;
   int ld;
   LCR_DEV void operator()(int r, int c, float v) const { p[r * ld + c] = __float2bfloat16(v); }
+  LCR_DEV void operator()(int r, int c, float v0, float v1) const {  // c even, ld even
+    *reinterpret_cast<uint32_t*>(p + r * ld + c) = pack_bf16(v0, v1);
+  }
 };
+// The pair (x, y) into bf16 dst[0..1], 4-byte aligned (store_f32x2: simt.cuh).
+LCR_DEV void store_bf16x2(bf16* dst, float x, float y) {
+  *reinterpret_cast<uint32_t*>(dst) = pack_bf16(x, y);
+}
 
 // rows x cols bf16 tile from global memory (row stride `stride` elements) into shared memory
 // (leading dimension ld) with cp.async; rows >= valid are zero-filled. cols % 8 == 0, the
