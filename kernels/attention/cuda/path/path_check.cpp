@@ -61,10 +61,13 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
     p.R = r < 2 ? 2 : r + (r & 1);
   }
   p.nS = (p.nb + p.R - 1) / p.R;
-  // Automatic choices: the variant measured fastest on the H200 (2026-11-29, docs/cuda.md PaTH
-  // section: 16-row warps, 64-key steps); bench_cuda_path also times the others.
-  p.mt = a.warp_rows == 32 ? 2 : 1;
-  p.bwd_mt = a.bwd_warp_rows == 32 ? 2 : 1;
+  // Automatic choices: the variant measured fastest on the H200 (bench_cuda_path's autotuning
+  // at (1,16,16384,D), 2026-12-01, docs/cuda.md PaTH section): at D = 64 32-row warps in the
+  // scan and in dq (forward 3.42 vs 4.59 ms, backward 12.98 vs 13.74), at D = 128 16-row
+  // warps (7.17 vs 7.27 ms; dq has no 32-row form there); 64-key steps.
+  const int auto_rows = a.D == 64 ? 32 : 16;
+  p.mt = (a.warp_rows ? a.warp_rows : auto_rows) == 32 ? 2 : 1;
+  p.bwd_mt = (a.bwd_warp_rows ? a.bwd_warp_rows : auto_rows) == 32 ? 2 : 1;
   p.kn = a.scan_keys == 128 ? 128 : 64;
   p.scale = a.scale > 0.f ? a.scale : float(1.0 / std::sqrt(double(a.D)));
   const int64_t S = 64 * int64_t(p.R);
