@@ -252,6 +252,17 @@ TEST(CudaPathArgs, RejectsBadInputWithAClearError) {
   bad([](auto& a) { a.D = 128, a.bwd_warp_rows = 32; }, "bwd_warp_rows=32");
   bad([](auto& a) { a.scan_keys = 32; }, "scan_keys=32");
   bad([](auto& a) { a.D = 128, a.scan_keys = 128; }, "scan_keys=128");
+  // The backward writes and adds its gradients as float pairs: a 4-byte-aligned dq is refused
+  // before anything runs (emulator entry point: the same host checks as the GPU's).
+  static __align__(16) float grads[5][16];
+  cuda::path::Grads g;
+  g.dq = grads[0] + 1, g.dk = grads[1], g.dv = grads[2], g.dw = grads[3], g.dbeta = grads[4];
+  try {
+    cuda::path::emu::backward(valid(), hb, hf, hb, g, nullptr, 0);
+    ADD_FAILURE() << "accepted a 4-byte-aligned dq";
+  } catch (const lcr::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("8-byte aligned"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
