@@ -34,6 +34,12 @@ void launch(const char* name, void (*kernel)(P...), Grid3 grid, int threads, std
             cudaStream_t s, const A&... args) {
   LCR_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // A kernel whose shared memory lets two CTAs share an SM (prep's 112 KiB at D = 128, dkv)
+  // asks for the largest carveout (228 KiB with 1 KiB reserved per CTA), which the driver's
+  // own choice need not give it.
+  if (smem > 64 * 1024 && 2 * (smem + 1024) <= 228 * 1024)
+    LCR_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        int(cudaSharedmemCarveoutMaxShared)));
   ProfiledLaunch pl{name, nullptr, nullptr};
   if (g_profiling) {
     LCR_CUDA_CHECK(cudaEventCreate(&pl.start));

@@ -15,25 +15,28 @@
 
 namespace lcr::cuda::LCR_PATHK {
 
+// 112 KiB at D = 128 (two CTAs per SM; the layout of one region per tensor took 158 KB and
+// gave one): every tile whose life ends before another's begins shares its storage.
+//   W, Q           64 x pad(D) bf16
+//   KV             K through the keys' phase and each head's logits, then V (forward: loaded
+//                  while the softmax runs; K is loaded again for the next head of a group)
+//   R1             64 x pad(D) bf16: Wlo (Gram) -> Nk -> Y -> per head P (probabilities) -> C
+//   G              64 x kFld fp32: Gm -> Lam (ut_inverse in place) -> per head S (logits)
+//   T, E, M        64 x pad(64) bf16
 template <int D>
 struct PrepSmem {
-  bf16 *W, *K, *V, *Q, *Wlo, *Y, *T, *E, *M, *P;
-  float *Gm, *Lam, *beta, *fq, *fk;
+  bf16 *W, *KV, *Q, *R1, *T, *E, *M;
+  float *G, *beta, *fq, *fk;
   static LCR_HD std::size_t carve(SmemCarver& c, PrepSmem* s) {
     PrepSmem t;
     t.W = c.take<bf16>(kBlk * pad(D));
-    t.K = c.take<bf16>(kBlk * pad(D));
-    t.V = c.take<bf16>(kBlk * pad(D));
+    t.KV = c.take<bf16>(kBlk * pad(D));
     t.Q = c.take<bf16>(kBlk * pad(D));
-    // Wlo (w's bf16 remainder, for the Gram matrix) is dead once Gm exists; Y reuses it.
-    t.Wlo = c.take<bf16>(kBlk * pad(D));
-    t.Y = t.Wlo;
+    t.R1 = c.take<bf16>(kBlk * pad(D));  // holds a 64 x pad(64) tile too: D >= 64
+    t.G = c.take<float>(kBlk * kFld);
     t.T = c.take<bf16>(kBlk * pad(kBlk));
     t.E = c.take<bf16>(kBlk * pad(kBlk));
     t.M = c.take<bf16>(kBlk * pad(kBlk));
-    t.P = c.take<bf16>(kBlk * pad(kBlk));
-    t.Gm = c.take<float>(kBlk * kFld);  // then the intra-block logits
-    t.Lam = c.take<float>(kBlk * kFld);
     t.beta = c.take<float>(kBlk);
     t.fq = c.take<float>(kBlk);
     t.fk = c.take<float>(kBlk);
@@ -46,8 +49,8 @@ struct PrepSmem {
 struct BlockTiles {
   bf16 *W, *K, *V, *T, *E, *tmp;  // W, K, V: 64 x pad(D); T, E, tmp: 64 x pad(64); V may be null
   bf16* Wlo;                      // 64 x pad(D): w - W (gram_lower_split), dead on return
-  float *Gm, *Lam, *beta;         // Gm, Lam: 64 x kFld; beta: 64
-};
+  float *Gm, *Lam, *beta;         // Gm, Lam: 64 x kFld (may be one array); beta: 64
+};                                // tmp may alias Wlo
 
 // Loads the block's w (as bf16 W and its remainder Wlo), beta, k (and v); computes Gm, Lam, T
 // and E (tmp holds Nk = strictLower(W K^T) on return). Rows >= nvalid are zero.
@@ -100,37 +103,40 @@ LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int 
 }
 
 template <int D>
-LCR_KERNEL_BOUNDS(256, 1)
+LCR_KERNEL_BOUNDS(256, 2)
 void prep_kernel(Params p, bool with_softmax) {
   PrepSmem<D> s;
   SmemCarver carver{smem_base()};
   PrepSmem<D>::carve(carver, &s);
   const int m = bid_x(), hk = bid_y(), b = bid_z(), s0 = m * kBlk;
   const int nvalid = p.L - s0 < 0 ? 0 : (p.L - s0 < kBlk ? p.L - s0 : kBlk);
-  load_block_and_ut<D>(
-      p,
-      BlockTiles{s.W, s.K, with_softmax ? s.V : nullptr, s.T, s.E, s.P, s.Wlo, s.Gm, s.Lam, s.beta},
-      b, hk, s0, nvalid);
+  const int64_t kvrow0 = (int64_t(b) * p.L + s0) * p.Hkv + hk;  // [B, L, Hkv] row of (b, s0, hk)
+  load_block_and_ut<D>(p, BlockTiles{s.W, s.KV, nullptr, s.T, s.E, s.R1, s.R1, s.G, s.G, s.beta}, b,
+                       hk, s0, nvalid);
 
   // k~ = K - E^T W
   bf16* kf = p.kf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D;
   cta_gemm(kBlk, D, kBlk, op(s.E, pad(kBlk), true), op(s.W, pad(D)),
            [&](int r, int c, float v0, float v1) {
-             const bf16* k = s.K + r * pad(D) + c;
+             const bf16* k = s.KV + r * pad(D) + c;
              store_bf16x2(kf + r * D + c, to_f(k[0]) - v0, to_f(k[1]) - v1);
            });
-  // P = I - W^T Y, Y = T^T W (Y overwrites Wlo, dead since the Gram matrix)
-  cta_gemm(kBlk, D, kBlk, op(s.T, pad(kBlk), true), op(s.W, pad(D)), StoreBf16{s.Y, pad(D)});
+  // P = I - W^T Y, Y = T^T W (Y in R1: Nk is dead since E)
+  bf16* Y = s.R1;
+  cta_gemm(kBlk, D, kBlk, op(s.T, pad(kBlk), true), op(s.W, pad(D)), StoreBf16{Y, pad(D)});
   bf16* pm = p.pf + ((int64_t(b) * p.Hkv + hk) * p.nb + m) * D * D;
-  cta_gemm(D, D, kBlk, op(s.W, pad(D), true), op(s.Y, pad(D)),
-           [&](int r, int c, float v0, float v1) {
-             store_bf16x2(pm + r * D + c, (r == c ? 1.f : 0.f) - v0, (r == c + 1 ? 1.f : 0.f) - v1);
-           });
+  cta_gemm(D, D, kBlk, op(s.W, pad(D), true), op(Y, pad(D)), [&](int r, int c, float v0, float v1) {
+    store_bf16x2(pm + r * D + c, (r == c ? 1.f : 0.f) - v0, (r == c + 1 ? 1.f : 0.f) - v1);
+  });
 
   const Logit logit{p.scale, p.softcap};
+  bf16* Pr = s.R1;  // the probabilities, then C = M T (64 x pad(64))
   for (int gi = 0; gi < p.G(); ++gi) {
     const int h = hk * p.G() + gi;
     const int64_t qrow0 = (int64_t(b) * p.L + s0) * p.H + h;
+    if (with_softmax && gi > 0)  // the previous head's V took K's place
+      async_rows<kBlk, D, 256>(s.KV, pad(D), nvalid > 0 ? p.k + kvrow0 * D : p.k,
+                               int64_t(p.Hkv) * D, nvalid);
     async_rows<kBlk, D, 256>(s.Q, pad(D), nvalid > 0 ? p.q + qrow0 * D : p.q, int64_t(p.H) * D,
                              nvalid);
     cp_async_commit();
@@ -147,11 +153,16 @@ void prep_kernel(Params p, bool with_softmax) {
     });
     const int64_t hrow0 = (int64_t(b) * p.H + h) * p.Lp + s0;  // [B, H, Lp] row
     if (with_softmax) {
-      // S = Q K^T - M E (raw, unscaled) into Gm's storage.
-      float* S = s.Gm;
-      const Term terms[2] = {{op(s.Q, pad(D)), op(s.K, pad(D), true), D, 1.f},
+      // S = Q K^T - M E (raw, unscaled) into G (Lam is dead since T).
+      float* S = s.G;
+      const Term terms[2] = {{op(s.Q, pad(D)), op(s.KV, pad(D), true), D, 1.f},
                              {op(s.M, pad(kBlk)), op(s.E, pad(kBlk)), kBlk, -1.f}};
       cta_gemm(kBlk, kBlk, terms, [&](int r, int c, float v) { S[r * kFld + c] = v; });
+      // K is read for the last time above (cta_gemm ends with a barrier): V into its place,
+      // landing while the softmax runs.
+      async_rows<kBlk, D, 256>(s.KV, pad(D), nvalid > 0 ? p.v + kvrow0 * D : p.v,
+                               int64_t(p.Hkv) * D, nvalid);
+      cp_async_commit();
       // Causal softmax, 4 threads per row.
       const int r = tid() >> 2, qq = tid() & 3;
       float mx = -INFINITY;
@@ -161,22 +172,23 @@ void prep_kernel(Params p, bool with_softmax) {
       for (int c = qq; c < kBlk; c += 4) {
         const float pr = c <= r ? fast_exp2(logit(S[r * kFld + c], s.fq[r], s.fk[c]) - mx) : 0.f;
         sum += pr;
-        s.P[r * pad(kBlk) + c] = __float2bfloat16(pr);
+        Pr[r * pad(kBlk) + c] = __float2bfloat16(pr);
       }
       sum = quad_sum(sum);
       if (qq == 0) {
         p.m_part[hrow0 + r] = mx * kLn2;
         p.l_part[hrow0 + r] = sum;
       }
+      cp_async_wait<0>();
       sync_cta();
       float* op_ = p.o_part + hrow0 * D;
-      cta_gemm(kBlk, D, kBlk, op(s.P, pad(kBlk)), op(s.V, pad(D)),
+      cta_gemm(kBlk, D, kBlk, op(Pr, pad(kBlk)), op(s.KV, pad(D)),
                [&](int rr, int c, float v0, float v1) { store_f32x2(op_ + rr * D + c, v0, v1); });
     }
-    // q~ = Q - C W, C = M T (C in P's storage)
-    cta_gemm(kBlk, kBlk, kBlk, op(s.M, pad(kBlk)), op(s.T, pad(kBlk)), StoreBf16{s.P, pad(kBlk)});
+    // q~ = Q - C W, C = M T (C in R1: the probabilities are dead since P V)
+    cta_gemm(kBlk, kBlk, kBlk, op(s.M, pad(kBlk)), op(s.T, pad(kBlk)), StoreBf16{Pr, pad(kBlk)});
     float* qf = p.qf + hrow0 * D;
-    cta_gemm(kBlk, D, kBlk, op(s.P, pad(kBlk)), op(s.W, pad(D)),
+    cta_gemm(kBlk, D, kBlk, op(Pr, pad(kBlk)), op(s.W, pad(D)),
              [&](int rr, int c, float v0, float v1) {
                const bf16* q = s.Q + rr * pad(D) + c;
                store_f32x2(qf + rr * D + c, to_f(q[0]) - v0, to_f(q[1]) - v1);

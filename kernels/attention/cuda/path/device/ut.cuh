@@ -38,13 +38,15 @@ LCR_DEV void gram_lower_split(const bf16* W, const bf16* Wlo, float* Gm) {
 // substitution (one thread per column, in registers), then three doubling levels b = 8, 16,
 // 32, each turning pairs of inverted b x b blocks into one 2b x 2b block:
 //   [L11 0; L21 L22]^-1 = [Lam11 0; -Lam22 (L21 Lam11) Lam22],  L21 = D Gm's block.
-// The critical path is 8 substitution steps and six b x b products (~10 barriers) instead of
-// 63 row steps with a barrier each. Needs 256 threads.
+// The critical path is 8 substitution steps and six b x b products (~13 barriers) instead of
+// 63 row steps with a barrier each. Lam may be Gm (in place: every entry of Gm is read by
+// one phase only, the one that writes Lam's entry there, and each phase reads all before it
+// writes). Needs 256 threads.
 LCR_DEV void ut_inverse(const float* Gm, const float* beta, float* Lam) {
   constexpr int kB0 = 8, kThreads = 256, kPer = kBlk * kBlk / 2 / kThreads;  // outputs, b = 32
-  if (tid() < kBlk) {
-    const int c = tid(), r0 = c - c % kB0;
-    float x[kB0];  // Lam[r0 + i][c]
+  const int c = tid(), r0 = c - c % kB0;
+  float x[kB0];  // Lam[r0 + i][c] (thread c < 64)
+  if (c < kBlk) {
     LCR_UNROLL
     for (int i = 0; i < kB0; ++i) {
       const int r = r0 + i;
@@ -53,21 +55,37 @@ LCR_DEV void ut_inverse(const float* Gm, const float* beta, float* Lam) {
       for (int l = 0; l < i; ++l) acc += Gm[r * kFld + r0 + l] * x[l];
       x[i] = r < c ? 0.f : (r == c ? 1.f : -beta[r] * acc);
     }
-    for (int r = 0; r < kBlk; ++r) Lam[r * kFld + c] = r >= r0 && r < r0 + kB0 ? x[r - r0] : 0.f;
+  }
+  sync_cta();
+  if (c < kBlk) {  // column c above and inside its diagonal block; below it the levels write
+    for (int r = 0; r < r0; ++r) Lam[r * kFld + c] = 0.f;
+    LCR_UNROLL
+    for (int i = 0; i < kB0; ++i) Lam[(r0 + i) * kFld + c] = x[i];
   }
   sync_cta();
   for (int b = kB0; b < kBlk; b *= 2) {
     const int n = kBlk / 2 * b;  // outputs of the level: 64 / (2b) merges of b x b
-    // X = L21 Lam11, into Lam21's place (nothing of the level reads that place yet).
-    for (int e = tid(); e < n; e += kThreads) {
+    float y[kPer];
+    // X = L21 Lam11, into L21's place.
+    LCR_UNROLL
+    for (int u = 0; u < kPer; ++u) {
+      const int e = tid() + u * kThreads;
+      if (e >= n) break;
       const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b, r = i0 + b + i;
       float acc = 0.f;
       for (int l = j; l < b; ++l) acc += Gm[r * kFld + i0 + l] * Lam[(i0 + l) * kFld + i0 + j];
-      Lam[r * kFld + i0 + j] = beta[r] * acc;
+      y[u] = beta[r] * acc;
     }
     sync_cta();
-    // Lam21 = -Lam22 X: all of a level's reads before its writes (X is overwritten).
-    float y[kPer];
+    LCR_UNROLL
+    for (int u = 0; u < kPer; ++u) {
+      const int e = tid() + u * kThreads;
+      if (e >= n) break;
+      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b;
+      Lam[(i0 + b + i) * kFld + i0 + j] = y[u];
+    }
+    sync_cta();
+    // Lam21 = -Lam22 X, in place again.
     LCR_UNROLL
     for (int u = 0; u < kPer; ++u) {
       const int e = tid() + u * kThreads;
