@@ -63,48 +63,41 @@ LCR_DEV void ut_inverse(const float* Gm, const float* beta, float* Lam) {
     for (int i = 0; i < kB0; ++i) Lam[(r0 + i) * kFld + c] = x[i];
   }
   sync_cta();
-  for (int b = kB0; b < kBlk; b *= 2) {
+  // One in-place pass of level b over the lower-left b x b block of every 2b x 2b merge: each
+  // thread forms its outputs value(i0, i, j, r) (merge origin i0, block entry (i, j), row r),
+  // then, after a barrier, writes them there.
+  auto level_pass = [&](int b, auto&& value) {
     const int n = kBlk / 2 * b;  // outputs of the level: 64 / (2b) merges of b x b
     float y[kPer];
-    // X = L21 Lam11, into L21's place.
     LCR_UNROLL
     for (int u = 0; u < kPer; ++u) {
       const int e = tid() + u * kThreads;
       if (e >= n) break;
-      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b, r = i0 + b + i;
+      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b;
+      y[u] = value(i0, i, j, i0 + b + i);
+    }
+    sync_cta();
+    LCR_UNROLL
+    for (int u = 0; u < kPer; ++u) {
+      const int e = tid() + u * kThreads;
+      if (e >= n) break;
+      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b;
+      Lam[(i0 + b + i) * kFld + i0 + j] = y[u];
+    }
+    sync_cta();
+  };
+  for (int b = kB0; b < kBlk; b *= 2) {
+    level_pass(b, [&](int i0, int, int j, int r) {  // X = L21 Lam11
       float acc = 0.f;
       for (int l = j; l < b; ++l) acc += Gm[r * kFld + i0 + l] * Lam[(i0 + l) * kFld + i0 + j];
-      y[u] = beta[r] * acc;
-    }
-    sync_cta();
-    LCR_UNROLL
-    for (int u = 0; u < kPer; ++u) {
-      const int e = tid() + u * kThreads;
-      if (e >= n) break;
-      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b;
-      Lam[(i0 + b + i) * kFld + i0 + j] = y[u];
-    }
-    sync_cta();
-    // Lam21 = -Lam22 X, in place again.
-    LCR_UNROLL
-    for (int u = 0; u < kPer; ++u) {
-      const int e = tid() + u * kThreads;
-      if (e >= n) break;
-      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b, r = i0 + b + i;
-      float acc = Lam[r * kFld + i0 + j];  // Lam22's unit diagonal
+      return beta[r] * acc;
+    });
+    level_pass(b, [&](int i0, int i, int j, int r) {  // Lam21 = -Lam22 X
+      float acc = Lam[r * kFld + i0 + j];             // Lam22's unit diagonal
       for (int l = 0; l < i; ++l)
         acc += Lam[r * kFld + i0 + b + l] * Lam[(i0 + b + l) * kFld + i0 + j];
-      y[u] = -acc;
-    }
-    sync_cta();
-    LCR_UNROLL
-    for (int u = 0; u < kPer; ++u) {
-      const int e = tid() + u * kThreads;
-      if (e >= n) break;
-      const int i0 = 2 * b * (e / (b * b)), i = (e / b) % b, j = e % b;
-      Lam[(i0 + b + i) * kFld + i0 + j] = y[u];
-    }
-    sync_cta();
+      return -acc;
+    });
   }
 }
 
