@@ -164,9 +164,8 @@ void block_backward_kernel(Params p) {
   // ---- setup: T, E (and the zeroed accumulators)
   {
     const auto su = Smem::setup(s.U, nullptr);
-    load_block_and_ut<D>(
-        p, BlockTiles{s.W, s.K, nullptr, s.T, s.E, su.Nk, su.Wlo, su.Gm, su.Lam, s.beta}, b, hk, s0,
-        nvalid);
+    load_block_and_ut<D>(p, BlockTiles{s.W, s.K, s.T, s.E, su.Nk, su.Wlo, su.Gm, su.Lam, s.beta}, b,
+                         hk, s0, nvalid);
     for (int e = tid(); e < kBlk * kFld; e += nthreads()) s.dT[e] = s.dE[e] = 0.f;
     for (int r = tid(); r < kBlk; r += nthreads()) s.dbt[r] = 0.f;
   }

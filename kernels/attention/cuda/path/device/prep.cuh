@@ -47,12 +47,12 @@ struct PrepSmem {
 
 // The tiles of one fine block that load_block_and_ut fills (shared memory).
 struct BlockTiles {
-  bf16 *W, *K, *V, *T, *E, *tmp;  // W, K, V: 64 x pad(D); T, E, tmp: 64 x pad(64); V may be null
-  bf16* Wlo;                      // 64 x pad(D): w - W (gram_lower_split), dead on return
-  float *Gm, *Lam, *beta;         // Gm, Lam: 64 x kFld (may be one array); beta: 64
-};                                // tmp may alias Wlo
+  bf16 *W, *K, *T, *E, *tmp;  // W, K: 64 x pad(D); T, E, tmp: 64 x pad(64)
+  bf16* Wlo;                  // 64 x pad(D): w - W (gram_lower_split), dead on return
+  float *Gm, *Lam, *beta;     // Gm, Lam: 64 x kFld (may be one array); beta: 64
+};                            // tmp may alias Wlo
 
-// Loads the block's w (as bf16 W and its remainder Wlo), beta, k (and v); computes Gm, Lam, T
+// Loads the block's w (as bf16 W and its remainder Wlo), beta and k; computes Gm, Lam, T
 // and E (tmp holds Nk = strictLower(W K^T) on return). Rows >= nvalid are zero.
 template <int D>
 LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int hk, int s0,
@@ -60,9 +60,6 @@ LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int 
   const int64_t row0 = (int64_t(b) * p.L + s0) * p.Hkv + hk;  // [B, L, Hkv] row of (b, s0, hk)
   async_rows<kBlk, D, 256>(s.K, pad(D), nvalid > 0 ? p.k + row0 * D : p.k, int64_t(p.Hkv) * D,
                            nvalid);
-  if (s.V)
-    async_rows<kBlk, D, 256>(s.V, pad(D), nvalid > 0 ? p.v + row0 * D : p.v, int64_t(p.Hkv) * D,
-                             nvalid);
   cp_async_commit();
   // w in 16-byte read-only loads, all of a thread's issued before its shared stores.
   constexpr int kQuads = kBlk * D / 4, kPer = kQuads / 256;
@@ -111,8 +108,8 @@ void prep_kernel(Params p, bool with_softmax) {
   const int m = bid_x(), hk = bid_y(), b = bid_z(), s0 = m * kBlk;
   const int nvalid = p.L - s0 < 0 ? 0 : (p.L - s0 < kBlk ? p.L - s0 : kBlk);
   const int64_t kvrow0 = (int64_t(b) * p.L + s0) * p.Hkv + hk;  // [B, L, Hkv] row of (b, s0, hk)
-  load_block_and_ut<D>(p, BlockTiles{s.W, s.KV, nullptr, s.T, s.E, s.R1, s.R1, s.G, s.G, s.beta}, b,
-                       hk, s0, nvalid);
+  load_block_and_ut<D>(p, BlockTiles{s.W, s.KV, s.T, s.E, s.R1, s.R1, s.G, s.G, s.beta}, b, hk, s0,
+                       nvalid);
 
   // k~ = K - E^T W
   bf16* kf = p.kf + ((int64_t(b) * p.Hkv + hk) * p.Lp + s0) * D;
