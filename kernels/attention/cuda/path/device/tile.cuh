@@ -76,19 +76,20 @@ LCR_DEV void cta_gemm(int M, int N, int K, Operand A, Operand B, Epi&& epi) {
   cta_gemm(M, N, t, epi);
 }
 
-// Epilogue helpers: store into a bf16 or fp32 shared tile.
-struct StoreBf16 {
-  bf16* p;
-  int ld;
-  LCR_DEV void operator()(int r, int c, float v) const { p[r * ld + c] = __float2bfloat16(v); }
-  LCR_DEV void operator()(int r, int c, float v0, float v1) const {  // c even, ld even
-    *reinterpret_cast<uint32_t*>(p + r * ld + c) = pack_bf16(v0, v1);
-  }
-};
 // The pair (x, y) into bf16 dst[0..1], 4-byte aligned (store_f32x2: simt.cuh).
 LCR_DEV void store_bf16x2(bf16* dst, float x, float y) {
   *reinterpret_cast<uint32_t*>(dst) = pack_bf16(x, y);
 }
+
+// Epilogue helper: store into a bf16 shared tile (the pair form: c even, ld even).
+struct StoreBf16 {
+  bf16* p;
+  int ld;
+  LCR_DEV void operator()(int r, int c, float v) const { p[r * ld + c] = __float2bfloat16(v); }
+  LCR_DEV void operator()(int r, int c, float v0, float v1) const {
+    store_bf16x2(p + r * ld + c, v0, v1);
+  }
+};
 
 // rows x cols bf16 tile from global memory (row stride `stride` elements) into shared memory
 // (leading dimension ld) with cp.async; rows >= valid are zero-filled. cols % 8 == 0, the

@@ -5,9 +5,8 @@
 //   Lam = (I + strictLower(D Gm))^-1                  unit lower triangular
 //   T   = Lam D
 // Gm on the tensor cores from w split into bf16 hi + lo (gram_lower_split), Lam in fp32 on
-// the CUDA cores (a 64-step forward substitution, too sequential for the tensor cores):
-// Lam[r][c] = delta_rc - beta_r sum_{c <= l < r} Gm[r][l] Lam[l][c], row after row.
-// Needs 256 threads (64 columns x 4 partial sums).
+// the CUDA cores, blockwise (ut_inverse: small triangular solves and products, too short for
+// the tensor cores). Needs 256 threads.
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"
 
