@@ -11,7 +11,8 @@
 //   coarse: z^(u) for u = s-1 .. 0, slot u of zc                 (z^(s-1) = y, the query at
 //           the superchunk's left boundary; z^(u-1) = P^u z^(u))
 // Same CTA shape and step order as the forward (forward.cuh), without keys; the transition
-// matrices are double-buffered.
+// matrices are double-buffered, each warp's queries transformed in place (one buffer: 102 KiB
+// at D = 128, two CTAs per SM).
 #include "kernels/attention/cuda/path/device/forward.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
@@ -65,19 +66,19 @@ LCR_DEV int carry_steps(const Params& p, int t) {
 template <int D, int MT>
 struct CarrySmem {
   static constexpr int kWarps = kTileRows / (16 * MT);
-  bf16 *X, *P;  // X: [warp][2][16 MT x pad(D)]; P: [2][D x pad(D)]
+  bf16 *X, *P;  // X: [warp][16 MT x pad(D)]; P: [2][D x pad(D)]
   static LCR_HD std::size_t carve(SmemCarver& c, CarrySmem* s) {
     CarrySmem t;
-    t.X = c.take<bf16>(kWarps * 2 * 16 * MT * pad(D));
+    t.X = c.take<bf16>(kWarps * 16 * MT * pad(D));
     t.P = c.take<bf16>(2 * D * pad(D));
     if (s) *s = t;
     return c.off;
   }
-  LCR_DEV bf16* x(int w, int buf) const { return X + (w * 2 + buf) * 16 * MT * pad(D); }
+  LCR_DEV bf16* x(int w) const { return X + w * 16 * MT * pad(D); }
 };
 
 template <int D, int MT>
-LCR_KERNEL_BOUNDS(256 / MT, 1)
+LCR_KERNEL_BOUNDS(256 / MT, 2)
 void carry_kernel(Params p) {
   using Smem = CarrySmem<D, MT>;
   constexpr int NW = Smem::kWarps, RW = 16 * MT;
@@ -89,14 +90,12 @@ void carry_kernel(Params p) {
   for (int e = tid(); e < kTileRows * D / 2; e += nthreads()) {
     const int r = e / (D / 2), c = (e % (D / 2)) * 2;
     const float* src = p.qf + (bh * p.Lp + t * kTileRows + r) * D + c;
-    *reinterpret_cast<uint32_t*>(s.x(r / RW, 0) + (r % RW) * pad(D) + c) =
-        pack_bf16(src[0], src[1]);
+    *reinterpret_cast<uint32_t*>(s.x(r / RW) + (r % RW) * pad(D) + c) = pack_bf16(src[0], src[1]);
   }
   const int nsteps = carry_steps(p, t);
   CarryStep st = carry_step(p, 0, t, h, b);
   if (st.trans) async_rows<D, D, 256 / MT>(s.P, pad(D), st.trans, D, D);
   cp_async_commit();
-  int cur = 0;
   for (int i = 0; i < nsteps; ++i) {
     cp_async_wait<0>();
     sync_cta();
@@ -108,17 +107,14 @@ void carry_kernel(Params p) {
     cp_async_commit();
     const bool active = !st.a1_only || w >= NW / 2;
     if (active) {
-      const bf16* x = s.x(w, cur);
+      bf16* x = s.x(w);
       bf16* dst = st.store + int64_t(w) * RW * D;
       for (int e = lane(); e < RW * D / 8; e += 32) {
         const int r = e / (D / 8), c = (e % (D / 8)) * 8;
         *reinterpret_cast<uint4*>(dst + r * D + c) =
             *reinterpret_cast<const uint4*>(x + r * pad(D) + c);
       }
-      if (st.trans) {
-        warp_transition<D, MT>(x, s.x(w, cur ^ 1), s.P + (i & 1) * D * pad(D));
-        cur ^= 1;
-      }
+      if (st.trans) warp_transition_in_place<D, MT>(x, s.P + (i & 1) * D * pad(D));
     }
     if (i + 1 < nsteps) st = carry_step(p, i + 1, t, h, b);
   }

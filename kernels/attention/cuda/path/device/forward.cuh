@@ -1,14 +1,16 @@
 #pragma once
 // The forward scan, one CTA per (query tile of 128 rows = fine blocks a0 = 2t, a1 = 2t + 1;
 // query head h; batch b). Each warp owns 16 MT rows and keeps its rows' carried queries x in
-// its own two shared buffers (bf16), the output accumulator and the online-softmax state in
-// registers. Starting from the intra-block state (prep.cuh) and x = q~:
+// its own shared buffers (bf16; two, or one rewritten in place: FwdSmem), the output
+// accumulator and the online-softmax state in registers. Starting from the intra-block state
+// (prep.cuh) and x = q~:
 //   step 0 (a1's rows only): keys of block a0 (k~); then x <- P_a0 x for a1's rows.
 //   fine steps c = a0-1 .. first(s): keys of block c (k~); x <- P_c x (skipped at the first
 //     block of superchunk 0, where nothing is left to the left).
 //   coarse steps, superchunks u = s-1 .. 0: the R key tiles of u (K^S); x <- P^u x (u > 0).
 // K/V tiles are double-buffered with cp.async; a transition's matrix is loaded while the
-// step's logits are computed. Logits in log2 units (exp2), fp32 accumulation throughout.
+// step's logits are computed (or, in the compact layout, after the step into its stage).
+// Logits in log2 units (exp2), fp32 accumulation throughout.
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"
 
@@ -60,17 +62,27 @@ LCR_DEV int scan_steps(const Params& p, int a0, int sg, int kn) {
 template <int D, int MT, int KN>
 struct FwdSmem {
   static constexpr int kWarps = kTileRows / (16 * MT);
-  bf16 *X, *K, *V, *P;  // X: [warp][2][16 MT x pad(D)], K/V: [2][KN x pad(D)], P: D x pad(D)
+  // At D = 128 with 32-row warps (four warps of up to 255 registers) two CTAs fit an SM's
+  // registers but not, with two query buffers per warp and a transition tile of their own
+  // (174 KB), its shared memory. There (kCompact) each warp keeps one query buffer, which the
+  // transition rewrites in place, and the transition is staged in the K/V stage its step has
+  // just finished with: 102 KiB, two CTAs per SM.
+  static constexpr bool kCompact = D == 128 && MT == 2;
+  static constexpr int kXBufs = kCompact ? 1 : 2;
+  static constexpr int kStage = 2 * KN * pad(D);  // one stage: K [KN x pad(D)], then V
+  static_assert(!kCompact || D * pad(D) <= kStage, "a transition must fit one K/V stage");
+  bf16 *X, *KV, *P;  // X: [warp][kXBufs][16 MT x pad(D)], KV: [2][kStage], P: D x pad(D)
   static LCR_HD std::size_t carve(SmemCarver& c, FwdSmem* s) {
     FwdSmem t;
-    t.X = c.take<bf16>(kWarps * 2 * 16 * MT * pad(D));
-    t.K = c.take<bf16>(2 * KN * pad(D));
-    t.V = c.take<bf16>(2 * KN * pad(D));
-    t.P = c.take<bf16>(D * pad(D));
+    t.X = c.take<bf16>(kWarps * kXBufs * 16 * MT * pad(D));
+    t.KV = c.take<bf16>(2 * kStage);
+    t.P = kCompact ? nullptr : c.take<bf16>(D * pad(D));
     if (s) *s = t;
     return c.off;
   }
-  LCR_DEV bf16* x(int w, int buf) const { return X + (w * 2 + buf) * 16 * MT * pad(D); }
+  LCR_DEV bf16* x(int w, int buf) const { return X + (w * kXBufs + buf) * 16 * MT * pad(D); }
+  LCR_DEV bf16* k(int buf) const { return KV + buf * kStage; }
+  LCR_DEV bf16* v(int buf) const { return KV + buf * kStage + KN * pad(D); }
 };
 
 // X_out = X_in P^T for a warp's 16 MT rows (x <- P x per row), 32 output columns at a time.
@@ -106,6 +118,39 @@ LCR_DEV void warp_transition(const bf16* xin, bf16* xout, const bf16* P) {
       const int r = mt * 16 + g + 8 * hh, c = nc + j * 8 + 2 * tq;
       *reinterpret_cast<uint32_t*>(xout + r * pad(D) + c) =
           pack_bf16(t[mt][j][2 * hh], t[mt][j][2 * hh + 1]);
+    }
+  }
+}
+
+// x <- P x in place for a warp's 16 MT rows (X = X P^T): each 16-row group's whole output
+// (16 x D fp32, D / 2 registers per lane) is formed before any of it is written back.
+template <int D, int MT>
+LCR_DEV void warp_transition_in_place(bf16* x, const bf16* P) {
+  const int g = lane() >> 2, tq = lane() & 3;
+  LCR_NO_UNROLL
+  for (int mt = 0; mt < MT; ++mt) {
+    float t[D / 8][4];
+    LCR_UNROLL
+    for (int j = 0; j < D / 8; ++j) LCR_UNROLL
+    for (int i = 0; i < 4; ++i) t[j][i] = 0.f;
+    LCR_UNROLL
+    for (int k0 = 0; k0 < D; k0 += 16) {
+      uint32_t a[4];
+      load_a(a, op(x, pad(D)), mt * 16, k0);
+      LCR_UNROLL
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t bb[4];
+        load_b(bb, op(P, pad(D), true), k0, np * 16);
+        mma_bf16(t[2 * np], a, bb);
+        mma_bf16(t[2 * np + 1], a, bb + 2);
+      }
+    }
+    sync_warp();  // every lane's fragments of these rows are read before any is overwritten
+    LCR_UNROLL
+    for (int j = 0; j < D / 8; ++j) LCR_UNROLL
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = mt * 16 + g + 8 * hh, c = j * 8 + 2 * tq;
+      *reinterpret_cast<uint32_t*>(x + r * pad(D) + c) = pack_bf16(t[j][2 * hh], t[j][2 * hh + 1]);
     }
   }
 }
@@ -222,7 +267,7 @@ LCR_DEV void scan_tile(const Params& p, const LogitOf<kMode>& logit, const bf16*
 }
 
 template <int D, int MT, int KN, int kMode>
-LCR_KERNEL_BOUNDS(256 / MT, 1)
+LCR_KERNEL_BOUNDS(256 / MT, (FwdSmem<D, MT, KN>::kCompact ? 2 : 1))
 void forward_kernel(Params p) {
   using Smem = FwdSmem<D, MT, KN>;
   constexpr int NW = Smem::kWarps, RW = 16 * MT;
@@ -260,8 +305,8 @@ void forward_kernel(Params p) {
 
   constexpr int NT = 256 / MT;
   auto issue_kv = [&](const ScanStep& sp, int buf) {
-    bf16* K = s.K + buf * KN * pad(D);
-    bf16* V = s.V + buf * KN * pad(D);
+    bf16* K = s.k(buf);
+    bf16* V = s.v(buf);
     const int valid = p.L - sp.key0;
     const int64_t vrow = (int64_t(b) * p.L + sp.key0) * p.Hkv + hk;
     const bf16* vsrc = valid > 0 ? p.v + vrow * D : p.v;
@@ -274,6 +319,10 @@ void forward_kernel(Params p) {
     }
   };
 
+  // Stage i & 1 holds step i's keys; step i + 1's are loaded into the other stage while step
+  // i runs. The transition after step i is loaded beside them (own tile), or, compact, into
+  // stage i & 1 once every warp is done with its keys (that load is not overlapped; the SM's
+  // other CTA runs meanwhile).
   const int nsteps = scan_steps(p, a0, sg, KN);
   int cur = 0;
   issue_kv(scan_step(p, 0, a0, sg, bh_kv, KN), 0);
@@ -283,23 +332,30 @@ void forward_kernel(Params p) {
     cp_async_wait<0>();
     sync_cta();
     if (i + 1 < nsteps) issue_kv(scan_step(p, i + 1, a0, sg, bh_kv, KN), (i + 1) & 1);
-    if (sp.trans) async_rows<D, D, NT>(s.P, pad(D), sp.trans, D, D);
+    if (!Smem::kCompact && sp.trans) async_rows<D, D, NT>(s.P, pad(D), sp.trans, D, D);
     cp_async_commit();
     const bool active = !sp.a1_only || w >= NW / 2;
     if (active) {
-      const bf16* K = s.K + (i & 1) * KN * pad(D);
-      const bf16* V = s.V + (i & 1) * KN * pad(D);
       if (sp.coarse)
-        scan_tile<D, MT, KN>(p, logit, s.x(w, cur), K, V, sp.key0, b, h, st);
+        scan_tile<D, MT, KN>(p, logit, s.x(w, cur), s.k(i & 1), s.v(i & 1), sp.key0, b, h, st);
       else
-        scan_tile<D, MT, kBlk>(p, logit, s.x(w, cur), K, V, sp.key0, b, h, st);
+        scan_tile<D, MT, kBlk>(p, logit, s.x(w, cur), s.k(i & 1), s.v(i & 1), sp.key0, b, h, st);
     }
     if (sp.trans) {
+      if constexpr (Smem::kCompact) {
+        sync_cta();
+        async_rows<D, D, NT>(s.k(i & 1), pad(D), sp.trans, D, D);
+        cp_async_commit();
+      }
       cp_async_wait<0>();
       sync_cta();
       if (active) {
-        warp_transition<D, MT>(s.x(w, cur), s.x(w, cur ^ 1), s.P);
-        cur ^= 1;
+        if constexpr (Smem::kCompact) {
+          warp_transition_in_place<D, MT>(s.x(w, 0), s.k(i & 1));
+        } else {
+          warp_transition<D, MT>(s.x(w, cur), s.x(w, cur ^ 1), s.P);
+          cur ^= 1;
+        }
       }
     }
   }

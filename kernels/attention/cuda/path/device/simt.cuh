@@ -48,6 +48,7 @@ LCR_DEV int bid_z() { return int(emu::block_z()); }
 LCR_DEV int nthreads() { return int(emu::block_dim_x()); }
 LCR_DEV unsigned char* smem_base() { return emu::shared_base(); }
 LCR_DEV void sync_cta() { emu::sync_block(); }
+LCR_DEV void sync_warp() { emu::sync_warp(); }
 LCR_DEV float shfl_xor(float v, int m) {
   const unsigned char* all = emu::warp_exchange(&v, sizeof v);
   float r;
@@ -76,6 +77,7 @@ LCR_DEV unsigned char* smem_base() {
   return lcr_path_smem;
 }
 LCR_DEV void sync_cta() { __syncthreads(); }
+LCR_DEV void sync_warp() { __syncwarp(); }
 LCR_DEV float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 LCR_DEV void atomic_add(float* p, float v) { atomicAdd(p, v); }
 // p[0] += a, p[1] += b as one 8-byte reduction (red.global.add.v2.f32, sm_90); p 8-byte aligned.

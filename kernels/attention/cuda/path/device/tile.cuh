@@ -11,7 +11,7 @@
 
 namespace lcr::cuda::LCR_PATHK {
 
-LCR_HD int pad(int cols) { return cols + 8; }
+LCR_HD constexpr int pad(int cols) { return cols + 8; }
 
 struct Term {
   Operand a, b;
