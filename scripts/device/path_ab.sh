@@ -11,7 +11,8 @@
 # SHAPES (default the two 16K shapes), REPEAT (default 4): the model suite's PaTH cases
 # repeated with fresh seeds, each case's worst gradient slice printed; MODEL_FILTER (default
 # the PaTH cases); CHUNKS: the chunked form's lengths for the A/B (default 0: none); FLA=0
-# and NCU=0 leave those out.
+# and NCU=0 leave those out; NCU_KERNEL (default prep_kernel) and NCU_ARGS (extra
+# bench_cuda_path arguments, e.g. "--warp-rows 32") choose what ncu looks at.
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
@@ -40,11 +41,11 @@ done
 stalls=$(printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' barrier \
   long_scoreboard short_scoreboard mio_throttle math_pipe_throttle wait not_selected \
   dispatch_stall lg_throttle branch_resolving no_instruction)
-((${NCU:-1})) && timeout 100 ncu --clock-control none -k "regex:prep_kernel" --launch-skip 1 --launch-count 1 \
+((${NCU:-1})) && timeout 100 ncu --clock-control none -k "regex:${NCU_KERNEL:-prep_kernel}" --launch-skip 1 --launch-count 1 \
   --metrics "${stalls%,}" --section SpeedOfLight --section WarpStateStats --section Occupancy \
   --section LaunchStats --section InstructionStats --section SchedulerStats \
-  "$B/.real/bench_path_new" --shapes "${shapes%%;*}" --no-autotune --chunks 0 --reps 1 \
-  >"$OUT/ncu_prep.log" 2>&1
+  "$B/.real/bench_path_new" --shapes "${shapes%%;*}" --no-autotune ${NCU_ARGS:-} --chunks 0 --reps 1 \
+  >"$OUT/ncu_${NCU_KERNEL:-prep_kernel}.log" 2>&1
 if ((${FLA:-1})) && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
   --target /tmp/site .whl/*.whl >/dev/null 2>&1; then
   PYTHONPATH=/tmp/site timeout 200 python3 kernels/attention/cuda/path/fla_peer.py \

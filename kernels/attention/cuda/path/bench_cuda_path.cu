@@ -2,7 +2,7 @@
 // issue's shapes; docs/cuda.md (PaTH section) has the command and the measured figures.
 //
 //   bench_cuda_path [--shapes "B,H,L,D;..."] [--fox] [--no-autotune] [--profile] [--reps N]
-//                   [--chunks "Lc,Lc,..."]
+//                   [--chunks "Lc,Lc,..."] [--warp-rows 16|32]
 //
 // Autotunes like Triton does: times every built variant of the tuning knobs (path.hpp:
 // warp_rows x scan_keys for the forward, then bwd_warp_rows for the backward), then with the
@@ -17,8 +17,9 @@
 // of the peer table in DEVICE.md). Times are medians over --reps runs after two warm-ups,
 // CUDA events around each call; inputs are fresh random data (q, k, v ~ N(0, 1) in bf16, w
 // unit rows, beta = 2 sigmoid(N(0, 1)), FoX gates log sigmoid(2 + N(0, 1)) summed).
-// --no-autotune times the automatic choices only (and the automatic chunk length); --profile prints
-// each kernel's time once (forward, then backward) for the fastest variant.
+// --no-autotune times the automatic choices only (and the automatic chunk length), or with
+// --warp-rows that forward variant (for a profiler); --profile prints each kernel's time once
+// (forward, then backward) for the fastest variant.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -121,7 +122,7 @@ struct Shape {
 };
 
 void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
-         const std::vector<int>& chunks) {
+         const std::vector<int>& chunks, int warp_rows) {
   const std::size_t nq = std::size_t(s.B) * s.L * s.H * s.D, nr = std::size_t(s.B) * s.L * s.H;
   Args a;
   a.B = s.B, a.H = s.H, a.Hkv = s.H, a.L = s.L, a.D = s.D;
@@ -167,7 +168,7 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   struct Fv {
     int wr, kn;
   };
-  std::vector<Fv> fvs{{0, 0}};
+  std::vector<Fv> fvs{{warp_rows, 0}};
   if (autotune)
     fvs = s.D == 64 ? std::vector<Fv>{{16, 64}, {16, 128}, {32, 64}, {32, 128}}
                     : std::vector<Fv>{{16, 64}, {32, 64}};
@@ -260,7 +261,7 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
 int main(int argc, char** argv) {
   std::vector<Shape> shapes{{1, 16, 16384, 64}, {1, 16, 16384, 128}, {1, 8, 65536, 64}};
   bool fox = false, autotune = true, profile = false;
-  int reps = 10;
+  int reps = 10, warp_rows = 0;
   std::vector<int> chunks{1024, 2048, 4096, 8192};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -270,6 +271,8 @@ int main(int argc, char** argv) {
       autotune = false;
     } else if (arg == "--profile") {
       profile = true;
+    } else if (arg == "--warp-rows" && i + 1 < argc) {
+      warp_rows = std::atoi(argv[++i]);
     } else if (arg == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--chunks" && i + 1 < argc) {
@@ -295,13 +298,13 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes \"B,H,L,D;...\"] [--fox] [--no-autotune] [--profile] "
-                   "[--reps N] [--chunks \"Lc,...\"]\n",
+                   "[--reps N] [--chunks \"Lc,...\"] [--warp-rows 16|32]\n",
                    argv[0]);
       return 2;
     }
   }
   try {
-    for (const Shape& s : shapes) run(s, fox, autotune, profile, reps, chunks);
+    for (const Shape& s : shapes) run(s, fox, autotune, profile, reps, chunks, warp_rows);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_path: %s\n", e.what());
     return 1;
