@@ -141,7 +141,7 @@ std::vector<GpuCase> gpu_cases() {
           if (fox) c.softcap = 8.f, extra += "_cap8";
           if (D == 64) c.warp_rows = 16, c.bwd_warp_rows = 32, extra += "_wr16_bwr32";
           if (D == 64 && !fox) c.scan_keys = 128, extra += "_kn128";
-          if (D == 128) c.warp_rows = 32, extra += "_wr32";
+          if (D == 128) c.warp_rows = 16, extra += "_wr16";  // the automatic choice is 32
         }
         if (L == 1000) {
           c.superchunk = 256, extra = "_S256";

@@ -62,12 +62,12 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
   }
   p.nS = (p.nb + p.R - 1) / p.R;
   // Automatic choices: the variant measured fastest on the H200 (bench_cuda_path's autotuning
-  // at (1,16,16384,D), 2026-12-01, docs/cuda.md PaTH section): at D = 64 32-row warps in the
-  // scan and in dq (forward 3.42 vs 4.59 ms, backward 12.98 vs 13.74), at D = 128 16-row
-  // warps (7.17 vs 7.27 ms; dq has no 32-row form there); 64-key steps.
-  const int auto_rows = a.D == 64 ? 32 : 16;
-  p.mt = (a.warp_rows ? a.warp_rows : auto_rows) == 32 ? 2 : 1;
-  p.bwd_mt = (a.bwd_warp_rows ? a.bwd_warp_rows : auto_rows) == 32 ? 2 : 1;
+  // at (1,16,16384,D), 2026-12-01, docs/cuda.md PaTH section): 32-row warps in the scan (at
+  // D = 64 forward 3.15 vs 4.25 ms; at D = 128, with the compact layout of forward.cuh, 5.83
+  // vs 6.74 ms), in dq 32-row warps at D = 64 (backward 12.94 vs 13.79 ms) and 16-row at
+  // D = 128 (dq has no 32-row form there); 64-key steps.
+  p.mt = (a.warp_rows ? a.warp_rows : 32) == 32 ? 2 : 1;
+  p.bwd_mt = (a.bwd_warp_rows ? a.bwd_warp_rows : a.D == 64 ? 32 : 16) == 32 ? 2 : 1;
   p.kn = a.scan_keys == 128 ? 128 : 64;
   p.scale = a.scale > 0.f ? a.scale : float(1.0 / std::sqrt(double(a.D)));
   const int64_t S = 64 * int64_t(p.R);
