@@ -141,13 +141,13 @@ std::vector<GpuCase> gpu_cases() {
           if (fox) c.softcap = 8.f, extra += "_cap8";
           if (D == 64) c.warp_rows = 16, c.bwd_warp_rows = 32, extra += "_wr16_bwr32";
           if (D == 64 && !fox) c.scan_keys = 128, extra += "_kn128";
-          if (D == 128) c.warp_rows = 16, extra += "_wr16";  // the automatic choice is 32
+          if (D == 128) c.warp_rows = c.bwd_warp_rows = 16, extra += "_wr16_bwr16";
         }
         if (L == 1000) {
           c.superchunk = 256, extra = "_S256";
           if (D == 64 && fox) c.warp_rows = 16, c.bwd_warp_rows = 32, extra += "_wr16_bwr32";
           if (D == 64 && !fox) c.warp_rows = 32, c.scan_keys = 128, extra += "_wr32_kn128";
-          if (D == 128 && !fox) c.warp_rows = 32, extra += "_wr32";
+          if (D == 128) c.warp_rows = c.bwd_warp_rows = 32, extra += "_wr32_bwr32";
         }
         c.name = case_name(D, fox, L, extra.c_str());
         cs.push_back(c);
@@ -199,14 +199,15 @@ std::vector<GpuCase> emu_cases() {
   b.name = "PaTHFoX_D64_L129_S128_pos37_cap8";
   cs.push_back(b);
   GpuCase c;
-  c.L = 129, c.D = 128, c.H = 2, c.Hkv = 1, c.superchunk = 128, c.warp_rows = 32, c.seed = 13;
-  c.name = "PaTH_D128_L129_S128_wr32_H2";
+  c.L = 129, c.D = 128, c.H = 2, c.Hkv = 1, c.superchunk = 128, c.seed = 13;
+  c.warp_rows = c.bwd_warp_rows = 32;  // dq stages its keys 32 at a time (DqSmem::kCompact)
+  c.name = "PaTH_D128_L129_S128_wr32_bwr32_H2";
   cs.push_back(c);
   // 32-row warps at D = 128 take their keys 32 at a time (forward.cuh kScanSub): with FoX
   // lanes and softcap the sub-steps' key offsets reach the logits too.
   GpuCase f = c;
   f.L = 200, f.fox = true, f.softcap = 8.f, f.seed = 17;
-  f.name = "PaTHFoX_D128_L200_S128_wr32_cap8";
+  f.name = "PaTHFoX_D128_L200_S128_wr32_bwr32_cap8";
   cs.push_back(f);
   return cs;
 }
@@ -249,7 +250,7 @@ TEST(CudaPathArgs, RejectsBadInputWithAClearError) {
   bad([](auto& a) { a.softcap = -1.f; }, "softcap=-1");
   bad([](auto& a) { a.superchunk = 100; }, "superchunk=100");
   bad([](auto& a) { a.warp_rows = 8; }, "warp_rows=8");
-  bad([](auto& a) { a.D = 128, a.bwd_warp_rows = 32; }, "bwd_warp_rows=32");
+  bad([](auto& a) { a.bwd_warp_rows = 8; }, "bwd_warp_rows=8");
   bad([](auto& a) { a.scan_keys = 32; }, "scan_keys=32");
   bad([](auto& a) { a.D = 128, a.scan_keys = 128; }, "scan_keys=128");
   // The backward writes and adds its gradients as float pairs: a 4-byte-aligned dq is refused

@@ -3,6 +3,7 @@
 //
 //   bench_cuda_path [--shapes "B,H,L,D;..."] [--fox] [--no-autotune] [--profile] [--reps N]
 //                   [--chunks "Lc,Lc,..."] [--warp-rows 16|32]
+//                   [--bwd-warp-rows 16|32]
 //
 // Autotunes like Triton does: times every built variant of the tuning knobs (path.hpp:
 // warp_rows x scan_keys for the forward, then bwd_warp_rows for the backward), then with the
@@ -18,8 +19,8 @@
 // CUDA events around each call; inputs are fresh random data (q, k, v ~ N(0, 1) in bf16, w
 // unit rows, beta = 2 sigmoid(N(0, 1)), FoX gates log sigmoid(2 + N(0, 1)) summed).
 // --no-autotune times the automatic choices only (and the automatic chunk length), or with
-// --warp-rows that forward variant (for a profiler); --profile prints each kernel's time once
-// (forward, then backward) for the fastest variant.
+// --warp-rows / --bwd-warp-rows those variants (for a profiler); --profile prints each kernel's
+// time once (forward, then backward) for the fastest variant.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -122,7 +123,7 @@ struct Shape {
 };
 
 void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
-         const std::vector<int>& chunks, int warp_rows) {
+         const std::vector<int>& chunks, int warp_rows, int bwd_warp_rows) {
   const std::size_t nq = std::size_t(s.B) * s.L * s.H * s.D, nr = std::size_t(s.B) * s.L * s.H;
   Args a;
   a.B = s.B, a.H = s.H, a.Hkv = s.H, a.L = s.L, a.D = s.D;
@@ -184,8 +185,8 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   }
   a.warp_rows = bf.wr, a.scan_keys = bf.kn;
   fwd();
-  std::vector<int> bvs{0};
-  if (autotune) bvs = s.D == 64 ? std::vector<int>{16, 32} : std::vector<int>{16};
+  std::vector<int> bvs{bwd_warp_rows};
+  if (autotune) bvs = {16, 32};
   double best_b = 1e30;
   int bb = bvs[0];
   for (int bw : bvs) {
@@ -261,7 +262,7 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
 int main(int argc, char** argv) {
   std::vector<Shape> shapes{{1, 16, 16384, 64}, {1, 16, 16384, 128}, {1, 8, 65536, 64}};
   bool fox = false, autotune = true, profile = false;
-  int reps = 10, warp_rows = 0;
+  int reps = 10, warp_rows = 0, bwd_warp_rows = 0;
   std::vector<int> chunks{1024, 2048, 4096, 8192};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -273,6 +274,8 @@ int main(int argc, char** argv) {
       profile = true;
     } else if (arg == "--warp-rows" && i + 1 < argc) {
       warp_rows = std::atoi(argv[++i]);
+    } else if (arg == "--bwd-warp-rows" && i + 1 < argc) {
+      bwd_warp_rows = std::atoi(argv[++i]);
     } else if (arg == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--chunks" && i + 1 < argc) {
@@ -298,13 +301,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes \"B,H,L,D;...\"] [--fox] [--no-autotune] [--profile] "
-                   "[--reps N] [--chunks \"Lc,...\"] [--warp-rows 16|32]\n",
+                   "[--reps N] [--chunks \"Lc,...\"] [--warp-rows 16|32] [--bwd-warp-rows 16|32]\n",
                    argv[0]);
       return 2;
     }
   }
   try {
-    for (const Shape& s : shapes) run(s, fox, autotune, profile, reps, chunks, warp_rows);
+    for (const Shape& s : shapes)
+      run(s, fox, autotune, profile, reps, chunks, warp_rows, bwd_warp_rows);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_path: %s\n", e.what());
     return 1;

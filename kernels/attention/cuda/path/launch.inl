@@ -138,7 +138,7 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   launch("carry", K::carry_kernel<D, MT>, Grid3{tiles, p.H, p.B}, 256 / MT,
          smem_bytes<K::CarrySmem<D, MT>>(), s, p);
   launch("dq", K::dq_kernel<D, BMT, kMode>, Grid3{tiles, p.H, p.B}, 256 / BMT,
-         smem_bytes<K::DqSmem<D>>(), s, p);
+         smem_bytes<K::DqSmem<D, BMT>>(), s, p);
   K::SmemCarver dkv;
   launch("dkv", K::dkv_kernel<D, kMode>, Grid3{pl.nb, p.Hkv, p.B}, 128,
          K::DkvSmem<D>::carve(dkv, nullptr, p.H / p.Hkv), s, p);
@@ -224,7 +224,9 @@ void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
       if (v == 22) run_backward<64, 2, 2, M>(p, pl, s);
     } else {
       if (v == 11) run_backward<128, 1, 1, M>(p, pl, s);
+      if (v == 12) run_backward<128, 1, 2, M>(p, pl, s);
       if (v == 21) run_backward<128, 2, 1, M>(p, pl, s);
+      if (v == 22) run_backward<128, 2, 2, M>(p, pl, s);
     }
   });
 }

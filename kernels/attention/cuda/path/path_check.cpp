@@ -38,9 +38,8 @@ void check(const Args& a) {
           " must be 0 (automatic) or a positive multiple of 128 positions");
   require(a.warp_rows == 0 || a.warp_rows == 16 || a.warp_rows == 32,
           "cuda path: warp_rows=", a.warp_rows, " must be 0 (automatic), 16 or 32");
-  require(a.bwd_warp_rows == 0 || a.bwd_warp_rows == 16 || (a.bwd_warp_rows == 32 && a.D == 64),
-          "cuda path: bwd_warp_rows=", a.bwd_warp_rows,
-          " must be 0 (automatic), 16, or 32 (D = 64 only: at D = 128 the registers run out)");
+  require(a.bwd_warp_rows == 0 || a.bwd_warp_rows == 16 || a.bwd_warp_rows == 32,
+          "cuda path: bwd_warp_rows=", a.bwd_warp_rows, " must be 0 (automatic), 16 or 32");
   require(a.scan_keys == 0 || a.scan_keys == 64 || a.scan_keys == 128,
           "cuda path: scan_keys=", a.scan_keys, " must be 0 (automatic), 64 or 128");
   require(!(a.D == 128 && a.scan_keys == 128),
