@@ -62,11 +62,11 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
   p.nS = (p.nb + p.R - 1) / p.R;
   // Automatic choices: the variant measured fastest on the H200 (bench_cuda_path's autotuning
   // at (1,16,16384,D), 2026-12-01, docs/cuda.md PaTH section): 32-row warps in the scan (at
-  // D = 64 forward 3.15 vs 4.25 ms; at D = 128, with the compact layout of forward.cuh, 5.83
-  // vs 6.74 ms), in dq 32-row warps at D = 64 (backward 12.94 vs 13.79 ms) and 16-row at
-  // D = 128 (dq has no 32-row form there); 64-key steps.
+  // D = 64 forward 3.12 vs 4.30 ms; at D = 128, with the compact layout of forward.cuh, 5.79
+  // vs 6.72 ms) and in dq (backward 12.85 vs 13.53 ms at D = 64; 22.83 vs 23.93 at D = 128,
+  // compact layout of bwd_dq.cuh); 64-key steps.
   p.mt = (a.warp_rows ? a.warp_rows : 32) == 32 ? 2 : 1;
-  p.bwd_mt = (a.bwd_warp_rows ? a.bwd_warp_rows : a.D == 64 ? 32 : 16) == 32 ? 2 : 1;
+  p.bwd_mt = (a.bwd_warp_rows ? a.bwd_warp_rows : 32) == 32 ? 2 : 1;
   p.kn = a.scan_keys == 128 ? 128 : 64;
   p.scale = a.scale > 0.f ? a.scale : float(1.0 / std::sqrt(double(a.D)));
   const int64_t S = 64 * int64_t(p.R);
