@@ -159,7 +159,6 @@ void block_backward_kernel(Params p) {
   auto add_dk = [&](int r, int c, float v0, float v1) {
     if (r < nvalid) atomic_add2(&p.dk[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v0, v1);
   };
-  auto sub_dw = [&](int r, int c, float v0, float v1) { add_dw(r, c, -v0, -v1); };
 
   // ---- setup: T, E (and the zeroed accumulators)
   {
@@ -232,8 +231,7 @@ void block_backward_kernel(Params p) {
     cta_gemm(kBlk, kBlk, kBlk, op(hd.M, pad(kBlk)), op(s.T, pad(kBlk)), StoreBf16{hd.C, pad(kBlk)});
     cta_gemm(kBlk, kBlk, D, op(hd.X, pad(D)), op(s.W, pad(D), true),
              [&](int r, int c, float v) { hd.dC[r * pad(kBlk) + c] = __float2bfloat16(-v); });
-    // dW -= C^T dq~; dT += M^T dC
-    cta_gemm(kBlk, D, kBlk, op(hd.C, pad(kBlk), true), op(hd.X, pad(D)), sub_dw);
+    // dT += M^T dC (dW -= C^T dq~ joins dW += dM^T Q below)
     cta_gemm(kBlk, kBlk, kBlk, op(hd.M, pad(kBlk), true), op(hd.dC, pad(kBlk)),
              [&](int r, int c, float v) { s.dT[r * kFld + c] += v; });
     // dM = lower(-G E^T + dC T^T) (over dO, dead now)
@@ -254,8 +252,12 @@ void block_backward_kernel(Params p) {
                       load_ro(dqf + r * D + c + 1) + v1);
       });
     }
-    // dW += dM^T Q; dK += G^T Q
-    cta_gemm(kBlk, D, kBlk, op(hd.dM, pad(kBlk), true), op(hd.Q, pad(D)), add_dw);
+    // dW += dM^T Q - C^T dq~ (one reduction per element); dK += G^T Q
+    {
+      const Term t[2] = {{op(hd.dM, pad(kBlk), true), op(hd.Q, pad(D)), kBlk, 1.f},
+                         {op(hd.C, pad(kBlk), true), op(hd.X, pad(D)), kBlk, -1.f}};
+      cta_gemm(kBlk, D, t, add_dw);
+    }
     cta_gemm(kBlk, D, kBlk, op(hd.G, pad(kBlk), true), op(hd.Q, pad(D)), add_dk);
     for (int r = tid(); r < nvalid && p.fox(); r += nthreads()) {
       p.dfox_q[q_row0 + int64_t(r) * p.H] += s.rs[r];
@@ -269,12 +271,9 @@ void block_backward_kernel(Params p) {
     const auto ky = Smem::keys(s.U, nullptr);
     const float* dkf = p.dkf + (bh_kv * p.Lp + s0) * D;
     convert_tile(ky.X, pad(D), dkf, D, kBlk, D, kBlk);
-    for (int e = tid(); e < nvalid * D; e += nthreads())
-      atomic_add(&p.dk[(kv_row0 + int64_t(e / D) * p.Hkv) * D + e % D], load_ro(dkf + e));
     sync_cta();
     cta_gemm(kBlk, kBlk, D, op(s.W, pad(D)), op(ky.X, pad(D), true),
              [&](int r, int c, float v) { s.dE[r * kFld + c] -= v; });
-    cta_gemm(kBlk, D, kBlk, op(s.E, pad(kBlk)), op(ky.X, pad(D)), sub_dw);
     cta_gemm(kBlk, kBlk, D, op(s.W, pad(D)), op(s.K, pad(D), true), [&](int r, int c, float v) {
       ky.Nk[r * pad(kBlk) + c] = __float2bfloat16(c < r ? v : 0.f);
     });
@@ -288,8 +287,16 @@ void block_backward_kernel(Params p) {
              [&](int r, int c, float v) {
                ky.dNk[r * pad(kBlk) + c] = __float2bfloat16(c < r ? v : 0.f);
              });
-    cta_gemm(kBlk, D, kBlk, op(ky.dNk, pad(kBlk)), op(s.K, pad(D)), add_dw);
-    cta_gemm(kBlk, D, kBlk, op(ky.dNk, pad(kBlk), true), op(s.W, pad(D)), add_dk);
+    // dW += dNk K - E dk~; dK += dNk^T W + dk~ (dk~ from fp32 dkf): one reduction each
+    {
+      const Term t[2] = {{op(ky.dNk, pad(kBlk)), op(s.K, pad(D)), kBlk, 1.f},
+                         {op(s.E, pad(kBlk)), op(ky.X, pad(D)), kBlk, -1.f}};
+      cta_gemm(kBlk, D, t, add_dw);
+    }
+    cta_gemm(kBlk, D, kBlk, op(ky.dNk, pad(kBlk), true), op(s.W, pad(D)),
+             [&](int r, int c, float v0, float v1) {
+               add_dk(r, c, v0 + load_ro(dkf + r * D + c), v1 + load_ro(dkf + r * D + c + 1));
+             });
   }
 
   // ---- transition: P = I - W^T Y, Y = T^T W
@@ -300,10 +307,14 @@ void block_backward_kernel(Params p) {
     cta_gemm(kBlk, D, kBlk, op(s.T, pad(kBlk), true), op(s.W, pad(D)), StoreBf16{tr.Y, pad(D)});
     cta_gemm(kBlk, D, D, op(s.W, pad(D)), op(tr.dP, pad(D)),
              [&](int r, int c, float v) { tr.dY[r * pad(D) + c] = __float2bfloat16(-v); });
-    cta_gemm(kBlk, D, D, op(tr.Y, pad(D)), op(tr.dP, pad(D), true), sub_dw);
     cta_gemm(kBlk, kBlk, D, op(s.W, pad(D)), op(tr.dY, pad(D), true),
              [&](int r, int c, float v) { s.dT[r * kFld + c] += v; });
-    cta_gemm(kBlk, D, kBlk, op(s.T, pad(kBlk)), op(tr.dY, pad(D)), add_dw);
+    // dW += T dY - Y dP^T (one reduction per element)
+    {
+      const Term t[2] = {{op(s.T, pad(kBlk)), op(tr.dY, pad(D)), kBlk, 1.f},
+                         {op(tr.Y, pad(D)), op(tr.dP, pad(D), true), D, -1.f}};
+      cta_gemm(kBlk, D, t, add_dw);
+    }
   }
 
   // ---- UT transform: T = Lam D, Lam = (I + sLower(D Gm))^-1 (fp32, recomputed)
@@ -318,10 +329,16 @@ void block_backward_kernel(Params p) {
     sync_cta();
     gram_lower_split<D>(s.W, ut.Wlo, ut.Gm);
     ut_inverse(ut.Gm, s.beta, ut.Lam);
-    for (int c = tid(); c < kBlk; c += nthreads()) {
+    // Four threads per column / row (lanes 4i..4i+3 of one warp), summed by shuffles: one
+    // thread per column left 192 of the 256 idle through a 64-long chain of shared loads.
+    static_assert(kBlk * 4 == 256, "four threads per row of the block (256 threads)");
+    const int rc = tid() / 4, part = tid() % 4;
+    {
       float sum = 0.f;
-      for (int r = c; r < kBlk; ++r) sum += s.dT[r * kFld + c] * ut.Lam[r * kFld + c];
-      s.dbt[c] += sum;
+      for (int r = rc + part; r < kBlk; r += 4) sum += s.dT[r * kFld + rc] * ut.Lam[r * kFld + rc];
+      sum += shfl_xor(sum, 1);
+      sum += shfl_xor(sum, 2);
+      if (part == 0) s.dbt[rc] += sum;
     }
     sync_cta();
     for (int e = tid(); e < kBlk * kBlk; e += nthreads())
@@ -329,14 +346,17 @@ void block_backward_kernel(Params p) {
     sync_cta();
     simt_gemm64(ut.Lam, true, s.dT, false, ut.Z, 1.f);    // Lam^T dLam
     simt_gemm64(ut.Z, false, ut.Lam, true, ut.dA, -1.f);  // dA = -Lam^T dLam Lam^T
-    for (int r = tid(); r < kBlk; r += nthreads()) {
+    {
+      const int r = rc;
       float sum = 0.f;
-      for (int c = 0; c < kBlk; ++c) {
+      for (int c = part; c < kBlk; c += 4) {
         const float da = c < r ? ut.dA[r * kFld + c] : 0.f;
         sum += da * ut.Gm[r * kFld + c];
         ut.dGm[r * pad(kBlk) + c] = __float2bfloat16(s.beta[r] * da);
       }
-      s.dbt[r] += sum;
+      sum += shfl_xor(sum, 1);
+      sum += shfl_xor(sum, 2);
+      if (part == 0) s.dbt[r] += sum;
     }
     sync_cta();
     const Term t[2] = {{op(ut.dGm, pad(kBlk)), op(s.W, pad(D)), kBlk, 1.f},
