@@ -18,7 +18,6 @@
 
 #include "kernels/attention/cuda/path/emu/emu.hpp"
 #define LCR_DEV inline
-#define LCR_DEV_NOINLINE inline
 #define LCR_HD inline
 #define LCR_KERNEL inline
 #define LCR_KERNEL_BOUNDS(threads, blocks) inline
@@ -29,10 +28,6 @@
 #include <cuda_runtime.h>
 #define LCR_PATHK pathk
 #define LCR_DEV __device__ __forceinline__
-// A device function kept out of line: the per-block kernels call the UT transform's pieces
-// twice each, and two inlined copies cost instruction-cache misses (ncu: no_instruction
-// stalls) more than the calls cost.
-#define LCR_DEV_NOINLINE __device__ __noinline__
 #define LCR_HD __host__ __device__ __forceinline__
 #define LCR_KERNEL __global__
 #define LCR_KERNEL_BOUNDS(threads, blocks) __global__ __launch_bounds__(threads, blocks)

@@ -26,7 +26,7 @@ LCR_DEV uint32_t pack_bf16_lo(float x, float y) {
 // that read two shared-memory words per multiply-add (Gm at D = 128 took a large part of
 // prep_kernel, whose warps stalled on fixed-latency dependencies, ncu 2026-12-01).
 template <int D>
-LCR_DEV_NOINLINE void gram_lower_split(const bf16* W, const bf16* Wlo, float* Gm) {
+LCR_DEV void gram_lower_split(const bf16* W, const bf16* Wlo, float* Gm) {
   const Term t[3] = {{op(W, pad(D)), op(W, pad(D), true), D, 1.f},
                      {op(W, pad(D)), op(Wlo, pad(D), true), D, 1.f},
                      {op(Wlo, pad(D)), op(W, pad(D), true), D, 1.f}};
@@ -41,7 +41,7 @@ LCR_DEV_NOINLINE void gram_lower_split(const bf16* W, const bf16* Wlo, float* Gm
 // 63 row steps with a barrier each. Lam may be Gm (in place: every entry of Gm is read by
 // one phase only, the one that writes Lam's entry there, and each phase reads all before it
 // writes). Needs 256 threads.
-LCR_DEV_NOINLINE void ut_inverse(const float* Gm, const float* beta, float* Lam) {
+LCR_DEV void ut_inverse(const float* Gm, const float* beta, float* Lam) {
   constexpr int kB0 = 8, kThreads = 256, kPer = kBlk * kBlk / 2 / kThreads;  // outputs, b = 32
   const int c = tid(), r0 = c - c % kB0;
   float x[kB0];  // Lam[r0 + i][c] (thread c < 64)
@@ -88,13 +88,11 @@ LCR_DEV_NOINLINE void ut_inverse(const float* Gm, const float* beta, float* Lam)
   for (int b = kB0; b < kBlk; b *= 2) {
     level_pass(b, [&](int i0, int, int j, int r) {  // X = L21 Lam11
       float acc = 0.f;
-      LCR_NO_UNROLL  // rolled: kernel code size (the per-block kernels stall on instruction fetch)
-          for (int l = j; l < b; ++l) acc += Gm[r * kFld + i0 + l] * Lam[(i0 + l) * kFld + i0 + j];
+      for (int l = j; l < b; ++l) acc += Gm[r * kFld + i0 + l] * Lam[(i0 + l) * kFld + i0 + j];
       return beta[r] * acc;
     });
     level_pass(b, [&](int i0, int i, int j, int r) {  // Lam21 = -Lam22 X
       float acc = Lam[r * kFld + i0 + j];             // Lam22's unit diagonal
-      LCR_NO_UNROLL
       for (int l = 0; l < i; ++l)
         acc += Lam[r * kFld + i0 + b + l] * Lam[(i0 + b + l) * kFld + i0 + j];
       return -acc;
@@ -104,8 +102,7 @@ LCR_DEV_NOINLINE void ut_inverse(const float* Gm, const float* beta, float* Lam)
 
 // C [64 x kFld] = op(A) op(B) for 64 x 64 fp32 tiles (kFld leading dimension), on the CUDA
 // cores: 256 threads, 4 x 4 outputs each. ta / tb: use the transpose of A / B.
-LCR_DEV_NOINLINE void simt_gemm64(const float* A, bool ta, const float* B, bool tb, float* C,
-                                  float alpha) {
+LCR_DEV void simt_gemm64(const float* A, bool ta, const float* B, bool tb, float* C, float alpha) {
   const int r0 = (tid() / 16) * 4, c0 = (tid() % 16) * 4;
   float acc[4][4] = {};
   for (int k = 0; k < kBlk; ++k) {
