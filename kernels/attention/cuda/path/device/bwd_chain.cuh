@@ -61,13 +61,21 @@ void outer_kernel(Params p, bool coarse) {
     xb = p.xf + row * D;
     out = p.dpf + (bh_kv * p.nb + c) * D * D;
   }
+  // Each warp owns a (16 MW) x (16 NW) block of the D x D sum (32 x 64 at D = 128): per k step
+  // MW + NW fragment loads for 2 MW NW products (16 x 16 tiles taken one by one, each loading
+  // its own A and B fragment, left the kernel on shared-memory loads, one per product).
   constexpr int kTiles = (D / 16) * (D / 16), kPerWarp = kTiles / 8;
-  float acc[kPerWarp][2][4] = {};
+  constexpr int MW = D == 128 ? 2 : 1, NW = kPerWarp / MW, RG = D / (16 * MW);  // RG row groups
+  static_assert(RG * (D / (16 * NW)) == 8, "8 warps tile the D x D sum");
+  const int wm0 = (warp() % RG) * 16 * MW, wn0 = (warp() / RG) * 16 * NW;
+  float acc[MW][NW][2][4] = {};
   const int nch = int((n + kBlk - 1) / kBlk);
   auto issue = [&](int ch, int buf) {
     const int valid = n - int64_t(ch) * kBlk < kBlk ? int(n - int64_t(ch) * kBlk) : kBlk;
-    async_tile(s.A + buf * kBlk * pad(D), pad(D), ga + int64_t(ch) * kBlk * D, D, kBlk, D, valid);
-    async_tile(s.Bm + buf * kBlk * pad(D), pad(D), xb + int64_t(ch) * kBlk * D, D, kBlk, D, valid);
+    async_rows<kBlk, D, 256>(s.A + buf * kBlk * pad(D), pad(D), ga + int64_t(ch) * kBlk * D, D,
+                             valid);
+    async_rows<kBlk, D, 256>(s.Bm + buf * kBlk * pad(D), pad(D), xb + int64_t(ch) * kBlk * D, D,
+                             valid);
   };
   issue(0, 0);
   cp_async_commit();
@@ -79,28 +87,32 @@ void outer_kernel(Params p, bool coarse) {
     const bf16* A = s.A + (ch & 1) * kBlk * pad(D);
     const bf16* Bm = s.Bm + (ch & 1) * kBlk * pad(D);
     LCR_UNROLL
-    for (int tt = 0; tt < kPerWarp; ++tt) {
-      const int tile = warp() * kPerWarp + tt;
-      const int m0 = (tile / (D / 16)) * 16, n0 = (tile % (D / 16)) * 16;
-      for (int k0 = 0; k0 < kBlk; k0 += 16) {
-        uint32_t a[4], bb[4];
-        load_a(a, op(A, pad(D), true), m0, k0);
-        load_b(bb, op(Bm, pad(D)), k0, n0);
-        mma_bf16(acc[tt][0], a, bb);
-        mma_bf16(acc[tt][1], a, bb + 2);
+    for (int k0 = 0; k0 < kBlk; k0 += 16) {
+      uint32_t a[MW][4];
+      LCR_UNROLL
+      for (int mi = 0; mi < MW; ++mi) load_a(a[mi], op(A, pad(D), true), wm0 + mi * 16, k0);
+      LCR_UNROLL
+      for (int ni = 0; ni < NW; ++ni) {
+        uint32_t bb[4];
+        load_b(bb, op(Bm, pad(D)), k0, wn0 + ni * 16);
+        LCR_UNROLL
+        for (int mi = 0; mi < MW; ++mi) {
+          mma_bf16(acc[mi][ni][0], a[mi], bb);
+          mma_bf16(acc[mi][ni][1], a[mi], bb + 2);
+        }
       }
     }
   }
   const int g = lane() >> 2, tq = lane() & 3;
   LCR_UNROLL
-  for (int tt = 0; tt < kPerWarp; ++tt) {
-    const int tile = warp() * kPerWarp + tt;
-    const int m0 = (tile / (D / 16)) * 16, n0 = (tile % (D / 16)) * 16;
+  for (int mi = 0; mi < MW; ++mi) LCR_UNROLL
+  for (int ni = 0; ni < NW; ++ni) {
+    const int m0 = wm0 + mi * 16, n0 = wn0 + ni * 16;
     LCR_UNROLL
     for (int jn = 0; jn < 2; ++jn) LCR_UNROLL
-    for (int i = 0; i < 4; ++i)
-      atomic_add(out + (m0 + g + (i >> 1) * 8) * D + n0 + jn * 8 + 2 * tq + (i & 1),
-                 acc[tt][jn][i]);
+    for (int hh = 0; hh < 2; ++hh)
+      atomic_add2(out + (m0 + g + hh * 8) * D + n0 + jn * 8 + 2 * tq, acc[mi][ni][jn][2 * hh],
+                  acc[mi][ni][jn][2 * hh + 1]);
   }
 }
 
