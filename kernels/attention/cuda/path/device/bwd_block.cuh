@@ -214,8 +214,10 @@ void block_backward_kernel(Params p) {
       if (c <= r) {
         const float s2 = hd.S[r * kFld + c];
         ds = fast_exp2(s2 - s.lse2[r]) * (v - s.dl[r]) * logit.dcap(s2);
-        atomic_add(&s.rs[r], ds);
-        atomic_add(&s.cs[c], ds);
+        if (p.fox()) {  // the FoX lanes' row and column sums (shared-memory atomics)
+          atomic_add(&s.rs[r], ds);
+          atomic_add(&s.cs[c], ds);
+        }
       }
       hd.G[r * pad(kBlk) + c] = __float2bfloat16(ds * p.scale);
     });

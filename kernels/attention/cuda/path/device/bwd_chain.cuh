@@ -146,9 +146,9 @@ void chain_backward_kernel(Params p) {
   convert_tile(cur, pad(D), p.dps + (bh * p.nS + sc) * D * D, D, D, D, D);
   for (int m = first; m <= last; ++m) {
     sync_cta();  // the previous step's readers are done
-    async_tile(s.suf, pad(D), p.suf + (bh * p.nb + m) * D * D, D, D, D, D);
-    async_tile(s.P, pad(D), p.pf + (bh * p.nb + m) * D * D, D, D, D, D);
-    async_tile(s.K, pad(D), p.kf + (bh * p.Lp + int64_t(m) * kBlk) * D, D, kBlk, D, kBlk);
+    async_rows<D, D, 256>(s.suf, pad(D), p.suf + (bh * p.nb + m) * D * D, D, D);
+    async_rows<D, D, 256>(s.P, pad(D), p.pf + (bh * p.nb + m) * D * D, D, D);
+    async_rows<kBlk, D, 256>(s.K, pad(D), p.kf + (bh * p.Lp + int64_t(m) * kBlk) * D, D, kBlk);
     cp_async_commit();
     float* dks = p.dks + (bh * p.Lp + int64_t(m) * kBlk) * D;
     convert_tile(s.dK, pad(D), dks, D, kBlk, D, kBlk);
@@ -156,10 +156,10 @@ void chain_backward_kernel(Params p) {
     sync_cta();
     float* dpm = p.dpf + (bh * p.nb + m) * D * D;
     cta_gemm(D, D, D, op(cur, pad(D)), op(s.suf, pad(D), true),
-             [&](int r, int c, float v) { atomic_add(&dpm[r * D + c], v); });
+             [&](int r, int c, float v0, float v1) { atomic_add2(&dpm[r * D + c], v0, v1); });
     float* dkf = p.dkf + (bh * p.Lp + int64_t(m) * kBlk) * D;
     cta_gemm(kBlk, D, D, op(s.dK, pad(D)), op(s.suf, pad(D), true),
-             [&](int r, int c, float v) { atomic_add(&dkf[r * D + c], v); });
+             [&](int r, int c, float v0, float v1) { atomic_add2(&dkf[r * D + c], v0, v1); });
     const Term terms[2] = {{op(s.P, pad(D), true), op(cur, pad(D)), D, 1.f},
                            {op(s.K, pad(D), true), op(s.dK, pad(D)), kBlk, 1.f}};
     cta_gemm(D, D, terms, StoreBf16{nxt, pad(D)});
