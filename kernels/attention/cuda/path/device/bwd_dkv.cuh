@@ -64,12 +64,26 @@ void dkv_kernel(Params p) {
     const int qvalid = p.L - q0 < kBlk ? p.L - q0 : kBlk;
     async_tile(s.dO + buf * kBlk * pad(D), pad(D), p.dout + ((int64_t(b) * p.L + q0) * p.H + h) * D,
                int64_t(p.H) * D, kBlk, D, qvalid);
-    for (int r = tid(); r < kBlk; r += nthreads()) {
-      const bool ok = r < qvalid;
-      s.lse2[buf * kBlk + r] = ok ? p.lse_in[bh * p.L + q0 + r] * kLog2e : INFINITY;
-      s.dl[buf * kBlk + r] = p.delta[bh * p.Lp + q0 + r];
-      s.fq[buf * kBlk + r] = ok && p.fox() ? p.fox_q[(int64_t(b) * p.L + q0 + r) * p.H + h] : 0.f;
-    }
+  };
+  // The staged block's per-row values (thread r < 64: row r): loaded into registers when the
+  // block's tiles are issued, stored to shared memory after the current step's products, so
+  // the loads' latency hides behind them (stored at once, they held warps 0-1 back a round
+  // trip every step, and the step's barrier held everyone with them).
+  struct RowVals {
+    float lse2, dl, fq;
+  };
+  auto row_vals = [&](int gi, int qb) {
+    const int h = hk * G + gi, q0 = qb * kBlk, r = tid();
+    const int64_t bh = int64_t(b) * p.H + h;
+    const bool ok = q0 + r < p.L;
+    return RowVals{ok ? load_ro(p.lse_in + bh * p.L + q0 + r) * kLog2e : INFINITY,
+                   load_ro(p.delta + bh * p.Lp + q0 + r),
+                   ok && p.fox() ? load_ro(p.fox_q + (int64_t(b) * p.L + q0 + r) * p.H + h) : 0.f};
+  };
+  auto store_rows = [&](const RowVals& v, int buf) {
+    s.lse2[buf * kBlk + tid()] = v.lse2;
+    s.dl[buf * kBlk + tid()] = v.dl;
+    s.fq[buf * kBlk + tid()] = v.fq;
   };
 
   float dv[D / 8][4] = {}, dk[D / 8][4];
@@ -84,11 +98,15 @@ void dkv_kernel(Params p) {
     const bf16* keys = (coarse ? p.ks : p.kf) + (bh_kv * p.Lp + key0) * D;
     async_tile(s.K, pad(D), keys, D, kBlk, D, kBlk);
     if (n > 0) stage(coarse, 0, qbase, 0);
+    if (n > 0 && tid() < kBlk) store_rows(row_vals(0, qbase), 0);
     cp_async_commit();
     for (int i = 0; i < n; ++i) {
       cp_async_wait<0>();
       sync_cta();
-      if (i + 1 < n) stage(coarse, (i + 1) / nq, qbase + (i + 1) % nq, (i + 1) & 1);
+      const bool next = i + 1 < n, rows = next && tid() < kBlk;
+      RowVals nv{};
+      if (next) stage(coarse, (i + 1) / nq, qbase + (i + 1) % nq, (i + 1) & 1);
+      if (rows) nv = row_vals((i + 1) / nq, qbase + (i + 1) % nq);
       cp_async_commit();
       const int gi = i / nq, h = hk * G + gi, buf = i & 1;
       const bf16* X = s.X + buf * kBlk * pad(D);
@@ -153,6 +171,7 @@ void dkv_kernel(Params p) {
         const float c = quad_sum(csum[hh]);
         if (tq == 0) s.dfk[gi * kBlk + w * 16 + g + 8 * hh] -= c;
       }
+      if (rows) store_rows(nv, (i + 1) & 1);  // buffer (i + 1) & 1 is read after the next barrier
     }
     float* dst = (coarse ? p.dks : p.dkf) + (bh_kv * p.Lp + key0) * D;
     LCR_UNROLL
