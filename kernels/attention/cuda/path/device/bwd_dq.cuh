@@ -1,7 +1,7 @@
 #pragma once
 // Backward: the queries' side, one CTA per (128-row query tile, query head, batch), 8 warps
-// of 16 rows or 4 of 32 (DqSmem). The adjoint of the scan runs left to right. With r^(u) = sum over
-// the key tiles of segment u of dS K (dS = P (dP - delta), times the scale):
+// of 16 rows or 4 of 32 (DqSmem). The adjoint of the scan runs left to right. With r^(u) =
+// sum over the key tiles of segment u of dS K (dS = P (dP - delta), times the scale):
 //   coarse, u = 0 .. s-1:   g^(u) = r^(u) + P^u^T g^(u-1)    (g^(-1) = 0; row form g P^u)
 //   fine, c = first .. a-1:  g^(c) = r^(c) + P_c^T g^(c-1)     (g^(first-1) = g^(s-1))
 //   d q~ = g^(a-1)  -> dqf
