@@ -1,7 +1,7 @@
 #pragma once
 // The forward scan, one CTA per (query tile of 128 rows = fine blocks a0 = 2t, a1 = 2t + 1;
 // query head h; batch b). Each warp owns 16 MT rows and keeps its rows' carried queries x in
-// its own shared buffer (bf16, rewritten in place by each transition), the output
+// its own shared buffers (bf16; two, or one rewritten in place: FwdSmem), the output
 // accumulator and the online-softmax state in registers. Starting from the intra-block state
 // (prep.cuh) and x = q~:
 //   step 0 (a1's rows only): keys of block a0 (k~); then x <- P_a0 x for a1's rows.
@@ -62,27 +62,65 @@ LCR_DEV int scan_steps(const Params& p, int a0, int sg, int kn) {
 template <int D, int MT, int KN>
 struct FwdSmem {
   static constexpr int kWarps = kTileRows / (16 * MT);
-  // Each warp keeps one query buffer, which the transition rewrites in place. At D = 128 with
-  // 32-row warps (four warps of up to 255 registers) two CTAs fit an SM's registers but not,
-  // with a transition tile of its own, its shared memory (139 KB): there (kCompact) the
-  // transition is staged in the K/V stage its step has just finished with: 102 KiB, two CTAs
-  // per SM.
+  // At D = 128 with 32-row warps (four warps of up to 255 registers) two CTAs fit an SM's
+  // registers but not, with two query buffers per warp and a transition tile of their own
+  // (174 KB), its shared memory. There (kCompact) each warp keeps one query buffer, which the
+  // transition rewrites in place, and the transition is staged in the K/V stage its step has
+  // just finished with: 102 KiB, two CTAs per SM.
   static constexpr bool kCompact = D == 128 && MT == 2;
+  static constexpr int kXBufs = kCompact ? 1 : 2;
   static constexpr int kStage = 2 * KN * pad(D);  // one stage: K [KN x pad(D)], then V
   static_assert(!kCompact || D * pad(D) <= kStage, "a transition must fit one K/V stage");
-  bf16 *X, *KV, *P;  // X: [warp][16 MT x pad(D)], KV: [2][kStage], P: D x pad(D)
+  bf16 *X, *KV, *P;  // X: [warp][kXBufs][16 MT x pad(D)], KV: [2][kStage], P: D x pad(D)
   static LCR_HD std::size_t carve(SmemCarver& c, FwdSmem* s) {
     FwdSmem t;
-    t.X = c.take<bf16>(kWarps * 16 * MT * pad(D));
+    t.X = c.take<bf16>(kWarps * kXBufs * 16 * MT * pad(D));
     t.KV = c.take<bf16>(2 * kStage);
     t.P = kCompact ? nullptr : c.take<bf16>(D * pad(D));
     if (s) *s = t;
     return c.off;
   }
-  LCR_DEV bf16* x(int w) const { return X + w * 16 * MT * pad(D); }
+  LCR_DEV bf16* x(int w, int buf) const { return X + (w * kXBufs + buf) * 16 * MT * pad(D); }
   LCR_DEV bf16* k(int buf) const { return KV + buf * kStage; }
   LCR_DEV bf16* v(int buf) const { return KV + buf * kStage + KN * pad(D); }
 };
+
+// X_out = X_in P^T for a warp's 16 MT rows (x <- P x per row), 32 output columns at a time.
+template <int D, int MT>
+LCR_DEV void warp_transition(const bf16* xin, bf16* xout, const bf16* P) {
+  const int g = lane() >> 2, tq = lane() & 3;
+  for (int nc = 0; nc < D; nc += 32) {
+    float t[MT][4][4];
+    LCR_UNROLL
+    for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+    for (int j = 0; j < 4; ++j) LCR_UNROLL
+    for (int i = 0; i < 4; ++i) t[mt][j][i] = 0.f;
+    LCR_UNROLL
+    for (int k0 = 0; k0 < D; k0 += 16) {
+      uint32_t a[MT][4];
+      LCR_UNROLL
+      for (int mt = 0; mt < MT; ++mt) load_a(a[mt], op(xin, pad(D)), mt * 16, k0);
+      LCR_UNROLL
+      for (int np = 0; np < 2; ++np) {
+        uint32_t bb[4];
+        load_b(bb, op(P, pad(D), true), k0, nc + np * 16);
+        LCR_UNROLL
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(t[mt][2 * np], a[mt], bb);
+          mma_bf16(t[mt][2 * np + 1], a[mt], bb + 2);
+        }
+      }
+    }
+    LCR_UNROLL
+    for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
+    for (int j = 0; j < 4; ++j) LCR_UNROLL
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = mt * 16 + g + 8 * hh, c = nc + j * 8 + 2 * tq;
+      *reinterpret_cast<uint32_t*>(xout + r * pad(D) + c) =
+          pack_bf16(t[mt][j][2 * hh], t[mt][j][2 * hh + 1]);
+    }
+  }
+}
 
 // x <- P x in place for a warp's 16 MT rows (X = X P^T): each 16-row group's whole output
 // (16 x D fp32, D / 2 registers per lane) is formed before any of it is written back.
@@ -246,7 +284,8 @@ void forward_kernel(Params p) {
   for (int e = tid(); e < kTileRows * D / 2; e += nthreads()) {
     const int r = e / (D / 2), c = (e % (D / 2)) * 2;
     const float* src = p.qf + (bh * p.Lp + t * kTileRows + r) * D + c;
-    *reinterpret_cast<uint32_t*>(s.x(r / RW) + (r % RW) * pad(D) + c) = pack_bf16(src[0], src[1]);
+    *reinterpret_cast<uint32_t*>(s.x(r / RW, 0) + (r % RW) * pad(D) + c) =
+        pack_bf16(src[0], src[1]);
   }
   RowState<D, MT> st;
   LCR_UNROLL
@@ -285,6 +324,7 @@ void forward_kernel(Params p) {
   // stage i & 1 once every warp is done with its keys (that load is not overlapped; the SM's
   // other CTA runs meanwhile).
   const int nsteps = scan_steps(p, a0, sg, KN);
+  int cur = 0;
   issue_kv(scan_step(p, 0, a0, sg, bh_kv, KN), 0);
   cp_async_commit();
   for (int i = 0; i < nsteps; ++i) {
@@ -297,9 +337,9 @@ void forward_kernel(Params p) {
     const bool active = !sp.a1_only || w >= NW / 2;
     if (active) {
       if (sp.coarse)
-        scan_tile<D, MT, KN>(p, logit, s.x(w), s.k(i & 1), s.v(i & 1), sp.key0, b, h, st);
+        scan_tile<D, MT, KN>(p, logit, s.x(w, cur), s.k(i & 1), s.v(i & 1), sp.key0, b, h, st);
       else
-        scan_tile<D, MT, kBlk>(p, logit, s.x(w), s.k(i & 1), s.v(i & 1), sp.key0, b, h, st);
+        scan_tile<D, MT, kBlk>(p, logit, s.x(w, cur), s.k(i & 1), s.v(i & 1), sp.key0, b, h, st);
     }
     if (sp.trans) {
       if constexpr (Smem::kCompact) {
@@ -309,7 +349,14 @@ void forward_kernel(Params p) {
       }
       cp_async_wait<0>();
       sync_cta();
-      if (active) warp_transition_in_place<D, MT>(s.x(w), Smem::kCompact ? s.k(i & 1) : s.P);
+      if (active) {
+        if constexpr (Smem::kCompact) {
+          warp_transition_in_place<D, MT>(s.x(w, 0), s.k(i & 1));
+        } else {
+          warp_transition<D, MT>(s.x(w, cur), s.x(w, cur ^ 1), s.P);
+          cur ^= 1;
+        }
+      }
     }
   }
 
