@@ -88,7 +88,7 @@ LCR_DEV void dq_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* X
   for (int i = 0; i < 4; ++i) sr[mt][nt][i] = dp[mt][nt][i] = 0.f;
   // S and dP in one k loop, or, where registers are short (32-row warps at D = 128 hold 128
   // accumulator registers already), one after the other: fewer operand fragments live at once.
-  constexpr int kPasses = D == 128 && MT == 2 ? 2 : 1;
+  constexpr int kPasses = DqSmem<D, MT>::kCompact ? 2 : 1;
   LCR_UNROLL
   for (int pass = 0; pass < kPasses; ++pass) {
     const bool do_s = kPasses == 1 || pass == 0, do_p = kPasses == 1 || pass == 1;
