@@ -10,19 +10,16 @@
 //   dV += P^T dO, dK += scale dS^T X, FoX key lane -= column sums of dS.
 // dV and the FoX key lane are written (the block kernel adds the intra-block parts).
 // With kSums (Args::bwd_dq == kDqSums) the pair's d q~ piece dS K is formed here too, from dS^T
-// staged in shared memory, and written through the step's X / dO stage (dead by then) with one
-// bulk copy per row: added onto the coarse sums r^(s_j) (rc, by the R key tiles of superchunk
-// s_j: cp.reduce.async.bulk, whole lines at the L2; per-element red.global of the same 16 GB
-// at (1,16,16384,128) took dkv from 8.2 to ~13.5 ms) or stored as the fine sum r^(j) (rf, this
-// tile's only). Two more barriers per step. The FoX query lane's row sums of dS are added onto
-// dfox_q. dq_kernel<kSums> walks the sums.
+// staged in shared memory (one more barrier per step): added onto the coarse sums r^(s_j) (rc,
+// by the R key tiles of superchunk s_j) or stored as the fine sum r^(j) (rf, this tile's only),
+// and the FoX query lane's row sums of dS are added onto dfox_q; dq_kernel<kSums> walks them.
 #include "kernels/attention/cuda/path/device/forward.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 
 template <int D>
 struct DkvSmem {
-  bf16 *K, *V, *XdO;      // K, V: 64 x pad(D); XdO: [2][X 64 x pad(D), then dO 64 x pad(D)]
+  bf16 *K, *V, *X, *dO;   // K, V: 64 x pad(D); X, dO: [2][64 x pad(D)]
   float *lse2, *dl, *fq;  // [2][64] per query row of the staged block
   float* dfk;             // [G][64] FoX key-lane gradient per head
   bf16* dS;               // kSums: dS^T of the step, 64 keys x pad(64) (else null)
@@ -30,7 +27,8 @@ struct DkvSmem {
     DkvSmem t;
     t.K = c.take<bf16>(kBlk * pad(D));
     t.V = c.take<bf16>(kBlk * pad(D));
-    t.XdO = c.take<bf16>(2 * kStage);
+    t.X = c.take<bf16>(2 * kBlk * pad(D));
+    t.dO = c.take<bf16>(2 * kBlk * pad(D));
     t.lse2 = c.take<float>(2 * kBlk);
     t.dl = c.take<float>(2 * kBlk);
     t.fq = c.take<float>(2 * kBlk);
@@ -39,13 +37,6 @@ struct DkvSmem {
     if (s) *s = t;
     return c.off;
   }
-  static constexpr int kStage = 2 * kBlk * pad(D);  // bf16 elements of one X + dO stage
-  LCR_DEV bf16* x(int buf) const { return XdO + buf * kStage; }
-  LCR_DEV bf16* dO(int buf) const { return XdO + buf * kStage + kBlk * pad(D); }
-  // kSums: the stage as fp32 64 x pad(D) rows (the same bytes), for the bulk copies: a row
-  // stride of D + 8 words keeps the fragments' float2 stores at two wavefronts per warp.
-  LCR_DEV float* sums(int buf) const { return reinterpret_cast<float*>(x(buf)); }
-  static_assert(kBlk * pad(D) * sizeof(float) == kStage * sizeof(bf16), "fp32 rows fill a stage");
 };
 
 template <int D, int kMode, bool kSums>
@@ -75,9 +66,9 @@ void dkv_kernel(Params p) {
     const int64_t bh = int64_t(b) * p.H + h;
     const bf16* x = coarse ? p.zc + (bh * p.zrows + p.zrow(sj, q0)) * D
                            : p.xf + ((bh * p.R + (j - first)) * p.Lp + q0) * D;
-    async_tile(s.x(buf), pad(D), x, D, kBlk, D, kBlk);
+    async_tile(s.X + buf * kBlk * pad(D), pad(D), x, D, kBlk, D, kBlk);
     const int qvalid = p.L - q0 < kBlk ? p.L - q0 : kBlk;
-    async_tile(s.dO(buf), pad(D), p.dout + ((int64_t(b) * p.L + q0) * p.H + h) * D,
+    async_tile(s.dO + buf * kBlk * pad(D), pad(D), p.dout + ((int64_t(b) * p.L + q0) * p.H + h) * D,
                int64_t(p.H) * D, kBlk, D, qvalid);
   };
   // The staged block's per-row values (thread r < 64: row r): loaded into registers when the
@@ -109,8 +100,7 @@ void dkv_kernel(Params p) {
     LCR_UNROLL
     for (int nt = 0; nt < D / 8; ++nt) LCR_UNROLL
     for (int i = 0; i < 4; ++i) dk[nt][i] = 0.f;
-    if (kSums && tid() < kBlk) bulk_wait_read();
-    sync_cta();  // the previous level's readers of K (and bulk copies of the stages) are done
+    sync_cta();  // the previous level's readers of K are done
     const bf16* keys = (coarse ? p.ks : p.kf) + (bh_kv * p.Lp + key0) * D;
     async_tile(s.K, pad(D), keys, D, kBlk, D, kBlk);
     if (n > 0) stage(coarse, 0, qbase, 0);
@@ -118,7 +108,6 @@ void dkv_kernel(Params p) {
     cp_async_commit();
     for (int i = 0; i < n; ++i) {
       cp_async_wait<0>();
-      if (kSums && tid() < kBlk) bulk_wait_read();  // the stage loaded below is step i-1's
       sync_cta();
       const bool next = i + 1 < n, rows = next && tid() < kBlk;
       RowVals nv{};
@@ -126,8 +115,8 @@ void dkv_kernel(Params p) {
       if (rows) nv = row_vals((i + 1) / nq, qbase + (i + 1) % nq);
       cp_async_commit();
       const int gi = i / nq, h = hk * G + gi, buf = i & 1;
-      const bf16* X = s.x(buf);
-      const bf16* dO = s.dO(buf);
+      const bf16* X = s.X + buf * kBlk * pad(D);
+      const bf16* dO = s.dO + buf * kBlk * pad(D);
       const float* lse2 = s.lse2 + buf * kBlk;
       const float* dl = s.dl + buf * kBlk;
       const float* fq = s.fq + buf * kBlk;
@@ -226,26 +215,21 @@ void dkv_kernel(Params p) {
             mma_bf16(dq[2 * np + 1], a, bk + 2);
           }
         }
-        // Through the step's stage (every warp passed the barrier after its dK, dV products).
-        float* st = s.sums(buf);
+        const int q0 = (qbase + i % nq) * kBlk;
+        const int64_t bh = int64_t(b) * p.H + h;
         LCR_UNROLL
         for (int hh = 0; hh < 2; ++hh) {
-          const int r = w * 16 + g + 8 * hh;
+          const int row = q0 + w * 16 + g + 8 * hh;
+          if (row >= p.L) continue;  // dS is zero there; dq_kernel does not read these rows
+          float* dst = coarse ? p.rc + (bh * p.zrows + p.zrow(sj, row)) * D
+                              : p.rf + ((bh * p.R + (j - first)) * p.Lp + row) * D;
           LCR_UNROLL
-          for (int nt = 0; nt < D / 8; ++nt)
-            store_f32x2(st + r * pad(D) + nt * 8 + 2 * tq, dq[nt][2 * hh], dq[nt][2 * hh + 1]);
-        }
-        fence_proxy_async();
-        sync_cta();
-        if (tid() < kBlk) {  // row q0 + tid(): rows past L carry zeros (dS is zero there)
-          const int row = (qbase + i % nq) * kBlk + tid();
-          const int64_t bh = int64_t(b) * p.H + h;
-          if (coarse)
-            bulk_add(p.rc + (bh * p.zrows + p.zrow(sj, row)) * D, st + tid() * pad(D), D * 4);
-          else
-            bulk_store(p.rf + ((bh * p.R + (j - first)) * p.Lp + row) * D, st + tid() * pad(D),
-                       D * 4);
-          bulk_commit();
+          for (int nt = 0; nt < D / 8; ++nt) {
+            if (coarse)
+              atomic_add2(dst + nt * 8 + 2 * tq, dq[nt][2 * hh], dq[nt][2 * hh + 1]);
+            else
+              store_f32x2(dst + nt * 8 + 2 * tq, dq[nt][2 * hh], dq[nt][2 * hh + 1]);
+          }
         }
       }
       if (rows) store_rows(nv, (i + 1) & 1);  // buffer (i + 1) & 1 is read after the next barrier
@@ -261,7 +245,6 @@ void dkv_kernel(Params p) {
       }
     }
   }
-  if (kSums && tid() < kBlk) bulk_wait();
   sync_cta();  // dfk complete
   LCR_UNROLL
   for (int hh = 0; hh < 2; ++hh) {

@@ -181,55 +181,6 @@ LCR_DEV void cp_async_wait() {
 #endif
 }
 
-// Bulk copies shared -> global by the async proxy (sm_90 cp.async.bulk; the emulator does
-// them at once): a plain copy, or an fp32 add at the L2 (cp.reduce.async.bulk .add.f32, whole
-// lines, where red.global works per 32-byte sector). Addresses 16-byte aligned, bytes a multiple
-// of 16. The writers of the shared source call fence_proxy_async() and then a barrier before
-// one thread issues; that thread waits (bulk_wait_read) before the source is written again.
-LCR_DEV void fence_proxy_async() {
-#if !defined(LCR_CUDA_EMU)
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-LCR_DEV void bulk_store(float* dst, const float* smem, int bytes) {
-#if defined(LCR_CUDA_EMU)
-  for (int i = 0; i < bytes / 4; ++i) dst[i] = smem[i];
-#else
-  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(s),
-               "r"(bytes)
-               : "memory");
-#endif
-}
-LCR_DEV void bulk_add(float* dst, const float* smem, int bytes) {
-#if defined(LCR_CUDA_EMU)
-  for (int i = 0; i < bytes / 4; ++i) dst[i] += smem[i];
-#else
-  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
-  asm volatile(
-      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
-      "r"(s), "r"(bytes)
-      : "memory");
-#endif
-}
-LCR_DEV void bulk_commit() {
-#if !defined(LCR_CUDA_EMU)
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-#endif
-}
-// This thread's bulk copies have read their shared source (it may be written again).
-LCR_DEV void bulk_wait_read() {
-#if !defined(LCR_CUDA_EMU)
-  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-#endif
-}
-// This thread's bulk copies are complete.
-LCR_DEV void bulk_wait() {
-#if !defined(LCR_CUDA_EMU)
-  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-#endif
-}
-
 // Row-wise reductions over the 4 lanes that share a row of a C fragment.
 LCR_DEV float quad_max(float v) {
   v = fmaxf(v, shfl_xor(v, 1));
