@@ -59,7 +59,6 @@ cuda::path::Args args_of(const GpuCase& c) {
   a.warp_rows = c.warp_rows;
   a.bwd_warp_rows = c.bwd_warp_rows;
   a.scan_keys = c.scan_keys;
-  a.bwd_dq = c.bwd_dq;
   return a;
 }
 

@@ -151,10 +151,6 @@ std::vector<GpuCase> gpu_cases() {
         }
         c.name = case_name(D, fox, L, extra.c_str());
         cs.push_back(c);
-        if (L >= 129) {  // the same case with d q~ formed by the key side (kDqSums)
-          c.bwd_dq = cuda::path::kDqSums, c.seed += 1000, c.name += "_sums";
-          cs.push_back(c);
-        }
       }
   GpuCase n2;
   n2.L = 129, n2.superchunk = 128, n2.beta = pathtest::BetaDraw::NearTwo, n2.seed = 7;
@@ -213,16 +209,6 @@ std::vector<GpuCase> emu_cases() {
   f.L = 200, f.fox = true, f.softcap = 8.f, f.seed = 17;
   f.name = "PaTHFoX_D128_L200_S128_wr32_bwr32_cap8";
   cs.push_back(f);
-  // d q~ from the key side (kDqSums): the dkv kernel's sums, then dq's walk alone; FoX lanes
-  // (their query-side sums move to dkv too), 16- and 32-row walks, both widths, GQA.
-  GpuCase s1 = e;
-  s1.superchunk = 128, s1.bwd_dq = cuda::path::kDqSums, s1.bwd_warp_rows = 16, s1.seed = 18;
-  s1.name = "PaTHFoX_D64_L300_S128_wr16_kn128_bwr16_sums";
-  cs.push_back(s1);
-  GpuCase s2 = f;
-  s2.bwd_dq = cuda::path::kDqSums, s2.seed = 19;
-  s2.name = "PaTHFoX_D128_L200_S128_wr32_bwr32_cap8_sums";
-  cs.push_back(s2);
   return cs;
 }
 
@@ -265,7 +251,6 @@ TEST(CudaPathArgs, RejectsBadInputWithAClearError) {
   bad([](auto& a) { a.superchunk = 100; }, "superchunk=100");
   bad([](auto& a) { a.warp_rows = 8; }, "warp_rows=8");
   bad([](auto& a) { a.bwd_warp_rows = 8; }, "bwd_warp_rows=8");
-  bad([](auto& a) { a.bwd_dq = 3; }, "bwd_dq=3");
   bad([](auto& a) { a.scan_keys = 32; }, "scan_keys=32");
   bad([](auto& a) { a.D = 128, a.scan_keys = 128; }, "scan_keys=128");
   // The backward writes and adds its gradients as float pairs: a 4-byte-aligned dq is refused

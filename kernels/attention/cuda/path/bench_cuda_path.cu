@@ -3,16 +3,15 @@
 //
 //   bench_cuda_path [--shapes "B,H,L,D;..."] [--fox] [--no-autotune] [--profile] [--reps N]
 //                   [--chunks "Lc,Lc,..."] [--warp-rows 16|32]
-//                   [--bwd-warp-rows 16|32] [--bwd-dq recompute|sums]
+//                   [--bwd-warp-rows 16|32]
 //
 // Autotunes like Triton does: times every built variant of the tuning knobs (path.hpp:
-// warp_rows x scan_keys for the forward, then bwd_warp_rows x bwd_dq for the backward), then with
-// the fastest of those the chunked form (chunked.hpp) at each chunk length of --chunks that divides
-// L (default 1024,2048,4096,8192; "0": none), prints each as "  variant ..." and then one headline
-// line per shape and scheme with the fastest forward + backward, e.g.
+// warp_rows x scan_keys for the forward, then bwd_warp_rows for the backward), then with the
+// fastest of those the chunked form (chunked.hpp) at each chunk length of --chunks that
+// divides L (default 1024,2048,4096,8192; "0": none), prints each as "  variant ..." and then
+// one headline line per shape and scheme with the fastest forward + backward, e.g.
 //   lcr-path PaTH B=1 H=16 L=16384 D=64 superchunk=1024 warp_rows=16 scan_keys=128
-//     bwd_warp_rows=32 bwd_dq=sums chunk=2048 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3
-//     bwd_tflops=140.2
+//     bwd_warp_rows=32 chunk=2048 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2
 //     finite=1
 // (chunk=0: the whole-sequence kernels.)
 // FLOPs are counted as 4 B H L^2 D / 2 forward and 2.5 times that backward (the convention
@@ -20,8 +19,8 @@
 // CUDA events around each call; inputs are fresh random data (q, k, v ~ N(0, 1) in bf16, w
 // unit rows, beta = 2 sigmoid(N(0, 1)), FoX gates log sigmoid(2 + N(0, 1)) summed).
 // --no-autotune times the automatic choices only (and the automatic chunk length), or with
-// --warp-rows / --bwd-warp-rows / --bwd-dq those variants (for a profiler); --profile prints each
-// kernel's time once (forward, then backward) for the fastest variant.
+// --warp-rows / --bwd-warp-rows those variants (for a profiler); --profile prints each kernel's
+// time once (forward, then backward) for the fastest variant.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -124,7 +123,7 @@ struct Shape {
 };
 
 void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
-         const std::vector<int>& chunks, int warp_rows, int bwd_warp_rows, int bwd_dq) {
+         const std::vector<int>& chunks, int warp_rows, int bwd_warp_rows) {
   const std::size_t nq = std::size_t(s.B) * s.L * s.H * s.D, nr = std::size_t(s.B) * s.L * s.H;
   Args a;
   a.B = s.B, a.H = s.H, a.Hkv = s.H, a.L = s.L, a.D = s.D;
@@ -159,9 +158,7 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   if (fox) g.dfox_q = dalloc<float>(nr), g.dfox_k = dalloc<float>(nr);
   const double flops = 4.0 * s.B * s.H * double(s.L) * s.L * s.D / 2;
   const std::size_t fws = lcr::cuda::path::forward_workspace_bytes(a);
-  Args sums = a;  // the larger backward workspace
-  sums.bwd_dq = lcr::cuda::path::kDqSums;
-  const std::size_t bws = lcr::cuda::path::backward_workspace_bytes(sums);
+  const std::size_t bws = lcr::cuda::path::backward_workspace_bytes(a);
   void* ws = dalloc<unsigned char>(std::max(fws, bws));
   auto fwd = [&] { lcr::cuda::path::forward(a, o, lse, ws, fws, nullptr); };
   auto bwd = [&] { lcr::cuda::path::backward(a, o, lse, dout, g, ws, bws, nullptr); };
@@ -188,24 +185,19 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   }
   a.warp_rows = bf.wr, a.scan_keys = bf.kn;
   fwd();
-  struct Bv {
-    int wr, dq;
-  };
-  using lcr::cuda::path::kDqRecompute, lcr::cuda::path::kDqSums;
-  std::vector<Bv> bvs{{bwd_warp_rows, bwd_dq}};
-  if (autotune) bvs = {{16, kDqRecompute}, {32, kDqRecompute}, {16, kDqSums}, {32, kDqSums}};
-  auto dq_name = [](int dq) { return dq == kDqSums ? "sums" : dq ? "recompute" : "auto"; };
+  std::vector<int> bvs{bwd_warp_rows};
+  if (autotune) bvs = {16, 32};
   double best_b = 1e30;
-  Bv bb = bvs[0];
-  for (const Bv& bv : bvs) {
-    a.bwd_warp_rows = bv.wr, a.bwd_dq = bv.dq;
+  int bb = bvs[0];
+  for (int bw : bvs) {
+    a.bwd_warp_rows = bw;
     const double ms = median_ms(reps, bwd);
     if (autotune)
-      std::printf("  variant %s D=%d L=%d backward bwd_warp_rows=%d bwd_dq=%s bwd_ms=%.3f\n",
-                  scheme, s.D, s.L, bv.wr, dq_name(bv.dq), ms);
-    if (ms < best_b) best_b = ms, bb = bv;
+      std::printf("  variant %s D=%d L=%d backward bwd_warp_rows=%d bwd_ms=%.3f\n", scheme, s.D,
+                  s.L, bw, ms);
+    if (ms < best_b) best_b = ms, bb = bw;
   }
-  a.bwd_warp_rows = bb.wr, a.bwd_dq = bb.dq;
+  a.bwd_warp_rows = bb;
   // The chunked form with the fastest variant's settings, per chunk length dividing L.
   const double whole_f = best_f, whole_b = best_b;
   int best_chunk = 0, fastest_chunked = 0;
@@ -236,9 +228,9 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   for (auto x : gh) finite = finite && std::isfinite(x);
   std::printf(
       "lcr-path %s B=%d H=%d L=%d D=%d superchunk=%d warp_rows=%d scan_keys=%d bwd_warp_rows=%d "
-      "bwd_dq=%s chunk=%d fwd_ms=%.3f bwd_ms=%.3f fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
-      scheme, s.B, s.H, s.L, s.D, plan.R * 64, bf.wr, bf.kn, bb.wr, dq_name(bb.dq), best_chunk,
-      best_f, best_b, flops / best_f * 1e-9, 2.5 * flops / best_b * 1e-9, int(finite));
+      "chunk=%d fwd_ms=%.3f bwd_ms=%.3f fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
+      scheme, s.B, s.H, s.L, s.D, plan.R * 64, bf.wr, bf.kn, bb, best_chunk, best_f, best_b,
+      flops / best_f * 1e-9, 2.5 * flops / best_b * 1e-9, int(finite));
   std::fflush(stdout);
   if (profile) {  // the whole-sequence kernels, then the fastest chunked form
     std::printf("  profile whole-sequence (fwd %.3f ms, bwd %.3f ms)\n", whole_f, whole_b);
@@ -270,7 +262,7 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
 int main(int argc, char** argv) {
   std::vector<Shape> shapes{{1, 16, 16384, 64}, {1, 16, 16384, 128}, {1, 8, 65536, 64}};
   bool fox = false, autotune = true, profile = false;
-  int reps = 10, warp_rows = 0, bwd_warp_rows = 0, bwd_dq = 0;
+  int reps = 10, warp_rows = 0, bwd_warp_rows = 0;
   std::vector<int> chunks{1024, 2048, 4096, 8192};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -284,16 +276,6 @@ int main(int argc, char** argv) {
       warp_rows = std::atoi(argv[++i]);
     } else if (arg == "--bwd-warp-rows" && i + 1 < argc) {
       bwd_warp_rows = std::atoi(argv[++i]);
-    } else if (arg == "--bwd-dq" && i + 1 < argc) {
-      const std::string v = argv[++i];
-      bwd_dq = v == "sums"        ? lcr::cuda::path::kDqSums
-               : v == "recompute" ? lcr::cuda::path::kDqRecompute
-                                  : -1;
-      if (bwd_dq < 0) {
-        std::fprintf(stderr, "bench_cuda_path: --bwd-dq takes recompute or sums, not %s\n",
-                     v.c_str());
-        return 2;
-      }
     } else if (arg == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--chunks" && i + 1 < argc) {
@@ -319,15 +301,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes \"B,H,L,D;...\"] [--fox] [--no-autotune] [--profile] "
-                   "[--reps N] [--chunks \"Lc,...\"] [--warp-rows 16|32] [--bwd-warp-rows 16|32] "
-                   "[--bwd-dq recompute|sums]\n",
+                   "[--reps N] [--chunks \"Lc,...\"] [--warp-rows 16|32] [--bwd-warp-rows 16|32]\n",
                    argv[0]);
       return 2;
     }
   }
   try {
     for (const Shape& s : shapes)
-      run(s, fox, autotune, profile, reps, chunks, warp_rows, bwd_warp_rows, bwd_dq);
+      run(s, fox, autotune, profile, reps, chunks, warp_rows, bwd_warp_rows);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_path: %s\n", e.what());
     return 1;

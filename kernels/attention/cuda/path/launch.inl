@@ -43,8 +43,6 @@ inline K::Params make_params(const Args& a, const Plan& pl, void* ws) {
   p.dkf = at<float>(ws, pl.dkf);
   p.dpf = at<float>(ws, pl.dpf);
   p.dps = at<float>(ws, pl.dps);
-  p.rf = at<float>(ws, pl.rf);
-  p.rc = at<float>(ws, pl.rc);
   p.rg = pl.rg, p.ng = pl.ng;
   p.fpre = at<float>(ws, pl.fpre);
   p.fsuf = at<float>(ws, pl.fsuf);
@@ -139,20 +137,11 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   const int tiles = pl.Lp / 128;
   launch("carry", K::carry_kernel<D, MT>, Grid3{tiles, p.H, p.B}, 256 / MT,
          smem_bytes<K::CarrySmem<D, MT>>(), s, p);
+  launch("dq", K::dq_kernel<D, BMT, kMode>, Grid3{tiles, p.H, p.B}, 256 / BMT,
+         smem_bytes<K::DqSmem<D, BMT>>(), s, p);
   K::SmemCarver dkv;
-  const std::size_t dkv_smem = K::DkvSmem<D>::carve(dkv, nullptr, p.H / p.Hkv, pl.dq_sums);
-  const Grid3 kgrid{pl.nb, p.Hkv, p.B}, qgrid{tiles, p.H, p.B};
-  if (!pl.dq_sums) {
-    launch("dq", K::dq_kernel<D, BMT, kMode, false>, qgrid, 256 / BMT,
-           smem_bytes<K::DqSmem<D, BMT>>(), s, p);
-    launch("dkv", K::dkv_kernel<D, kMode, false>, kgrid, 128, dkv_smem, s, p);
-  } else {  // dkv adds the coarse sums onto zeros, and the FoX query lane too
-    zero(p.rc, std::size_t(p.B) * p.H * pl.zrows * D * sizeof(float), s);
-    if (p.dfox_q) zero(p.dfox_q, std::size_t(p.B) * p.L * p.H * sizeof(float), s);
-    launch("dkv", K::dkv_kernel<D, kMode, true>, kgrid, 128, dkv_smem, s, p);
-    launch("dq_walk", K::dq_kernel<D, BMT, K::kPlainLogit, true>, qgrid, 256 / BMT,
-           smem_bytes<K::DqSmem<D, BMT, true>>(), s, p);
-  }
+  launch("dkv", K::dkv_kernel<D, kMode>, Grid3{pl.nb, p.Hkv, p.B}, 128,
+         K::DkvSmem<D>::carve(dkv, nullptr, p.H / p.Hkv), s, p);
   const int S = 64 * pl.R;
   if (pl.nS >= 3)
     launch("outer_coarse", K::outer_kernel<D>,

@@ -38,13 +38,7 @@ struct Args {
   int warp_rows = 0;
   int bwd_warp_rows = 0;
   int scan_keys = 0;
-  // How the backward forms the queries' gradient (0 = automatic): kDqRecompute, the query side
-  // forms every pair's S and dP again (seven tensor-core products per pair in all), or
-  // kDqSums, the key side adds dS K into fp32 per-(row, segment) sums that the query side
-  // only walks (five products per pair; more workspace: backward_workspace_bytes).
-  int bwd_dq = 0;
 };
-constexpr int kDqRecompute = 1, kDqSums = 2;
 
 // Gradients, fp32, each shaped like its input; all overwritten. dfox_q / dfox_k are needed
 // exactly when the forward had FoX gates.

@@ -40,9 +40,6 @@ void check(const Args& a) {
           "cuda path: warp_rows=", a.warp_rows, " must be 0 (automatic), 16 or 32");
   require(a.bwd_warp_rows == 0 || a.bwd_warp_rows == 16 || a.bwd_warp_rows == 32,
           "cuda path: bwd_warp_rows=", a.bwd_warp_rows, " must be 0 (automatic), 16 or 32");
-  require(a.bwd_dq == 0 || a.bwd_dq == kDqRecompute || a.bwd_dq == kDqSums,
-          "cuda path: bwd_dq=", a.bwd_dq, " must be 0 (automatic), kDqRecompute (", kDqRecompute,
-          ") or kDqSums (", kDqSums, ")");
   require(a.scan_keys == 0 || a.scan_keys == 64 || a.scan_keys == 128,
           "cuda path: scan_keys=", a.scan_keys, " must be 0 (automatic), 64 or 128");
   require(!(a.D == 128 && a.scan_keys == 128),
@@ -71,7 +68,6 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
   p.mt = (a.warp_rows ? a.warp_rows : 32) == 32 ? 2 : 1;
   p.bwd_mt = (a.bwd_warp_rows ? a.bwd_warp_rows : 32) == 32 ? 2 : 1;
   p.kn = a.scan_keys == 128 ? 128 : 64;
-  p.dq_sums = a.bwd_dq == kDqSums;
   p.scale = a.scale > 0.f ? a.scale : float(1.0 / std::sqrt(double(a.D)));
   const int64_t S = 64 * int64_t(p.R);
   p.zrows = int64_t(p.nS - 1) * p.Lp - S * (p.nS - 1) * p.nS / 2;
@@ -94,7 +90,7 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
     p.m_part = take(B * H * Lp * 4);
     p.l_part = take(B * H * Lp * 4);
     p.suf = p.delta = p.xf = p.gf = p.zc = p.gc = none;
-    p.dqf = p.dks = p.dkf = p.dpf = p.dps = p.rf = p.rc = none;
+    p.dqf = p.dks = p.dkf = p.dpf = p.dps = none;
   } else {
     p.o_part = p.m_part = p.l_part = none;
     p.suf = take(B * Hkv * nb * D * D * 2);
@@ -108,8 +104,6 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
     p.dkf = take(B * Hkv * Lp * D * 4);
     p.dpf = take(B * Hkv * nb * D * D * 4);
     p.dps = take(B * Hkv * nS * D * D * 4);
-    p.rf = p.dq_sums ? take(B * H * R * Lp * D * 4) : none;
-    p.rc = p.dq_sums ? take(B * H * zr * D * 4) : none;
   }
   p.fpre = p.fsuf = p.flp = p.fls = p.fgg = p.fgp = p.fgs = p.fdgg = p.fdgp = p.fdgs = p.ftot =
       none;

@@ -12,12 +12,11 @@ namespace lcr::cuda::path::detail {
 struct Plan {
   int Lp = 0, nb = 0, R = 0, nS = 0;
   int mt = 1, bwd_mt = 1, kn = 64;  // rows per warp / 16 (forward, backward), coarse scan keys
-  bool dq_sums = false;             // Args::bwd_dq == kDqSums (resolved)
   float scale = 1.f;
   int64_t zrows = 0;
   // Byte offsets of the workspace arrays (params.cuh names them); SIZE_MAX = not used.
   std::size_t qf, kf, ks, pf, ps, o_part, m_part, l_part;
-  std::size_t suf, delta, xf, gf, zc, gc, dqf, dks, dkf, dpf, dps, rf, rc;
+  std::size_t suf, delta, xf, gf, zc, gc, dqf, dks, dkf, dpf, dps;
   // Span boundary folds (device/fold.cuh), only when asked for.
   int rg = 0, ng = 0;
   std::size_t fpre, fsuf, flp, fls, fgg, fgp, fgs, fdgg, fdgp, fdgs, ftot;

@@ -9,10 +9,6 @@
 //   S^T = K X^T, P^T = exp(s - lse), dP^T = V dO^T, dS^T = P^T (dP^T - delta),
 //   dV += P^T dO, dK += scale dS^T X, FoX key lane -= column sums of dS.
 // dV and the FoX key lane are written (the block kernel adds the intra-block parts).
-// With kSums (Args::bwd_dq == kDqSums) the pair's d q~ piece dS K is formed here too, from dS^T
-// staged in shared memory (one more barrier per step): added onto the coarse sums r^(s_j) (rc,
-// by the R key tiles of superchunk s_j) or stored as the fine sum r^(j) (rf, this tile's only),
-// and the FoX query lane's row sums of dS are added onto dfox_q; dq_kernel<kSums> walks them.
 #include "kernels/attention/cuda/path/device/forward.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
@@ -22,8 +18,7 @@ struct DkvSmem {
   bf16 *K, *V, *X, *dO;   // K, V: 64 x pad(D); X, dO: [2][64 x pad(D)]
   float *lse2, *dl, *fq;  // [2][64] per query row of the staged block
   float* dfk;             // [G][64] FoX key-lane gradient per head
-  bf16* dS;               // kSums: dS^T of the step, 64 keys x pad(64) (else null)
-  static LCR_HD std::size_t carve(SmemCarver& c, DkvSmem* s, int G, bool sums) {
+  static LCR_HD std::size_t carve(SmemCarver& c, DkvSmem* s, int G) {
     DkvSmem t;
     t.K = c.take<bf16>(kBlk * pad(D));
     t.V = c.take<bf16>(kBlk * pad(D));
@@ -33,18 +28,17 @@ struct DkvSmem {
     t.dl = c.take<float>(2 * kBlk);
     t.fq = c.take<float>(2 * kBlk);
     t.dfk = c.take<float>(G * kBlk);
-    t.dS = sums ? c.take<bf16>(kBlk * pad(kBlk)) : nullptr;
     if (s) *s = t;
     return c.off;
   }
 };
 
-template <int D, int kMode, bool kSums>
+template <int D, int kMode>
 LCR_KERNEL_BOUNDS(128, 1)
 void dkv_kernel(Params p) {
   DkvSmem<D> s;
   SmemCarver carver{smem_base()};
-  DkvSmem<D>::carve(carver, &s, p.G(), kSums);
+  DkvSmem<D>::carve(carver, &s, p.G());
   const int j = bid_x(), hk = bid_y(), b = bid_z(), G = p.G();
   const int w = warp(), g = lane() >> 2, tq = lane() & 3, key0 = j * kBlk;
   const int sj = j / p.R, first = sj * p.R, last = (first + p.R < p.nb ? first + p.R : p.nb) - 1;
@@ -137,7 +131,7 @@ void dkv_kernel(Params p) {
           mma_bf16(dpt[2 * np + 1], av, bd + 2);
         }
       }
-      float fk[2], csum[2] = {0.f, 0.f}, rsum[8][2] = {};
+      float fk[2], csum[2] = {0.f, 0.f};
       LCR_UNROLL
       for (int hh = 0; hh < 2; ++hh) {
         const int key = key0 + w * 16 + g + 8 * hh;
@@ -155,28 +149,6 @@ void dkv_kernel(Params p) {
         st[nt][i2] = pr;
         dpt[nt][i2] = ds * p.scale;
         csum[hh] += ds;
-        if constexpr (kSums) rsum[nt][i2 & 1] += ds;
-      }
-      if constexpr (kSums) {  // dS^T rows of this warp's keys, for d q~ below
-        LCR_UNROLL
-        for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
-        for (int hh = 0; hh < 2; ++hh) {
-          const int r = w * 16 + g + 8 * hh, c = nt * 8 + 2 * tq;
-          *reinterpret_cast<uint32_t*>(s.dS + r * pad(kBlk) + c) =
-              pack_bf16(dpt[nt][2 * hh], dpt[nt][2 * hh + 1]);
-        }
-        if (LogitOf<kMode>::kMayFox && p.fox()) {  // FoX query lane: sums over the 16 keys
-          LCR_UNROLL
-          for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
-          for (int e = 0; e < 2; ++e) {
-            float v = rsum[nt][e];
-            v += shfl_xor(v, 4);
-            v += shfl_xor(v, 8);
-            v += shfl_xor(v, 16);
-            const int row = (qbase + i % nq) * kBlk + nt * 8 + 2 * tq + e;
-            if (g == 0 && row < p.L) atomic_add(p.dfox_q + (int64_t(b) * p.L + row) * p.H + h, v);
-          }
-        }
       }
       LCR_UNROLL
       for (int kk = 0; kk < 4; ++kk) {
@@ -198,39 +170,6 @@ void dkv_kernel(Params p) {
       for (int hh = 0; hh < 2; ++hh) {
         const float c = quad_sum(csum[hh]);
         if (tq == 0) s.dfk[gi * kBlk + w * 16 + g + 8 * hh] -= c;
-      }
-      if constexpr (kSums) {
-        sync_cta();  // every warp's dS^T rows are staged
-        // Rows w*16 .. w*16+15 of dS K over the tile's 64 keys (A = dS, stored keys x queries).
-        float dq[D / 8][4] = {};
-        LCR_UNROLL
-        for (int kk = 0; kk < 4; ++kk) {
-          uint32_t a[4];
-          load_a(a, op(s.dS, pad(kBlk), true), w * 16, kk * 16);
-          LCR_UNROLL
-          for (int np = 0; np < D / 16; ++np) {
-            uint32_t bk[4];
-            load_b(bk, op(s.K, pad(D)), kk * 16, np * 16);
-            mma_bf16(dq[2 * np], a, bk);
-            mma_bf16(dq[2 * np + 1], a, bk + 2);
-          }
-        }
-        const int q0 = (qbase + i % nq) * kBlk;
-        const int64_t bh = int64_t(b) * p.H + h;
-        LCR_UNROLL
-        for (int hh = 0; hh < 2; ++hh) {
-          const int row = q0 + w * 16 + g + 8 * hh;
-          if (row >= p.L) continue;  // dS is zero there; dq_kernel does not read these rows
-          float* dst = coarse ? p.rc + (bh * p.zrows + p.zrow(sj, row)) * D
-                              : p.rf + ((bh * p.R + (j - first)) * p.Lp + row) * D;
-          LCR_UNROLL
-          for (int nt = 0; nt < D / 8; ++nt) {
-            if (coarse)
-              atomic_add2(dst + nt * 8 + 2 * tq, dq[nt][2 * hh], dq[nt][2 * hh + 1]);
-            else
-              store_f32x2(dst + nt * 8 + 2 * tq, dq[nt][2 * hh], dq[nt][2 * hh + 1]);
-          }
-        }
       }
       if (rows) store_rows(nv, (i + 1) & 1);  // buffer (i + 1) & 1 is read after the next barrier
     }

@@ -9,8 +9,6 @@
 // (outer.cuh: dP = sum over rows of g x^T). Segment u reads the carried queries z^(u) (zc),
 // segment c reads x^(c) (xf); the last fine segment (c = a0) is a1's rows only. The FoX
 // query lane's gradient is the row sum of dS (written here, the block kernel adds its part).
-// With kSums (Args::bwd_dq == kDqSums) dkv has formed every r^(u) already (rc, rf) and the FoX
-// query lane: the kernel only walks, g^(u) = r^(u) + P^u^T g^(u-1), without keys or values.
 #include "kernels/attention/cuda/path/device/forward.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
@@ -20,7 +18,6 @@ struct DqSeg {
   const bf16* trans;  // P applied to g, or null
   const bf16* x;      // carried queries of the segment (row 0 of the tile)
   const bf16* keys;   // first key tile, head-major rows
-  const float* sums;  // r^(u) from dkv (row 0 of the tile; kSums only, else null)
   int key0, ntiles;
   bool a1_only;
 };
@@ -35,7 +32,6 @@ LCR_DEV DqSeg dq_seg(const Params& p, int k, int t, int h, int b) {
     sgm.gstore = u >= 1 ? p.gc + zr : nullptr;
     sgm.trans = u >= 1 ? p.ps + (bh_kv * p.nS + u) * D * D : nullptr;
     sgm.x = p.zc + zr;
-    sgm.sums = p.rc ? p.rc + zr : nullptr;
     sgm.keys = p.ks + (bh_kv * p.Lp + int64_t(u) * p.S()) * D;
     sgm.key0 = u * p.S();
     sgm.ntiles = p.R;
@@ -46,7 +42,6 @@ LCR_DEV DqSeg dq_seg(const Params& p, int k, int t, int h, int b) {
     sgm.gstore = p.gf + xr;
     sgm.trans = (c > first || sg > 0) ? p.pf + (bh_kv * p.nb + c) * D * D : nullptr;
     sgm.x = p.xf + xr;
-    sgm.sums = p.rf ? p.rf + xr : nullptr;
     sgm.keys = p.kf + (bh_kv * p.Lp + int64_t(c) * kBlk) * D;
     sgm.key0 = c * kBlk;
     sgm.ntiles = 1;
@@ -55,7 +50,7 @@ LCR_DEV DqSeg dq_seg(const Params& p, int k, int t, int h, int b) {
   return sgm;
 }
 
-template <int D, int MT, bool kSums = false>
+template <int D, int MT>
 struct DqSmem {
   // At D = 128 with 32-row warps (kCompact) the keys are staged 32 at a time (a 32-row warp's
   // dq accumulator is 128 fp32 registers; S and dP of 32 keys take 64 more) and the segment's
@@ -64,14 +59,13 @@ struct DqSmem {
   static constexpr int kKeys = kCompact ? 32 : kBlk;  // keys per stage
   static constexpr int kStage = 2 * kKeys * pad(D);   // one stage: K [kKeys x pad(D)], then V
   static_assert(!kCompact || D * pad(D) <= 2 * kStage, "a transition must fit the K/V stages");
-  // kSums (the walk alone): XG and P only.
   bf16 *XG, *dO, *KV, *P;  // XG, dO: 128 x pad(D); KV: [2][kStage]; P: D x pad(D)
   static LCR_HD std::size_t carve(SmemCarver& c, DqSmem* s) {
     DqSmem t;
     t.XG = c.take<bf16>(kTileRows * pad(D));
-    t.dO = kSums ? nullptr : c.take<bf16>(kTileRows * pad(D));
-    t.KV = kSums ? nullptr : c.take<bf16>(2 * kStage);
-    t.P = kCompact && !kSums ? t.KV : c.take<bf16>(D * pad(D));
+    t.dO = c.take<bf16>(kTileRows * pad(D));
+    t.KV = c.take<bf16>(2 * kStage);
+    t.P = kCompact ? t.KV : c.take<bf16>(D * pad(D));
     if (s) *s = t;
     return c.off;
   }
@@ -158,10 +152,10 @@ LCR_DEV void dq_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* X
   }
 }
 
-template <int D, int MT, int kMode, bool kSums>
-LCR_KERNEL_BOUNDS(256 / MT, (DqSmem<D, MT>::kCompact || kSums ? 2 : 1))
+template <int D, int MT, int kMode>
+LCR_KERNEL_BOUNDS(256 / MT, (DqSmem<D, MT>::kCompact ? 2 : 1))
 void dq_kernel(Params p) {
-  using Smem = DqSmem<D, MT, kSums>;
+  using Smem = DqSmem<D, MT>;
   constexpr int NW = 8 / MT, RW = 16 * MT, NT = 256 / MT, NK = Smem::kKeys;  // NT: threads
   Smem s;
   SmemCarver carver{smem_base()};
@@ -173,20 +167,18 @@ void dq_kernel(Params p) {
   const LogitOf<kMode> logit{p.scale, p.softcap};
 
   const int nvalid = p.L - row0 < kTileRows ? p.L - row0 : kTileRows;
-  if (!kSums)
-    async_rows<kTileRows, D, NT>(s.dO, pad(D), p.dout + ((int64_t(b) * p.L + row0) * p.H + h) * D,
-                                 int64_t(p.H) * D, nvalid);
+  async_rows<kTileRows, D, NT>(s.dO, pad(D), p.dout + ((int64_t(b) * p.L + row0) * p.H + h) * D,
+                               int64_t(p.H) * D, nvalid);
   cp_async_commit();
   float lse2[MT][2], dl[MT][2], fq[MT][2], rsum[MT][2];
   LCR_UNROLL
   for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
   for (int hh = 0; hh < 2; ++hh) {
-    lse2[mt][hh] = dl[mt][hh] = fq[mt][hh] = rsum[mt][hh] = 0.f;
-    if (kSums) continue;
     const int row = row0 + r0 + mt * 16 + g + 8 * hh;
     lse2[mt][hh] = row < p.L ? p.lse_in[bh * p.L + row] * kLog2e : INFINITY;
     dl[mt][hh] = p.delta[bh * p.Lp + row];
     fq[mt][hh] = p.fox() && row < p.L ? p.fox_q[(int64_t(b) * p.L + row) * p.H + h] : 0.f;
+    rsum[mt][hh] = 0.f;
   }
   float acc[MT][D / 8][4];
   LCR_UNROLL
@@ -238,23 +230,6 @@ void dq_kernel(Params p) {
         }
       }
     }
-    if constexpr (kSums) {  // g^(u) = g^(u-1) P^u + r^(u); dkv's sums are zero past L
-      if (active) {
-        LCR_UNROLL
-        for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
-        for (int hh = 0; hh < 2; ++hh) {
-          const int r = r0 + mt * 16 + g + 8 * hh;
-          if (row0 + r >= p.L) continue;
-          LCR_UNROLL
-          for (int nt = 0; nt < D / 8; ++nt) {
-            const F2 v = load_ro2(sgm.sums + int64_t(r) * D + nt * 8 + 2 * tq);
-            acc[mt][nt][2 * hh] += v.x;
-            acc[mt][nt][2 * hh + 1] += v.y;
-          }
-        }
-      }
-      continue;
-    }
     sync_cta();  // XG (and, compact, the stages holding P) are reloaded below
     // The segment's keys in stages of NK: K rows consecutive (head-major), values straight
     // from v [B, L, Hkv, D]; only the a1-only segment can reach past L.
@@ -292,7 +267,7 @@ void dq_kernel(Params p) {
       dst[nt * 8 + 2 * tq + 1] = acc[mt][nt][2 * hh + 1];
     }
     const float r = quad_sum(rsum[mt][hh]);
-    if (!kSums && p.fox() && tq == 0 && row < p.L) p.dfox_q[(int64_t(b) * p.L + row) * p.H + h] = r;
+    if (p.fox() && tq == 0 && row < p.L) p.dfox_q[(int64_t(b) * p.L + row) * p.H + h] = r;
   }
 }
 

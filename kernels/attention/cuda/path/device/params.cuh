@@ -70,10 +70,6 @@ struct Params {
   float* dkf = nullptr;    // [B, Hkv, Lp, D]      d k~
   float* dpf = nullptr;    // [B, Hkv, nb, D, D]   d P_m
   float* dps = nullptr;    // [B, Hkv, nS, D, D]   d P^s
-  // With Args::bwd_dq == kDqSums (dkv forms d q~'s pieces, dq walks them): r^(c) and r^(t) of
-  // bwd_dq.cuh, the sums over one segment's keys of dS K, laid out as xf and zc.
-  float* rf = nullptr;  // [B, H, R, Lp, D]  fine segment c, slot c - first (stored)
-  float* rc = nullptr;  // [B, H, zrows, D]  superchunk t, triangular slots (added onto zeros)
   int64_t zrows = 0;
 
   // Span boundary folds (fold.cuh; path.hpp Folds / FoldGrads), when asked for. Groups of rg

@@ -62,11 +62,7 @@ LCR_DEV float load_ro(const float* p) { return *p; }
 struct F4 {
   float x, y, z, w;
 };
-struct F2 {
-  float x, y;
-};
 LCR_DEV F4 load_ro4(const float* p) { return F4{p[0], p[1], p[2], p[3]}; }
-LCR_DEV F2 load_ro2(const float* p) { return F2{p[0], p[1]}; }
 LCR_DEV float fast_exp2(float x) { return std::exp2(x); }
 LCR_DEV float fast_log2(float x) { return std::log2(x); }
 LCR_DEV float fast_tanh(float x) { return std::tanh(x); }
@@ -98,18 +94,10 @@ LCR_DEV float load_ro(const float* p) { return __ldg(p); }
 struct F4 {
   float x, y, z, w;
 };
-struct F2 {
-  float x, y;
-};
 // Four floats from a 16-byte-aligned address, the same way (one 16-byte ld.global.nc).
 LCR_DEV F4 load_ro4(const float* p) {
   const float4 v = __ldg(reinterpret_cast<const float4*>(p));
   return F4{v.x, v.y, v.z, v.w};
-}
-// Two floats from an 8-byte-aligned address (one 8-byte ld.global.nc).
-LCR_DEV F2 load_ro2(const float* p) {
-  const float2 v = __ldg(reinterpret_cast<const float2*>(p));
-  return F2{v.x, v.y};
 }
 // ex2.approx.ftz (the SDPA's): one MUFU instruction. exp2f without fast-math adds the
 // denormal range fix-up around it, which the probabilities (stored as bf16) do not need.
