@@ -43,6 +43,9 @@ inline K::Params make_params(const Args& a, const Plan& pl, void* ws) {
   p.dkf = at<float>(ws, pl.dkf);
   p.dpf = at<float>(ws, pl.dpf);
   p.dps = at<float>(ws, pl.dps);
+  p.utg = at<float>(ws, pl.utg);
+  p.utl = at<float>(ws, pl.utl);
+  p.ute = at<__nv_bfloat16>(ws, pl.ute);
   p.rg = pl.rg, p.ng = pl.ng;
   p.fpre = at<float>(ws, pl.fpre);
   p.fsuf = at<float>(ws, pl.fsuf);

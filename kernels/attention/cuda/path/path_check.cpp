@@ -90,7 +90,7 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
     p.m_part = take(B * H * Lp * 4);
     p.l_part = take(B * H * Lp * 4);
     p.suf = p.delta = p.xf = p.gf = p.zc = p.gc = none;
-    p.dqf = p.dks = p.dkf = p.dpf = p.dps = none;
+    p.dqf = p.dks = p.dkf = p.dpf = p.dps = p.utg = p.utl = p.ute = none;
   } else {
     p.o_part = p.m_part = p.l_part = none;
     p.suf = take(B * Hkv * nb * D * D * 2);
@@ -104,6 +104,9 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
     p.dkf = take(B * Hkv * Lp * D * 4);
     p.dpf = take(B * Hkv * nb * D * D * 4);
     p.dps = take(B * Hkv * nS * D * D * 4);
+    p.utg = take(B * Hkv * nb * 64 * 64 * 4);
+    p.utl = take(B * Hkv * nb * 64 * 64 * 4);
+    p.ute = take(B * Hkv * nb * 64 * 64 * 2);
   }
   p.fpre = p.fsuf = p.flp = p.fls = p.fgg = p.fgp = p.fgs = p.fdgg = p.fdgp = p.fdgs = p.ftot =
       none;

@@ -16,7 +16,7 @@ struct Plan {
   int64_t zrows = 0;
   // Byte offsets of the workspace arrays (params.cuh names them); SIZE_MAX = not used.
   std::size_t qf, kf, ks, pf, ps, o_part, m_part, l_part;
-  std::size_t suf, delta, xf, gf, zc, gc, dqf, dks, dkf, dpf, dps;
+  std::size_t suf, delta, xf, gf, zc, gc, dqf, dks, dkf, dpf, dps, utg, utl, ute;
   // Span boundary folds (device/fold.cuh), only when asked for.
   int rg = 0, ng = 0;
   std::size_t fpre, fsuf, flp, fls, fgg, fgp, fgs, fdgg, fdgp, fdgs, ftot;

@@ -1,10 +1,12 @@
 #pragma once
 // Backward, last kernel: everything inside one fine block, per (block m, KV head, batch),
 // 256 threads, by recomputation (the reverse-mode rules of kernels/schemes/path/
-// blocks_backward.cpp, in the same order). In: d q~ (dqf, per query head), d k~ (dkf, all
-// levels summed), d P_m (dpf, all levels summed), the intra-block softmax (dO, lse, delta,
-// FoX lanes). Out: dq (written), dk, dw (accumulated onto zeros), dv, the FoX lanes (added to
-// what the scan kernels wrote), dbeta (written).
+// blocks_backward.cpp, in the same order). The UT transform (Gm, Lam, T, E) is prep's, kept in
+// utg / utl / ute: recomputing it here twice (setup and UT backward, each a Gram product and
+// ut_inverse's ~13 barriers) was on every CTA's critical path. In: d q~ (dqf, per query head), d k~
+// (dkf, all levels summed), d P_m (dpf, all levels summed), the intra-block softmax (dO, lse,
+// delta, FoX lanes). Out: dq (written), dk, dw (accumulated onto zeros), dv, the FoX lanes (added
+// to what the scan kernels wrote), dbeta (written).
 //
 //   per query head:  M = lower(Q W^T), S = Q K^T - M E, G = scale dS
 //     dV += P^T dO; dE -= M^T G; C = M T; dC = -dq~ W^T; dW -= C^T dq~; dT += M^T dC
@@ -25,11 +27,6 @@ struct BlockBwdSmem {
   float *dT, *dE, *beta, *dbt, *fq, *fk, *lse2, *dl, *rs, *cs;
   unsigned char* U;
   // Phase views inside U.
-  struct Setup {
-    bf16* Wlo;
-    float *Gm, *Lam;
-    bf16* Nk;
-  };
   struct Head {
     bf16 *V, *Q, *dO, *X, *M, *P, *G, *C, *dC, *dM;
     float* S;  // shares storage with C and dC
@@ -41,20 +38,9 @@ struct BlockBwdSmem {
     bf16 *dP, *Y, *dY;
   };
   struct Ut {
-    bf16* Wlo;
     float *Gm, *Lam, *Z, *dA;
     bf16* dGm;
   };
-  static LCR_HD Setup setup(unsigned char* u, std::size_t* bytes) {
-    SmemCarver c{u};
-    Setup t;
-    t.Wlo = c.take<bf16>(kBlk * pad(D));
-    t.Gm = c.take<float>(kBlk * kFld);
-    t.Lam = c.take<float>(kBlk * kFld);
-    t.Nk = c.take<bf16>(kBlk * pad(kBlk));
-    if (bytes) *bytes = c.off;
-    return t;
-  }
   static LCR_HD Head head(unsigned char* u, std::size_t* bytes) {
     SmemCarver c{u};
     Head t;
@@ -96,7 +82,6 @@ struct BlockBwdSmem {
   static LCR_HD Ut ut(unsigned char* u, std::size_t* bytes) {
     SmemCarver c{u};
     Ut t;
-    t.Wlo = c.take<bf16>(kBlk * pad(D));
     t.Gm = c.take<float>(kBlk * kFld);
     t.Lam = c.take<float>(kBlk * kFld);
     t.Z = c.take<float>(kBlk * kFld);
@@ -123,7 +108,6 @@ struct BlockBwdSmem {
     t.rs = small ? small + 6 * kBlk : nullptr;
     t.cs = small ? small + 7 * kBlk : nullptr;
     std::size_t u = 0, x;
-    setup(nullptr, &x), u = x > u ? x : u;
     head(nullptr, &x), u = x > u ? x : u;
     keys(nullptr, &x), u = x > u ? x : u;
     trans(nullptr, &x), u = x > u ? x : u;
@@ -160,11 +144,10 @@ void block_backward_kernel(Params p) {
     if (r < nvalid) atomic_add2(&p.dk[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v0, v1);
   };
 
-  // ---- setup: T, E (and the zeroed accumulators)
+  // ---- setup: W, K, beta, T, E (and the zeroed accumulators)
+  const int64_t ub = ut_block(p, b, hk, m);
   {
-    const auto su = Smem::setup(s.U, nullptr);
-    load_block_and_ut<D>(p, BlockTiles{s.W, s.K, s.T, s.E, su.Nk, su.Wlo, su.Gm, su.Lam, s.beta}, b,
-                         hk, s0, nvalid);
+    load_block_kept<D>(p, s.W, s.K, s.T, s.E, s.beta, b, hk, s0, nvalid);
     for (int e = tid(); e < kBlk * kFld; e += nthreads()) s.dT[e] = s.dE[e] = 0.f;
     for (int r = tid(); r < kBlk; r += nthreads()) s.dbt[r] = 0.f;
   }
@@ -319,18 +302,15 @@ void block_backward_kernel(Params p) {
     }
   }
 
-  // ---- UT transform: T = Lam D, Lam = (I + sLower(D Gm))^-1 (fp32, recomputed)
+  // ---- UT transform: T = Lam D, Lam = (I + sLower(D Gm))^-1 (fp32, prep's)
   {
     const auto ut = Smem::ut(s.U, nullptr);
-    for (int e = tid(); e < kBlk * D / 2; e += nthreads()) {  // w's remainder below s.W
-      const int r = e / (D / 2), c = (e % (D / 2)) * 2;
-      const float* w = p.w + (kv_row0 + int64_t(r) * p.Hkv) * D + c;
-      *reinterpret_cast<uint32_t*>(ut.Wlo + r * pad(D) + c) =
-          r < nvalid ? pack_bf16_lo(load_ro(w), load_ro(w + 1)) : 0u;
+    for (int e = tid(); e < kBlk * kBlk; e += nthreads()) {
+      const int r = e / kBlk, c = e % kBlk;
+      ut.Gm[r * kFld + c] = load_ro(p.utg + ub + e);
+      ut.Lam[r * kFld + c] = load_ro(p.utl + ub + e);
     }
     sync_cta();
-    gram_lower_split<D>(s.W, ut.Wlo, ut.Gm);
-    ut_inverse(ut.Gm, s.beta, ut.Lam);
     // Four threads per column / row (lanes 4i..4i+3 of one warp), summed by shuffles: one
     // thread per column left 192 of the 256 idle through a 64-long chain of shared loads.
     static_assert(kBlk * 4 == 256, "four threads per row of the block (256 threads)");

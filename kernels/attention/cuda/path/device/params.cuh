@@ -70,6 +70,11 @@ struct Params {
   float* dkf = nullptr;    // [B, Hkv, Lp, D]      d k~
   float* dpf = nullptr;    // [B, Hkv, nb, D, D]   d P_m
   float* dps = nullptr;    // [B, Hkv, nS, D, D]   d P^s
+  // The UT transform of every fine block as prep computes it (ut.cuh), for block_backward,
+  // which used to compute it twice more per block (its setup and its UT backward): 64 x 64.
+  float* utg = nullptr;  // [B, Hkv, nb, 64, 64]  Gm = strictLower(W W^T)
+  float* utl = nullptr;  // [B, Hkv, nb, 64, 64]  Lam
+  bf16* ute = nullptr;   // [B, Hkv, nb, 64, 64]  E = T Nk
   int64_t zrows = 0;
 
   // Span boundary folds (fold.cuh; path.hpp Folds / FoldGrads), when asked for. Groups of rg

@@ -52,13 +52,18 @@ struct BlockTiles {
   float *Gm, *Lam, *beta;     // Gm, Lam: 64 x kFld (may be one array); beta: 64
 };                            // tmp may alias Wlo
 
-// Loads the block's w (as bf16 W and its remainder Wlo), beta and k; computes Gm, Lam, T
-// and E (tmp holds Nk = strictLower(W K^T) on return). Rows >= nvalid are zero.
+// Offset of block m's 64 x 64 entries in utg, utl and ute (params.cuh).
+LCR_DEV int64_t ut_block(const Params& p, int b, int hk, int m) {
+  return ((int64_t(b) * p.Hkv + hk) * p.nb + m) * kBlk * kBlk;
+}
+
+// Starts the block's k into K (cp.async, committed) and loads its w as bf16 W (and, when Wlo
+// is given, the remainder Wlo) and beta; rows >= nvalid are zero. Returns after a barrier.
 template <int D>
-LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int hk, int s0,
-                               int nvalid) {
+LCR_DEV void load_block_rows(const Params& p, bf16* W, bf16* Wlo, bf16* K, float* beta, int b,
+                             int hk, int s0, int nvalid) {
   const int64_t row0 = (int64_t(b) * p.L + s0) * p.Hkv + hk;  // [B, L, Hkv] row of (b, s0, hk)
-  async_rows<kBlk, D, 256>(s.K, pad(D), nvalid > 0 ? p.k + row0 * D : p.k, int64_t(p.Hkv) * D,
+  async_rows<kBlk, D, 256>(K, pad(D), nvalid > 0 ? p.k + row0 * D : p.k, int64_t(p.Hkv) * D,
                            nvalid);
   cp_async_commit();
   // w in 16-byte read-only loads, all of a thread's issued before its shared stores.
@@ -74,22 +79,39 @@ LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int 
   LCR_UNROLL
   for (int u = 0; u < kPer; ++u) {
     const int e = tid() + u * 256, r = e / (D / 4), c = (e % (D / 4)) * 4;
-    uint32_t* wb = reinterpret_cast<uint32_t*>(s.W + r * pad(D) + c);
+    uint32_t* wb = reinterpret_cast<uint32_t*>(W + r * pad(D) + c);
     wb[0] = pack_bf16(wq[u].x, wq[u].y);
     wb[1] = pack_bf16(wq[u].z, wq[u].w);
-    uint32_t* wl = reinterpret_cast<uint32_t*>(s.Wlo + r * pad(D) + c);
+    if (!Wlo) continue;
+    uint32_t* wl = reinterpret_cast<uint32_t*>(Wlo + r * pad(D) + c);
     wl[0] = pack_bf16_lo(wq[u].x, wq[u].y);
     wl[1] = pack_bf16_lo(wq[u].z, wq[u].w);
   }
   for (int r = tid(); r < kBlk; r += nthreads())
-    s.beta[r] = r < nvalid ? p.beta[row0 + int64_t(r) * p.Hkv] : 0.f;
+    beta[r] = r < nvalid ? p.beta[row0 + int64_t(r) * p.Hkv] : 0.f;
   cp_async_wait<0>();
   sync_cta();
+}
+
+// Loads the block's w (as bf16 W and its remainder Wlo), beta and k; computes Gm, Lam, T
+// and E (tmp holds Nk = strictLower(W K^T) on return). Rows >= nvalid are zero. In the
+// backward (p.utl given) Gm, Lam and E are kept for block_backward as well.
+template <int D>
+LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int hk, int s0,
+                               int nvalid) {
+  load_block_rows<D>(p, s.W, s.Wlo, s.K, s.beta, b, hk, s0, nvalid);
+  const int64_t ub = ut_block(p, b, hk, s0 / kBlk);
   gram_lower_split<D>(s.W, s.Wlo, s.Gm);
+  if (p.utg) {  // before ut_inverse, which may write Lam over Gm
+    for (int e = tid(); e < kBlk * kBlk; e += nthreads())
+      p.utg[ub + e] = s.Gm[(e / kBlk) * kFld + e % kBlk];
+    sync_cta();
+  }
   ut_inverse(s.Gm, s.beta, s.Lam);
   for (int e = tid(); e < kBlk * kBlk; e += nthreads()) {
     const int r = e / kBlk, c = e % kBlk;
     s.T[r * pad(kBlk) + c] = __float2bfloat16(s.Lam[r * kFld + c] * s.beta[c]);
+    if (p.utl) p.utl[ub + e] = s.Lam[r * kFld + c];
   }
   sync_cta();
   // Nk = strictLower(W K^T), E = T Nk.
@@ -97,6 +119,25 @@ LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int 
     s.tmp[r * pad(kBlk) + c] = __float2bfloat16(c < r ? v : 0.f);
   });
   cta_gemm(kBlk, kBlk, kBlk, op(s.T, pad(kBlk)), op(s.tmp, pad(kBlk)), StoreBf16{s.E, pad(kBlk)});
+  if (p.ute) {
+    for (int e = tid(); e < kBlk * kBlk; e += nthreads())
+      p.ute[ub + e] = s.E[(e / kBlk) * pad(kBlk) + e % kBlk];
+  }
+}
+
+// block_backward's start: W, K and beta as load_block_and_ut has them, T and E from what prep
+// kept (the same values: T = Lam D rounded the same way, E copied).
+template <int D>
+LCR_DEV void load_block_kept(const Params& p, bf16* W, bf16* K, bf16* T, bf16* E, float* beta,
+                             int b, int hk, int s0, int nvalid) {
+  const int64_t ub = ut_block(p, b, hk, s0 / kBlk);
+  async_rows<kBlk, kBlk, 256>(E, pad(kBlk), p.ute + ub, kBlk, kBlk);
+  load_block_rows<D>(p, W, nullptr, K, beta, b, hk, s0, nvalid);  // E lands with K
+  for (int e = tid(); e < kBlk * kBlk; e += nthreads()) {
+    const int r = e / kBlk, c = e % kBlk;
+    T[r * pad(kBlk) + c] = __float2bfloat16(load_ro(p.utl + ub + e) * beta[c]);
+  }
+  sync_cta();
 }
 
 template <int D>
