@@ -144,7 +144,32 @@ void block_backward_kernel(Params p) {
     if (r < nvalid) atomic_add2(&p.dk[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v0, v1);
   };
 
-  // ---- setup: W, K, beta, T, E (and the zeroed accumulators)
+  // A head's tiles and row values into the head region (Q, V, dO by cp.async, committed).
+  const auto hd = Smem::head(s.U, nullptr);
+  auto load_head = [&](int gi) {
+    const int h = hk * G + gi;
+    const int64_t bh = int64_t(b) * p.H + h, q_row0 = (int64_t(b) * p.L + s0) * p.H + h;
+    async_tile(hd.V, pad(D), nvalid > 0 ? p.v + kv_row0 * D : p.v, int64_t(p.Hkv) * D, kBlk, D,
+               nvalid);
+    async_tile(hd.Q, pad(D), nvalid > 0 ? p.q + q_row0 * D : p.q, int64_t(p.H) * D, kBlk, D,
+               nvalid);
+    async_tile(hd.dO, pad(D), nvalid > 0 ? p.dout + q_row0 * D : p.dout, int64_t(p.H) * D, kBlk, D,
+               nvalid);
+    cp_async_commit();
+    convert_tile(hd.X, pad(D), p.dqf + (bh * p.Lp + s0) * D, D, kBlk, D, kBlk);
+    for (int r = tid(); r < kBlk; r += nthreads()) {
+      const bool ok = r < nvalid;
+      s.lse2[r] = ok ? p.lse_in[bh * p.L + s0 + r] * kLog2e : INFINITY;
+      s.dl[r] = p.delta[bh * p.Lp + s0 + r];
+      s.fq[r] = ok && p.fox() ? p.fox_q[q_row0 + int64_t(r) * p.H] : 0.f;
+      s.fk[r] = ok && p.fox() ? p.fox_k[q_row0 + int64_t(r) * p.H] : 0.f;
+      s.rs[r] = s.cs[r] = 0.f;
+    }
+  };
+
+  // ---- setup: W, K, beta, T, E (and the zeroed accumulators); the first head's loads go
+  // first, so their latency overlaps the setup's (the setup does not touch the head region).
+  load_head(0);
   const int64_t ub = ut_block(p, b, hk, m);
   {
     load_block_kept<D>(p, s.W, s.K, s.T, s.E, s.beta, b, hk, s0, nvalid);
@@ -153,27 +178,13 @@ void block_backward_kernel(Params p) {
   }
 
   // ---- per query head
-  const auto hd = Smem::head(s.U, nullptr);
   for (int gi = 0; gi < G; ++gi) {
     const int h = hk * G + gi;
     const int64_t bh = int64_t(b) * p.H + h, q_row0 = (int64_t(b) * p.L + s0) * p.H + h;
-    sync_cta();  // previous head / setup done with the region
-    async_tile(hd.V, pad(D), nvalid > 0 ? p.v + kv_row0 * D : p.v, int64_t(p.Hkv) * D, kBlk, D,
-               nvalid);
-    async_tile(hd.Q, pad(D), nvalid > 0 ? p.q + q_row0 * D : p.q, int64_t(p.H) * D, kBlk, D,
-               nvalid);
-    async_tile(hd.dO, pad(D), nvalid > 0 ? p.dout + q_row0 * D : p.dout, int64_t(p.H) * D, kBlk, D,
-               nvalid);
-    cp_async_commit();
     const float* dqf = p.dqf + (bh * p.Lp + s0) * D;
-    convert_tile(hd.X, pad(D), dqf, D, kBlk, D, kBlk);
-    for (int r = tid(); r < kBlk; r += nthreads()) {
-      const bool ok = r < nvalid;
-      s.lse2[r] = ok ? p.lse_in[bh * p.L + s0 + r] * kLog2e : INFINITY;
-      s.dl[r] = p.delta[bh * p.Lp + s0 + r];
-      s.fq[r] = ok && p.fox() ? p.fox_q[q_row0 + int64_t(r) * p.H] : 0.f;
-      s.fk[r] = ok && p.fox() ? p.fox_k[q_row0 + int64_t(r) * p.H] : 0.f;
-      s.rs[r] = s.cs[r] = 0.f;
+    if (gi > 0) {
+      sync_cta();  // the previous head is done with the region
+      load_head(gi);
     }
     cp_async_wait<0>();
     sync_cta();
@@ -305,10 +316,20 @@ void block_backward_kernel(Params p) {
   // ---- UT transform: T = Lam D, Lam = (I + sLower(D Gm))^-1 (fp32, prep's)
   {
     const auto ut = Smem::ut(s.U, nullptr);
-    for (int e = tid(); e < kBlk * kBlk; e += nthreads()) {
-      const int r = e / kBlk, c = e % kBlk;
-      ut.Gm[r * kFld + c] = load_ro(p.utg + ub + e);
-      ut.Lam[r * kFld + c] = load_ro(p.utl + ub + e);
+    constexpr int kPer = kBlk * kBlk / 4 / 256;  // quads per thread and tile, all in flight
+    F4 gm[kPer], lam[kPer];
+    LCR_UNROLL
+    for (int u = 0; u < kPer; ++u) {
+      gm[u] = load_ro4(p.utg + ub + 4 * (tid() + 256 * u));
+      lam[u] = load_ro4(p.utl + ub + 4 * (tid() + 256 * u));
+    }
+    LCR_UNROLL
+    for (int u = 0; u < kPer; ++u) {
+      const int e = 4 * (tid() + 256 * u), r = e / kBlk, c = e % kBlk;
+      float* g = ut.Gm + r * kFld + c;
+      float* l = ut.Lam + r * kFld + c;
+      g[0] = gm[u].x, g[1] = gm[u].y, g[2] = gm[u].z, g[3] = gm[u].w;
+      l[0] = lam[u].x, l[1] = lam[u].y, l[2] = lam[u].z, l[3] = lam[u].w;
     }
     sync_cta();
     // Four threads per column / row (lanes 4i..4i+3 of one warp), summed by shuffles: one

@@ -131,11 +131,18 @@ template <int D>
 LCR_DEV void load_block_kept(const Params& p, bf16* W, bf16* K, bf16* T, bf16* E, float* beta,
                              int b, int hk, int s0, int nvalid) {
   const int64_t ub = ut_block(p, b, hk, s0 / kBlk);
+  constexpr int kPer = kBlk * kBlk / 4 / 256;  // quads of Lam per thread
+  F4 lam[kPer];                                // in flight while W and K load
+  LCR_UNROLL
+  for (int u = 0; u < kPer; ++u) lam[u] = load_ro4(p.utl + ub + 4 * (tid() + 256 * u));
   async_rows<kBlk, kBlk, 256>(E, pad(kBlk), p.ute + ub, kBlk, kBlk);
   load_block_rows<D>(p, W, nullptr, K, beta, b, hk, s0, nvalid);  // E lands with K
-  for (int e = tid(); e < kBlk * kBlk; e += nthreads()) {
-    const int r = e / kBlk, c = e % kBlk;
-    T[r * pad(kBlk) + c] = __float2bfloat16(load_ro(p.utl + ub + e) * beta[c]);
+  LCR_UNROLL
+  for (int u = 0; u < kPer; ++u) {
+    const int e = 4 * (tid() + 256 * u), r = e / kBlk, c = e % kBlk;
+    uint32_t* t = reinterpret_cast<uint32_t*>(T + r * pad(kBlk) + c);
+    t[0] = pack_bf16(lam[u].x * beta[c], lam[u].y * beta[c + 1]);
+    t[1] = pack_bf16(lam[u].z * beta[c + 2], lam[u].w * beta[c + 3]);
   }
   sync_cta();
 }

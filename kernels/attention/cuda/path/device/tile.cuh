@@ -131,7 +131,7 @@ LCR_DEV void async_rows(bf16* dst, int ld, const bf16* src, int64_t stride, int 
 // 16-byte aligned (every caller's D, kBlk and row strides are multiples of 4 floats).
 LCR_DEV void convert_tile(bf16* dst, int ld, const float* src, int64_t stride, int rows, int cols,
                           int valid, float scale = 1.f) {
-  constexpr int kU = 4;
+  constexpr int kU = 8;  // 8 x 16 bytes in flight per thread (4 left the per-block kernels waiting)
   const int quads = cols / 4, n = rows * quads, nt = nthreads();
   for (int i0 = tid(); i0 < n; i0 += kU * nt) {
     F4 x[kU];
