@@ -129,9 +129,7 @@ void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
 
 template <int D, int MT, int BMT, int kMode>
 void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
-  const std::size_t nk = std::size_t(p.B) * p.L * p.Hkv * D;
-  zero(p.dk, nk * sizeof(float), s);
-  zero(p.dw, nk * sizeof(float), s);
+  // dk and dw: block_backward's first products store them (no zeroing).
   zero(p.dpf, std::size_t(p.B) * p.Hkv * pl.nb * D * D * sizeof(float), s);
   zero(p.dps, std::size_t(p.B) * p.Hkv * pl.nS * D * D * sizeof(float), s);
   const int64_t rows = int64_t(p.B) * p.H * pl.Lp;

@@ -5,7 +5,7 @@
 // utg / utl / ute: recomputing it here twice (setup and UT backward, each a Gram product and
 // ut_inverse's ~13 barriers) was on every CTA's critical path. In: d q~ (dqf, per query head), d k~
 // (dkf, all levels summed), d P_m (dpf, all levels summed), the intra-block softmax (dO, lse,
-// delta, FoX lanes). Out: dq (written), dk, dw (accumulated onto zeros), dv, the FoX lanes (added
+// delta, FoX lanes). Out: dq, dk, dw (written, then accumulated), dv, the FoX lanes (added
 // to what the scan kernels wrote), dbeta (written).
 //
 //   per query head:  M = lower(Q W^T), S = Q K^T - M E, G = scale dS
@@ -136,13 +136,19 @@ void block_backward_kernel(Params p) {
   // (ncu, 2026-11-30: long-scoreboard stalls dominated the kernel). The block owns these
   // rows and a given element always comes from the same thread (every product into them is
   // kBlk x D, cta_gemm's fixed thread mapping), so the sums stay in program order.
-  // Epilogues of the (c, c + 1) pairs (cta_gemm): one 8-byte reduction each.
-  auto add_dw = [&](int r, int c, float v0, float v1) {
-    if (r < nvalid) atomic_add2(&p.dw[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v0, v1);
+  // Epilogues of the (c, c + 1) pairs (cta_gemm): one 8-byte reduction each; the first
+  // product into dk and dw (the first head's) stores instead, so nothing zeroes them first
+  // (a barrier separates every two products: the later reductions see the stores).
+  auto put = [&](float* base, bool first, int r, int c, float v0, float v1) {
+    if (r >= nvalid) return;
+    float* at = base + (kv_row0 + int64_t(r) * p.Hkv) * D + c;
+    if (first)
+      store_f32x2(at, v0, v1);
+    else
+      atomic_add2(at, v0, v1);
   };
-  auto add_dk = [&](int r, int c, float v0, float v1) {
-    if (r < nvalid) atomic_add2(&p.dk[(kv_row0 + int64_t(r) * p.Hkv) * D + c], v0, v1);
-  };
+  auto add_dw = [&](int r, int c, float v0, float v1) { put(p.dw, false, r, c, v0, v1); };
+  auto add_dk = [&](int r, int c, float v0, float v1) { put(p.dk, false, r, c, v0, v1); };
 
   // A head's tiles and row values into the head region (Q, V, dO by cp.async, committed).
   const auto hd = Smem::head(s.U, nullptr);
@@ -252,9 +258,11 @@ void block_backward_kernel(Params p) {
     {
       const Term t[2] = {{op(hd.dM, pad(kBlk), true), op(hd.Q, pad(D)), kBlk, 1.f},
                          {op(hd.C, pad(kBlk), true), op(hd.X, pad(D)), kBlk, -1.f}};
-      cta_gemm(kBlk, D, t, add_dw);
+      cta_gemm(kBlk, D, t,
+               [&](int r, int c, float v0, float v1) { put(p.dw, gi == 0, r, c, v0, v1); });
     }
-    cta_gemm(kBlk, D, kBlk, op(hd.G, pad(kBlk), true), op(hd.Q, pad(D)), add_dk);
+    cta_gemm(kBlk, D, kBlk, op(hd.G, pad(kBlk), true), op(hd.Q, pad(D)),
+             [&](int r, int c, float v0, float v1) { put(p.dk, gi == 0, r, c, v0, v1); });
     for (int r = tid(); r < nvalid && p.fox(); r += nthreads()) {
       p.dfox_q[q_row0 + int64_t(r) * p.H] += s.rs[r];
       p.dfox_k[q_row0 + int64_t(r) * p.H] -= s.cs[r];
