@@ -178,7 +178,7 @@ void block_backward_kernel(Params p) {
   load_head(0);
   const int64_t ub = ut_block(p, b, hk, m);
   {
-    load_block_kept<D>(p, s.W, s.K, s.T, s.E, s.beta, b, hk, s0, nvalid);
+    load_block_kept<D>(p, ub, s.W, s.K, s.T, s.E, s.beta, b, hk, s0, nvalid);
     for (int e = tid(); e < kBlk * kFld; e += nthreads()) s.dT[e] = s.dE[e] = 0.f;
     for (int r = tid(); r < kBlk; r += nthreads()) s.dbt[r] = 0.f;
   }

@@ -126,11 +126,10 @@ LCR_DEV void load_block_and_ut(const Params& p, const BlockTiles& s, int b, int 
 }
 
 // block_backward's start: W, K and beta as load_block_and_ut has them, T and E from what prep
-// kept (the same values: T = Lam D rounded the same way, E copied).
+// kept at ub = ut_block(...) (the same values: T = Lam D rounded the same way, E copied).
 template <int D>
-LCR_DEV void load_block_kept(const Params& p, bf16* W, bf16* K, bf16* T, bf16* E, float* beta,
-                             int b, int hk, int s0, int nvalid) {
-  const int64_t ub = ut_block(p, b, hk, s0 / kBlk);
+LCR_DEV void load_block_kept(const Params& p, int64_t ub, bf16* W, bf16* K, bf16* T, bf16* E,
+                             float* beta, int b, int hk, int s0, int nvalid) {
   constexpr int kPer = kBlk * kBlk / 4 / 256;  // quads of Lam per thread
   F4 lam[kPer];                                // in flight while W and K load
   LCR_UNROLL
