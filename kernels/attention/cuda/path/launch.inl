@@ -293,3 +293,10 @@ void mat_products_impl(int batch, int D, const float* A, bool ta, const float* B
     launch("mat_products", K::mat_product_kernel<128>, Grid3{batch, 1, 1}, 256,
            smem_bytes<K::FoldSmem<128>>(), s, a);
 }
+
+void wgmma_probe_impl(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P,
+                      float* c1, float* c2, float* c3) {
+  using namespace launch_detail;
+  launch("wgmma_probe", K::wgmma_probe_kernel, Grid3{1, 1, 1}, 128,
+         smem_bytes<K::WgmmaProbeSmem>(), nullptr, A, B, P, c1, c2, c3);
+}

@@ -93,6 +93,11 @@ std::string profile_report() {
   for (const auto& [name, t] : ms) os << "  kernel " << name << " " << t << " ms\n";
   return os.str();
 }
+void wgmma_probe(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P, float* c1,
+                 float* c2, float* c3) {
+  wgmma_probe_impl(A, B, P, c1, c2, c3);
+  LCR_CUDA_CHECK(cudaDeviceSynchronize());
+}
 }  // namespace detail
 
 void check_values(const Args& a, cudaStream_t s) {

@@ -1,6 +1,8 @@
 #pragma once
 // Host-side sizing of a PaTH call (shared by the GPU and the emulator builds): padded
 // length, superchunk, and where each workspace array lives.
+#include <cuda_bf16.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -35,5 +37,14 @@ std::string profile_report();
 // is on: events around everything enqueued on s between the two calls; phases may nest.
 void profile_begin(const char* name, cudaStream_t s);
 void profile_end(cudaStream_t s);
+
+// The wgmma forms of the kernels on one warpgroup (device/wgmma.cuh, wgmma_probe_kernel), for
+// the tests: A, B [64 x 128], P [64 x 64] bf16; c1 = A B^T [64 x 64], c2 = P B and
+// c3 = bf16(c1) B [64 x 128], fp32, row-major. Device pointers (synchronises), or host
+// pointers for the emulator's form.
+void wgmma_probe(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P, float* c1,
+                 float* c2, float* c3);
+void wgmma_probe_emu(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P,
+                     float* c1, float* c2, float* c3);
 
 }  // namespace lcr::cuda::path::detail

@@ -8,3 +8,4 @@
 #include "kernels/attention/cuda/path/device/fold.cuh"
 #include "kernels/attention/cuda/path/device/forward.cuh"
 #include "kernels/attention/cuda/path/device/prep.cuh"
+#include "kernels/attention/cuda/path/device/wgmma.cuh"

@@ -9,21 +9,28 @@
 //   S^T = K X^T, P^T = exp(s - lse), dP^T = V dO^T, dS^T = P^T (dP^T - delta),
 //   dV += P^T dO, dK += scale dS^T X, FoX key lane -= column sums of dS.
 // dV and the FoX key lane are written (the block kernel adds the intra-block parts).
+// The CTA is one warpgroup and every product is a wgmma (wgmma.cuh): S^T and dP^T with both
+// operands in shared memory, dV and dK with P^T and dS^T from the registers S^T and dP^T
+// were accumulated in (the m64 accumulator is the A fragment, as FlashAttention-3 does) and
+// dO, X read MN-major from the same swizzled tiles. With mma.sync (each warp 16 keys) every
+// warp reloaded the whole X and dO tiles through ldmatrix per product: 8.2 of the backward's
+// 20.0 ms at (1,16,16384,128) (docs/cuda.md, PaTH section).
 #include "kernels/attention/cuda/path/device/forward.cuh"
+#include "kernels/attention/cuda/path/device/wgmma.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 
 template <int D>
 struct DkvSmem {
-  bf16 *K, *V, *X, *dO;   // K, V: 64 x pad(D); X, dO: [2][64 x pad(D)]
+  bf16 *K, *V, *X, *dO;   // Swz tiles (wgmma.cuh): K, V [64 x D]; X, dO [2][64 x D]
   float *lse2, *dl, *fq;  // [2][64] per query row of the staged block
   float* dfk;             // [G][64] FoX key-lane gradient per head
   static LCR_HD std::size_t carve(SmemCarver& c, DkvSmem* s, int G) {
     DkvSmem t;
-    t.K = c.take<bf16>(kBlk * pad(D));
-    t.V = c.take<bf16>(kBlk * pad(D));
-    t.X = c.take<bf16>(2 * kBlk * pad(D));
-    t.dO = c.take<bf16>(2 * kBlk * pad(D));
+    t.K = c.take_1k<bf16>(kBlk * D);
+    t.V = c.take_1k<bf16>(kBlk * D);
+    t.X = c.take_1k<bf16>(2 * kBlk * D);
+    t.dO = c.take_1k<bf16>(2 * kBlk * D);
     t.lse2 = c.take<float>(2 * kBlk);
     t.dl = c.take<float>(2 * kBlk);
     t.fq = c.take<float>(2 * kBlk);
@@ -36,6 +43,7 @@ struct DkvSmem {
 template <int D, int kMode>
 LCR_KERNEL_BOUNDS(128, 1)
 void dkv_kernel(Params p) {
+  check_smem_base();
   DkvSmem<D> s;
   SmemCarver carver{smem_base()};
   DkvSmem<D>::carve(carver, &s, p.G());
@@ -52,7 +60,7 @@ void dkv_kernel(Params p) {
   for (int e = tid(); e < G * kBlk; e += nthreads()) s.dfk[e] = 0.f;
   const int kvalid = p.L - key0 < kBlk ? p.L - key0 : kBlk;
   const int64_t vrow = (int64_t(b) * p.L + key0) * p.Hkv + hk;
-  async_tile(s.V, pad(D), kvalid > 0 ? p.v + vrow * D : p.v, int64_t(p.Hkv) * D, kBlk, D, kvalid);
+  async_swz<kBlk, D, 128>(s.V, kvalid > 0 ? p.v + vrow * D : p.v, int64_t(p.Hkv) * D, kvalid);
 
   // Stages query block qb of head h (level coarse or fine) into buffer buf.
   auto stage = [&](bool coarse, int gi, int qb, int buf) {
@@ -60,10 +68,10 @@ void dkv_kernel(Params p) {
     const int64_t bh = int64_t(b) * p.H + h;
     const bf16* x = coarse ? p.zc + (bh * p.zrows + p.zrow(sj, q0)) * D
                            : p.xf + ((bh * p.R + (j - first)) * p.Lp + q0) * D;
-    async_tile(s.X + buf * kBlk * pad(D), pad(D), x, D, kBlk, D, kBlk);
+    async_swz<kBlk, D, 128>(s.X + buf * kBlk * D, x, D, kBlk);
     const int qvalid = p.L - q0 < kBlk ? p.L - q0 : kBlk;
-    async_tile(s.dO + buf * kBlk * pad(D), pad(D), p.dout + ((int64_t(b) * p.L + q0) * p.H + h) * D,
-               int64_t(p.H) * D, kBlk, D, qvalid);
+    async_swz<kBlk, D, 128>(s.dO + buf * kBlk * D, p.dout + ((int64_t(b) * p.L + q0) * p.H + h) * D,
+                            int64_t(p.H) * D, qvalid);
   };
   // The staged block's per-row values (thread r < 64: row r): loaded into registers when the
   // block's tiles are issued, stored to shared memory after the current step's products, so
@@ -96,7 +104,7 @@ void dkv_kernel(Params p) {
     for (int i = 0; i < 4; ++i) dk[nt][i] = 0.f;
     sync_cta();  // the previous level's readers of K are done
     const bf16* keys = (coarse ? p.ks : p.kf) + (bh_kv * p.Lp + key0) * D;
-    async_tile(s.K, pad(D), keys, D, kBlk, D, kBlk);
+    async_swz<kBlk, D, 128>(s.K, keys, D, kBlk);
     if (n > 0) stage(coarse, 0, qbase, 0);
     if (n > 0 && tid() < kBlk) store_rows(row_vals(0, qbase), 0);
     cp_async_commit();
@@ -109,28 +117,23 @@ void dkv_kernel(Params p) {
       if (rows) nv = row_vals((i + 1) / nq, qbase + (i + 1) % nq);
       cp_async_commit();
       const int gi = i / nq, h = hk * G + gi, buf = i & 1;
-      const bf16* X = s.X + buf * kBlk * pad(D);
-      const bf16* dO = s.dO + buf * kBlk * pad(D);
+      const bf16* X = s.X + buf * kBlk * D;
+      const bf16* dO = s.dO + buf * kBlk * D;
       const float* lse2 = s.lse2 + buf * kBlk;
       const float* dl = s.dl + buf * kBlk;
       const float* fq = s.fq + buf * kBlk;
-      float st[8][4] = {}, dpt[8][4] = {};
+      // S^T = K X^T, dP^T = V dO^T: [64 keys x 64 rows] each, this warp's 16 keys.
+      float st[8][4], dpt[8][4];
+      wgmma_fence();
       LCR_UNROLL
       for (int k0 = 0; k0 < D; k0 += 16) {
-        uint32_t a[4], av[4];
-        load_a(a, op(s.K, pad(D)), w * 16, k0);
-        load_a(av, op(s.V, pad(D)), w * 16, k0);
-        LCR_UNROLL
-        for (int np = 0; np < 4; ++np) {
-          uint32_t bx[4], bd[4];
-          load_b(bx, op(X, pad(D), true), k0, np * 16);
-          load_b(bd, op(dO, pad(D), true), k0, np * 16);
-          mma_bf16(st[2 * np], a, bx);
-          mma_bf16(st[2 * np + 1], a, bx + 2);
-          mma_bf16(dpt[2 * np], av, bd);
-          mma_bf16(dpt[2 * np + 1], av, bd + 2);
-        }
+        wgmma_ss<0>(&st[0][0], desc_k(s.K, kBlk, k0), desc_k(X, kBlk, k0), k0 > 0);
+        wgmma_ss<0>(&dpt[0][0], desc_k(s.V, kBlk, k0), desc_k(dO, kBlk, k0), k0 > 0);
       }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs<32>(&st[0][0]);
+      fence_regs<32>(&dpt[0][0]);
       float fk[2], csum[2] = {0.f, 0.f};
       LCR_UNROLL
       for (int hh = 0; hh < 2; ++hh) {
@@ -150,29 +153,34 @@ void dkv_kernel(Params p) {
         dpt[nt][i2] = ds * p.scale;
         csum[hh] += ds;
       }
+      // dV += P^T dO, dK += dS^T X (scaled above): K = the block's 64 rows, N = D.
+      // The fragments are all formed before the fence: a register written after it would
+      // make ptxas insert a wait of its own before the wgmma that reads it.
+      uint32_t ap[4][4], as[4][4];
       LCR_UNROLL
       for (int kk = 0; kk < 4; ++kk) {
-        uint32_t ap[4], as[4];
-        c_to_a(ap, st[2 * kk], st[2 * kk + 1]);
-        c_to_a(as, dpt[2 * kk], dpt[2 * kk + 1]);
-        LCR_UNROLL
-        for (int np = 0; np < D / 16; ++np) {
-          uint32_t bd[4], bx[4];
-          load_b(bd, op(dO, pad(D)), kk * 16, np * 16);
-          load_b(bx, op(X, pad(D)), kk * 16, np * 16);
-          mma_bf16(dv[2 * np], ap, bd);
-          mma_bf16(dv[2 * np + 1], ap, bd + 2);
-          mma_bf16(dk[2 * np], as, bx);
-          mma_bf16(dk[2 * np + 1], as, bx + 2);
-        }
+        c_to_a(ap[kk], st[2 * kk], st[2 * kk + 1]);
+        c_to_a(as[kk], dpt[2 * kk], dpt[2 * kk + 1]);
       }
+      wgmma_fence();
+      LCR_UNROLL
+      for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
+      for (int hf = 0; hf < D / 64; ++hf) {
+        wgmma_rs<1>(&dv[8 * hf][0], ap[kk], desc_mn(dO, kBlk, 16 * kk, 64 * hf), true);
+        wgmma_rs<1>(&dk[8 * hf][0], as[kk], desc_mn(X, kBlk, 16 * kk, 64 * hf), true);
+      }
+      wgmma_commit();
       LCR_UNROLL
       for (int hh = 0; hh < 2; ++hh) {
         const float c = quad_sum(csum[hh]);
         if (tq == 0) s.dfk[gi * kBlk + w * 16 + g + 8 * hh] -= c;
       }
       if (rows) store_rows(nv, (i + 1) & 1);  // buffer (i + 1) & 1 is read after the next barrier
+      // Before the next barrier lets the loads overwrite this step's X and dO, and before the
+      // registers of ap / as are reused.
+      wgmma_wait<0>();
     }
+    fence_regs<D / 2>(&dk[0][0]);
     float* dst = (coarse ? p.dks : p.dkf) + (bh_kv * p.Lp + key0) * D;
     LCR_UNROLL
     for (int hh = 0; hh < 2; ++hh) {
@@ -185,6 +193,7 @@ void dkv_kernel(Params p) {
     }
   }
   sync_cta();  // dfk complete
+  fence_regs<D / 2>(&dv[0][0]);
   LCR_UNROLL
   for (int hh = 0; hh < 2; ++hh) {
     const int r = w * 16 + g + 8 * hh, key = key0 + r;

@@ -125,6 +125,13 @@ struct SmemCarver {
     off += count * sizeof(T);
     return p;
   }
+  // The same on a 1024-byte boundary (wgmma's swizzled tiles, wgmma.cuh; the dynamic shared
+  // memory base is 1024-aligned: check_smem_base).
+  template <class T>
+  LCR_HD T* take_1k(std::size_t count) {
+    off = (off + 1023) & ~std::size_t(1023);
+    return take<T>(count);
+  }
 };
 
 constexpr float kLog2e = 1.4426950408889634f;

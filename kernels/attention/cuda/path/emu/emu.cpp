@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #if !defined(__x86_64__)
@@ -74,6 +76,8 @@ struct Fiber {
   long warp_ops = 0;   // parity of the warp exchange buffer
   long committed = 0;  // cp.async groups committed
   std::vector<Copy> copies;
+  long mma_committed = 0;                                       // wgmma groups committed
+  std::vector<std::pair<long, std::function<void()>>> mma_ops;  // (group, operation)
 };
 
 struct Barrier {
@@ -155,6 +159,7 @@ extern "C" void lcr_emu_fiber_main(void* p) {
   (*g_body)();
   for (const Copy& c : f->copies) perform(c);  // copies outlive a thread on the hardware too
   f->copies.clear();
+  if (!f->mma_ops.empty()) fail("emu: thread exits with wgmma operations in flight (no wait)");
   f->done = true;
   --g_block.alive;
   ++g_progress;
@@ -223,15 +228,34 @@ void cp_async_wait(int pending) {
   cs.resize(keep);
 }
 
+void async_op(std::function<void()> op) {
+  g_cur->mma_ops.emplace_back(g_cur->mma_committed, std::move(op));
+}
+
+void async_commit() { ++g_cur->mma_committed; }
+
+void async_wait(int pending) {
+  const long limit = g_cur->mma_committed - pending;
+  auto& ops = g_cur->mma_ops;
+  std::size_t keep = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].first < limit)
+      ops[i].second();
+    else
+      ops[keep++] = std::move(ops[i]);
+  }
+  ops.resize(keep);
+}
+
 void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<void()>& body) {
   if (block.y != 1 || block.z != 1 || block.x % 32 != 0 || block.x == 0 || block.x > 1024)
     fail("emu: blocks must be one-dimensional with a multiple of 32 threads (<= 1024)");
   if (smem_bytes > 227 * 1024) fail("emu: more than 227 KiB of shared memory per block");
   const unsigned n = block.x;
   if (g_fibers.size() < n) g_fibers.resize(n);
-  g_smem_storage.assign(smem_bytes + 16, 0);
+  g_smem_storage.assign(smem_bytes + 1024, 0);
   unsigned char* smem = g_smem_storage.data();
-  smem += (16 - reinterpret_cast<std::uintptr_t>(smem) % 16) % 16;
+  smem += (1024 - reinterpret_cast<std::uintptr_t>(smem) % 1024) % 1024;
   g_body = &body;
   long index = 0;
   for (unsigned bz = 0; bz < grid.z; ++bz)
@@ -255,6 +279,8 @@ void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<v
           f.warp_ops = 0;
           f.committed = 0;
           f.copies.clear();
+          f.mma_committed = 0;
+          f.mma_ops.clear();
           prepare_stack(f);
         }
         const bool reverse = index % 2 == 1;

@@ -35,7 +35,8 @@ unsigned block_dim_x();
 unsigned grid_dim_x();
 unsigned grid_dim_y();
 
-// Dynamic shared memory of the running block (16-byte aligned).
+// Dynamic shared memory of the running block (1024-byte aligned, as the 128-byte swizzle
+// atoms of wgmma operands need; device/wgmma.cuh counts shared addresses from it).
 unsigned char* shared_base();
 std::size_t shared_bytes();
 
@@ -51,6 +52,15 @@ constexpr std::size_t kExchangeStride = 64;
 void cp_async16(void* smem_dst, const void* gmem_src, bool valid);
 void cp_async_commit();
 void cp_async_wait(int pending_groups);
+
+// Hopper's asynchronous warpgroup MMA (wgmma.mma_async) emulation: an operation the running
+// thread queues is performed only at async_wait, when at most `pending_groups` committed
+// groups remain, so a kernel that reads its accumulators (or overwrites the operands in shared
+// memory) before waiting computes stale or wrong values and fails its test. A thread that
+// exits with operations in flight aborts.
+void async_op(std::function<void()> op);
+void async_commit();
+void async_wait(int pending_groups);
 
 // Runs body() on every thread of every block; returns when the grid is done.
 void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<void()>& body);

@@ -56,3 +56,10 @@ void mat_products(int batch, int D, const float* A, bool ta, const float* B, boo
   mat_products_impl(batch, D, A, ta, B, tb, C, accumulate, nullptr);
 }
 }  // namespace lcr::cuda::path::emu
+
+namespace lcr::cuda::path::detail {
+void wgmma_probe_emu(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P,
+                     float* c1, float* c2, float* c3) {
+  emu::wgmma_probe_impl(A, B, P, c1, c2, c3);
+}
+}  // namespace lcr::cuda::path::detail

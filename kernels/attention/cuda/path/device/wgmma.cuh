@@ -1,0 +1,301 @@
+#pragma once
+// Hopper's warpgroup MMA (wgmma.mma_async, sm_90a) for the PaTH kernels, and the shared-memory
+// tile layout it reads. A warpgroup (4 consecutive warps, 128 threads, starting at a warp index
+// divisible by 4) computes D (64 x 64, fp32) (+)= A (64 x 16) B (16 x 64), bf16 operands:
+//   A from shared memory (descriptor) or from registers (the mma.sync A fragment of mma.cuh,
+//     warp w of the group holding rows 16w .. 16w+15);
+//   B from shared memory, K-major (B^T stored row by row) or MN-major (B stored row by row);
+//   D in registers: warp w holds rows 16w + g and 16w + g + 8, and for each 8-column chunk j,
+//     d[4j + 0, 1] = (16w + g, 8j + 2t + 0, 1), d[4j + 2, 3] = (16w + g + 8, ...), i.e. the
+//     mma.sync C fragments of mma.cuh side by side (so c_to_a turns 16 columns into an A).
+// The operations are asynchronous: wgmma_fence before the first, wgmma_commit after a batch,
+// wgmma_wait<N> before the accumulators (or the A registers, or the shared operands) are
+// touched again, then fence_regs on the accumulators read next (the compiler does not know that
+// the wait is what makes them ready).
+//
+// Tiles (Swz): a [rows][C] bf16 tile (C a multiple of 64) as C / 64 panels of [rows][64], each
+// row 128 bytes; 16-byte chunk c of row r sits at chunk c ^ (r % 8) of its row (the 128-byte
+// swizzle: no bank conflicts for the tensor cores or for cp.async). Tiles start on a 1024-byte
+// boundary of the shared address space (SmemCarver::take_swz).
+//
+// Emulator build (LCR_CUDA_EMU): each thread queues its share of the product and performs it at
+// wgmma_wait (emu.hpp), reading shared memory through the descriptor the way the PTX ISA
+// defines it (canonical layouts, 128-byte swizzle on address bits 4-6 by bits 7-9), so a kernel
+// and this model must agree on every address for the emulator tests to pass; the GPU tests
+// (tests/cuda/path, WgmmaProbe) check the model against the hardware.
+#include <array>
+
+#include "kernels/attention/cuda/path/device/mma.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "lcr's PaTH kernels use wgmma: build for sm_90a (-DCMAKE_CUDA_ARCHITECTURES=90a)"
+#endif
+
+namespace lcr::cuda::LCR_PATHK {
+
+// Element offset of (r, c) in a Swz tile of `rows` rows.
+LCR_HD int swz(int rows, int r, int c) {
+  return (c >> 6) * rows * 64 + r * 64 + ((((c & 63) >> 3) ^ (r & 7)) << 3) + (c & 7);
+}
+
+// ROWS x C bf16 rows from global memory (row stride `stride` elements, 16-byte aligned) into a
+// Swz tile with cp.async, NT threads; rows >= valid are zero-filled. The caller commits, waits.
+template <int ROWS, int C, int NT>
+LCR_DEV void async_swz(bf16* dst, const bf16* src, int64_t stride, int valid) {
+  constexpr int kChunks = C / 8, kStep = NT / kChunks;
+  static_assert(NT % kChunks == 0 && ROWS % kStep == 0, "rows per pass must divide the tile");
+  const int c = (tid() % kChunks) * 8, r0 = tid() / kChunks;
+  const bf16* g = src + r0 * stride + c;
+  LCR_UNROLL
+  for (int j = 0; j < ROWS / kStep; ++j) {
+    const int r = r0 + j * kStep;
+    const bool ok = r < valid;
+    cp_async16(dst + swz(ROWS, r, c), ok ? g + j * kStep * stride : src, ok);
+  }
+}
+
+LCR_DEV uint32_t smem_addr(const void* p) {
+#if defined(LCR_CUDA_EMU)
+  return uint32_t(static_cast<const unsigned char*>(p) - emu::shared_base());
+#else
+  return unsigned(__cvta_generic_to_shared(p));
+#endif
+}
+
+// Swz tiles are carved on 1024-byte offsets from the dynamic shared memory's base, which the
+// hardware places on a 1024-byte boundary; a kernel that relies on it checks once.
+LCR_DEV void check_smem_base() {
+#if !defined(LCR_CUDA_EMU)
+  if (smem_addr(smem_base()) & 1023) __trap();  // (no printf: a call serialises wgmma)
+#endif
+}
+
+// Matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address, leading and stride
+// byte offsets (all >> 4), 128-byte swizzle (mode 1), base offset 0 (atoms 1024-aligned).
+LCR_DEV uint64_t smem_desc(const bf16* p, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((smem_addr(p) & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 |
+         uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
+}
+// K-major operand (A, or B^T) of 64 rows = rows 0..63 of a Swz tile of `rows` rows, columns
+// k0 .. k0+15 (k0 % 16 == 0): rows 128 bytes apart, 8-row groups 1024 (SBO); LBO unused.
+LCR_DEV uint64_t desc_k(const bf16* tile, int rows, int k0) {
+  return smem_desc(tile + (k0 >> 6) * rows * 64 + (k0 & 63), 16, 1024);
+}
+// MN-major B of a Swz tile holding B itself: K = rows k0 .. k0+15 (k0 % 8 == 0), N = columns
+// n0 .. n0+63 (n0 % 64 == 0): 8-row groups 1024 bytes apart (SBO), panels rows * 128 (LBO).
+LCR_DEV uint64_t desc_mn(const bf16* tile, int rows, int k0, int n0) {
+  return smem_desc(tile + (n0 >> 6) * rows * 64 + k0 * 64, uint32_t(rows) * 128, 1024);
+}
+
+#if defined(LCR_CUDA_EMU)
+namespace emu_detail {
+// Element (mn, k) of the 64 x 16 (A) or 16 x 64 (B) operand a descriptor names.
+inline float desc_elem(uint64_t desc, bool mn_major, int mn, int k) {
+  if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0)
+    emu::fail("emu: wgmma descriptor: only the 128-byte swizzle with base offset 0 is modelled");
+  const uint32_t start = uint32_t(desc & 0x3FFF) << 4;
+  const uint32_t lbo = uint32_t((desc >> 16) & 0x3FFF) << 4;
+  const uint32_t sbo = uint32_t((desc >> 32) & 0x3FFF) << 4;
+  // Canonical layouts in bytes (T = 8 bf16 per 16 bytes):
+  //   K-major  ((8, m), (T, 2)) : ((8T, SBO), (1, T))       row mn, column k
+  //   MN-major ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO))
+  uint32_t a = mn_major ? start + (mn % 64) * 2 + (mn / 64) * lbo + (k % 8) * 128 + (k / 8) * sbo
+                        : start + (mn % 8) * 128 + (mn / 8) * sbo + k * 2;
+  a ^= ((a >> 7) & 7) << 4;
+  if (a + 2 > emu::shared_bytes()) emu::fail("emu: wgmma operand outside shared memory");
+  bf16 v;
+  std::memcpy(&v, emu::shared_base() + a, 2);
+  return __bfloat162float(v);
+}
+// This thread's share of one m64n64k16: A(r, k) from `a_of`, B(k, n) from the descriptor.
+template <class AOf>
+void wgmma_thread(float* d, AOf a_of, uint64_t db, bool trans_b, bool acc, int w, int l) {
+  const int g = l / 4, t = l % 4;
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 4; ++i) {
+      const int r = 16 * w + g + (i >= 2 ? 8 : 0), n = 8 * j + 2 * t + (i & 1);
+      double s = acc ? d[4 * j + i] : 0.0;
+      for (int k = 0; k < 16; ++k)
+        s += double(a_of(r, k)) *
+             double(trans_b ? desc_elem(db, true, n, k) : desc_elem(db, false, n, k));
+      d[4 * j + i] = float(s);
+    }
+}
+}  // namespace emu_detail
+#endif
+
+LCR_DEV void wgmma_fence() {
+#if !defined(LCR_CUDA_EMU)
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+LCR_DEV void wgmma_commit() {
+#if defined(LCR_CUDA_EMU)
+  emu::async_commit();
+#else
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+LCR_DEV void wgmma_wait() {
+#if defined(LCR_CUDA_EMU)
+  emu::async_wait(N);
+#else
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// After a wait: the accumulators d[0 .. n-1] are read only from here on.
+template <int n>
+LCR_DEV void fence_regs(float* d) {
+#if defined(LCR_CUDA_EMU)
+  (void)d;
+#else
+  LCR_UNROLL
+  for (int i = 0; i < n; ++i) asm volatile("" : "+f"(d[i])::"memory");
+#endif
+}
+
+// d[32] = (acc ? d : 0) + A B, A K-major from shared memory (da), B from shared memory (db),
+// K-major when !kTransB, MN-major when kTransB.
+template <int kTransB>
+LCR_DEV void wgmma_ss(float* d, uint64_t da, uint64_t db, bool acc) {
+#if defined(LCR_CUDA_EMU)
+  const int w = warp() % 4, l = lane();
+  emu::async_op([=] {
+    emu_detail::wgmma_thread(
+        d, [&](int r, int k) { return emu_detail::desc_elem(da, false, r, k); }, db, kTransB, acc,
+        w, l);
+  });
+#else
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(int(acc)), "n"(kTransB));
+#endif
+}
+
+// The same with A from registers: a[4] is the mma.sync A fragment of this warp's 16 rows.
+template <int kTransB>
+LCR_DEV void wgmma_rs(float* d, const uint32_t a[4], uint64_t db, bool acc) {
+#if defined(LCR_CUDA_EMU)
+  const int w = warp() % 4, l = lane();
+  struct Frag {
+    uint32_t a[4];
+  } mine{{a[0], a[1], a[2], a[3]}};
+  const unsigned char* all = emu::warp_exchange(&mine, sizeof mine);
+  std::array<Frag, 32> warp_a;  // the warp's fragments, copied at issue
+  for (int i = 0; i < 32; ++i)
+    std::memcpy(&warp_a[i], all + i * emu::kExchangeStride, sizeof(Frag));
+  emu::async_op([=] {
+    auto a_of = [&](int r, int k) {  // mma.sync A layout (mma.cuh) within the warp's 16 rows
+      const int rr = r % 16;
+      return emu_detail::bf16_half(warp_a[(rr % 8) * 4 + (k % 8) / 2].a[rr / 8 + 2 * (k / 8)],
+                                   k % 2);
+    };
+    emu_detail::wgmma_thread(d, a_of, db, kTransB, acc, w, l);
+  });
+#else
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
+      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, "
+      "1, 1, %38;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(int(acc)), "n"(kTransB));
+#endif
+}
+
+}  // namespace lcr::cuda::LCR_PATHK
+
+namespace lcr::cuda::LCR_PATHK {
+
+// The wgmma forms the PaTH kernels use, on one warpgroup, for the tests (WgmmaProbe):
+//   c1 = A B^T          A, B [64 x 128] (rows of 128), both K-major from Swz tiles
+//   c2 = P B2           P [64 x 64] from registers (mma.sync A fragments read from global),
+//                       B2 = B read as [64 x 128] (K = its rows), MN-major
+//   c3 = bf16(c1) B2    c1's accumulators turned into A fragments (c_to_a), as dkv does
+// c1 [64 x 64], c2 and c3 [64 x 128], fp32 row-major.
+struct WgmmaProbeSmem {
+  bf16 *A, *B;
+  static LCR_HD std::size_t carve(SmemCarver& c, WgmmaProbeSmem* s) {
+    WgmmaProbeSmem t;
+    t.A = c.take_1k<bf16>(64 * 128);
+    t.B = c.take_1k<bf16>(64 * 128);
+    if (s) *s = t;
+    return c.off;
+  }
+};
+
+LCR_KERNEL_BOUNDS(128, 1)
+void wgmma_probe_kernel(const bf16* A, const bf16* B, const bf16* P, float* c1, float* c2,
+                        float* c3) {
+  check_smem_base();
+  WgmmaProbeSmem s;
+  SmemCarver carver{smem_base()};
+  WgmmaProbeSmem::carve(carver, &s);
+  async_swz<64, 128, 128>(s.A, A, 128, 64);
+  async_swz<64, 128, 128>(s.B, B, 128, 64);
+  cp_async_commit();
+  cp_async_wait<0>();
+  sync_cta();
+  const int w = warp(), g = lane() >> 2, t = lane() & 3;
+  float d1[32], d2[2][32], d3[2][32];
+  wgmma_fence();
+  LCR_UNROLL
+  for (int k0 = 0; k0 < 128; k0 += 16)
+    wgmma_ss<0>(d1, desc_k(s.A, 64, k0), desc_k(s.B, 64, k0), k0 > 0);
+  LCR_UNROLL
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[4];  // rows 16w + g (+8), columns 16kk + 2t (+1, +8, +9)
+    auto at = [&](int r, int c) { return P + (16 * w + r) * 64 + 16 * kk + c; };
+    const auto pair = [](const bf16* p) {
+      return pack_bf16(__bfloat162float(p[0]), __bfloat162float(p[1]));
+    };
+    a[0] = pair(at(g, 2 * t)), a[1] = pair(at(g + 8, 2 * t));
+    a[2] = pair(at(g, 2 * t + 8)), a[3] = pair(at(g + 8, 2 * t + 8));
+    LCR_UNROLL
+    for (int hf = 0; hf < 2; ++hf)
+      wgmma_rs<1>(d2[hf], a, desc_mn(s.B, 64, 16 * kk, 64 * hf), kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs<32>(d1);
+  fence_regs<32>(d2[0]);
+  fence_regs<32>(d2[1]);
+  wgmma_fence();
+  LCR_UNROLL
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[4];
+    c_to_a(a, d1 + 8 * kk, d1 + 8 * kk + 4);
+    LCR_UNROLL
+    for (int hf = 0; hf < 2; ++hf)
+      wgmma_rs<1>(d3[hf], a, desc_mn(s.B, 64, 16 * kk, 64 * hf), kk > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs<32>(d3[0]);
+  fence_regs<32>(d3[1]);
+  for (int j = 0; j < 8; ++j)
+    for (int i = 0; i < 4; ++i) {
+      const int r = 16 * w + g + (i >= 2 ? 8 : 0), n = 8 * j + 2 * t + (i & 1);
+      c1[r * 64 + n] = d1[4 * j + i];
+      for (int hf = 0; hf < 2; ++hf) {
+        c2[r * 128 + 64 * hf + n] = d2[hf][4 * j + i];
+        c3[r * 128 + 64 * hf + n] = d3[hf][4 * j + i];
+      }
+    }
+}
+
+}  // namespace lcr::cuda::LCR_PATHK
