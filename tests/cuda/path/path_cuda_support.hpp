@@ -25,8 +25,8 @@ struct GpuCase {
   bool fox = false;
   int64_t pos0 = 0;
   float softcap = 0.f;
-  int superchunk = 0;                                   // 0 = automatic
-  int warp_rows = 0, bwd_warp_rows = 0, scan_keys = 0;  // tuning knobs (0 = automatic)
+  int superchunk = 0;                // 0 = automatic
+  int warp_rows = 0, scan_keys = 0;  // tuning knobs (0 = automatic)
   pathtest::BetaDraw beta = pathtest::BetaDraw::Mixed;
   uint64_t seed = 1;
 };
@@ -37,7 +37,7 @@ struct KernelResult {
   std::vector<float> o, lse;
   std::map<std::string, std::vector<float>> grad;
   std::map<std::string, std::vector<float>> fold;  // "q", "k", "p" when folds were asked for
-  bool all_written = true;  // no poison (NaN) left in any output
+  bool all_written = true;                         // no poison (NaN) left in any output
 };
 
 enum class Device { Gpu, Emulator };

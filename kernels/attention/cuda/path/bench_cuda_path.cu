@@ -3,15 +3,14 @@
 //
 //   bench_cuda_path [--shapes "B,H,L,D;..."] [--fox] [--no-autotune] [--profile] [--reps N]
 //                   [--chunks "Lc,Lc,..."] [--warp-rows 16|32]
-//                   [--bwd-warp-rows 16|32]
 //
 // Autotunes like Triton does: times every built variant of the tuning knobs (path.hpp:
-// warp_rows x scan_keys for the forward, then bwd_warp_rows for the backward), then with the
+// warp_rows x scan_keys for the forward; the backward runs with the fastest), then with the
 // fastest of those the chunked form (chunked.hpp) at each chunk length of --chunks that
 // divides L (default 1024,2048,4096,8192; "0": none), prints each as "  variant ..." and then
 // one headline line per shape and scheme with the fastest forward + backward, e.g.
 //   lcr-path PaTH B=1 H=16 L=16384 D=64 superchunk=1024 warp_rows=16 scan_keys=128
-//     bwd_warp_rows=32 chunk=2048 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2
+//     chunk=2048 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2
 //     finite=1
 // (chunk=0: the whole-sequence kernels.)
 // FLOPs are counted as 4 B H L^2 D / 2 forward and 2.5 times that backward (the convention
@@ -123,7 +122,7 @@ struct Shape {
 };
 
 void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
-         const std::vector<int>& chunks, int warp_rows, int bwd_warp_rows) {
+         const std::vector<int>& chunks, int warp_rows) {
   const std::size_t nq = std::size_t(s.B) * s.L * s.H * s.D, nr = std::size_t(s.B) * s.L * s.H;
   Args a;
   a.B = s.B, a.H = s.H, a.Hkv = s.H, a.L = s.L, a.D = s.D;
@@ -164,8 +163,8 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   auto bwd = [&] { lcr::cuda::path::backward(a, o, lse, dout, g, ws, bws, nullptr); };
   const char* scheme = fox ? "PaTH-FoX" : "PaTH";
   const auto plan = lcr::cuda::path::detail::make_plan(a, true);
-  // Forward variants (warp_rows, scan_keys), then backward variants (bwd_warp_rows) with the
-  // fastest forward's settings; every variant is printed, the fastest is the headline.
+  // Forward variants (warp_rows, scan_keys), then the backward with the fastest forward's
+  // settings (its carry kernel shares warp_rows); every variant is printed.
   struct Fv {
     int wr, kn;
   };
@@ -185,19 +184,9 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   }
   a.warp_rows = bf.wr, a.scan_keys = bf.kn;
   fwd();
-  std::vector<int> bvs{bwd_warp_rows};
-  if (autotune) bvs = {16, 32};
-  double best_b = 1e30;
-  int bb = bvs[0];
-  for (int bw : bvs) {
-    a.bwd_warp_rows = bw;
-    const double ms = median_ms(reps, bwd);
-    if (autotune)
-      std::printf("  variant %s D=%d L=%d backward bwd_warp_rows=%d bwd_ms=%.3f\n", scheme, s.D,
-                  s.L, bw, ms);
-    if (ms < best_b) best_b = ms, bb = bw;
-  }
-  a.bwd_warp_rows = bb;
+  double best_b = median_ms(reps, bwd);
+  if (autotune)
+    std::printf("  variant %s D=%d L=%d backward bwd_ms=%.3f\n", scheme, s.D, s.L, best_b);
   // The chunked form with the fastest variant's settings, per chunk length dividing L.
   const double whole_f = best_f, whole_b = best_b;
   int best_chunk = 0, fastest_chunked = 0;
@@ -227,9 +216,9 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   for (auto x : oh) finite = finite && std::isfinite(__bfloat162float(x));
   for (auto x : gh) finite = finite && std::isfinite(x);
   std::printf(
-      "lcr-path %s B=%d H=%d L=%d D=%d superchunk=%d warp_rows=%d scan_keys=%d bwd_warp_rows=%d "
-      "chunk=%d fwd_ms=%.3f bwd_ms=%.3f fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
-      scheme, s.B, s.H, s.L, s.D, plan.R * 64, bf.wr, bf.kn, bb, best_chunk, best_f, best_b,
+      "lcr-path %s B=%d H=%d L=%d D=%d superchunk=%d warp_rows=%d scan_keys=%d chunk=%d "
+      "fwd_ms=%.3f bwd_ms=%.3f fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
+      scheme, s.B, s.H, s.L, s.D, plan.R * 64, bf.wr, bf.kn, best_chunk, best_f, best_b,
       flops / best_f * 1e-9, 2.5 * flops / best_b * 1e-9, int(finite));
   std::fflush(stdout);
   if (profile) {  // the whole-sequence kernels, then the fastest chunked form
@@ -262,7 +251,7 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
 int main(int argc, char** argv) {
   std::vector<Shape> shapes{{1, 16, 16384, 64}, {1, 16, 16384, 128}, {1, 8, 65536, 64}};
   bool fox = false, autotune = true, profile = false;
-  int reps = 10, warp_rows = 0, bwd_warp_rows = 0;
+  int reps = 10, warp_rows = 0;
   std::vector<int> chunks{1024, 2048, 4096, 8192};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -274,8 +263,6 @@ int main(int argc, char** argv) {
       profile = true;
     } else if (arg == "--warp-rows" && i + 1 < argc) {
       warp_rows = std::atoi(argv[++i]);
-    } else if (arg == "--bwd-warp-rows" && i + 1 < argc) {
-      bwd_warp_rows = std::atoi(argv[++i]);
     } else if (arg == "--reps" && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (arg == "--chunks" && i + 1 < argc) {
@@ -301,14 +288,13 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--shapes \"B,H,L,D;...\"] [--fox] [--no-autotune] [--profile] "
-                   "[--reps N] [--chunks \"Lc,...\"] [--warp-rows 16|32] [--bwd-warp-rows 16|32]\n",
+                   "[--reps N] [--chunks \"Lc,...\"] [--warp-rows 16|32]\n",
                    argv[0]);
       return 2;
     }
   }
   try {
-    for (const Shape& s : shapes)
-      run(s, fox, autotune, profile, reps, chunks, warp_rows, bwd_warp_rows);
+    for (const Shape& s : shapes) run(s, fox, autotune, profile, reps, chunks, warp_rows);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_path: %s\n", e.what());
     return 1;

@@ -127,7 +127,7 @@ void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   }
 }
 
-template <int D, int MT, int BMT, int kMode>
+template <int D, int MT, int kMode>
 void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   // dk and dw: block_backward's first products store them (no zeroing).
   zero(p.dpf, std::size_t(p.B) * p.Hkv * pl.nb * D * D * sizeof(float), s);
@@ -138,8 +138,8 @@ void run_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   const int tiles = pl.Lp / 128;
   launch("carry", K::carry_kernel<D, MT>, Grid3{tiles, p.H, p.B}, 256 / MT,
          smem_bytes<K::CarrySmem<D, MT>>(), s, p);
-  launch("dq", K::dq_kernel<D, BMT, kMode>, Grid3{tiles, p.H, p.B}, 256 / BMT,
-         smem_bytes<K::DqSmem<D, BMT>>(), s, p);
+  launch("dq", K::dq_kernel<D, kMode>, Grid3{pl.nb, p.H, p.B}, 128, smem_bytes<K::DqSmem<D>>(), s,
+         p);
   K::SmemCarver dkv;
   launch("dkv", K::dkv_kernel<D, kMode>, Grid3{pl.nb, p.Hkv, p.B}, 128,
          K::DkvSmem<D>::carve(dkv, nullptr, p.H / p.Hkv), s, p);
@@ -217,17 +217,12 @@ void backward_impl(const Args& a, const __nv_bfloat16* o, const float* lse,
   p.dfox_q = g.dfox_q, p.dfox_k = g.dfox_k;
   with_logit_mode(a, [&](auto mode) {
     constexpr int M = decltype(mode)::value;
-    const int v = pl.mt * 10 + pl.bwd_mt;
     if (a.D == 64) {
-      if (v == 11) run_backward<64, 1, 1, M>(p, pl, s);
-      if (v == 12) run_backward<64, 1, 2, M>(p, pl, s);
-      if (v == 21) run_backward<64, 2, 1, M>(p, pl, s);
-      if (v == 22) run_backward<64, 2, 2, M>(p, pl, s);
+      if (pl.mt == 1) run_backward<64, 1, M>(p, pl, s);
+      if (pl.mt == 2) run_backward<64, 2, M>(p, pl, s);
     } else {
-      if (v == 11) run_backward<128, 1, 1, M>(p, pl, s);
-      if (v == 12) run_backward<128, 1, 2, M>(p, pl, s);
-      if (v == 21) run_backward<128, 2, 1, M>(p, pl, s);
-      if (v == 22) run_backward<128, 2, 2, M>(p, pl, s);
+      if (pl.mt == 1) run_backward<128, 1, M>(p, pl, s);
+      if (pl.mt == 2) run_backward<128, 2, M>(p, pl, s);
     }
   });
 }
@@ -297,6 +292,6 @@ void mat_products_impl(int batch, int D, const float* A, bool ta, const float* B
 void wgmma_probe_impl(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P,
                       float* c1, float* c2, float* c3) {
   using namespace launch_detail;
-  launch("wgmma_probe", K::wgmma_probe_kernel, Grid3{1, 1, 1}, 128,
-         smem_bytes<K::WgmmaProbeSmem>(), nullptr, A, B, P, c1, c2, c3);
+  launch("wgmma_probe", K::wgmma_probe_kernel, Grid3{1, 1, 1}, 128, smem_bytes<K::WgmmaProbeSmem>(),
+         nullptr, A, B, P, c1, c2, c3);
 }

@@ -38,8 +38,6 @@ void check(const Args& a) {
           " must be 0 (automatic) or a positive multiple of 128 positions");
   require(a.warp_rows == 0 || a.warp_rows == 16 || a.warp_rows == 32,
           "cuda path: warp_rows=", a.warp_rows, " must be 0 (automatic), 16 or 32");
-  require(a.bwd_warp_rows == 0 || a.bwd_warp_rows == 16 || a.bwd_warp_rows == 32,
-          "cuda path: bwd_warp_rows=", a.bwd_warp_rows, " must be 0 (automatic), 16 or 32");
   require(a.scan_keys == 0 || a.scan_keys == 64 || a.scan_keys == 128,
           "cuda path: scan_keys=", a.scan_keys, " must be 0 (automatic), 64 or 128");
   require(!(a.D == 128 && a.scan_keys == 128),
@@ -63,10 +61,8 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
   // Automatic choices: the variant measured fastest on the H200 (bench_cuda_path's autotuning
   // at (1,16,16384,D), 2026-12-01, docs/cuda.md PaTH section): 32-row warps in the scan (at
   // D = 64 forward 3.12 vs 4.30 ms; at D = 128, with the compact layout of forward.cuh, 5.79
-  // vs 6.72 ms) and in dq (backward 12.85 vs 13.53 ms at D = 64; 22.83 vs 23.93 at D = 128,
-  // compact layout of bwd_dq.cuh); 64-key steps.
+  // vs 6.72 ms); 64-key steps. (dq is one wgmma warpgroup per 64-row block: no choice.)
   p.mt = (a.warp_rows ? a.warp_rows : 32) == 32 ? 2 : 1;
-  p.bwd_mt = (a.bwd_warp_rows ? a.bwd_warp_rows : 32) == 32 ? 2 : 1;
   p.kn = a.scan_keys == 128 ? 128 : 64;
   p.scale = a.scale > 0.f ? a.scale : float(1.0 / std::sqrt(double(a.D)));
   const int64_t S = 64 * int64_t(p.R);

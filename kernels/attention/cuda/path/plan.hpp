@@ -13,7 +13,7 @@ namespace lcr::cuda::path::detail {
 
 struct Plan {
   int Lp = 0, nb = 0, R = 0, nS = 0;
-  int mt = 1, bwd_mt = 1, kn = 64;  // rows per warp / 16 (forward, backward), coarse scan keys
+  int mt = 1, kn = 64;  // rows per warp / 16 (forward scan and carry), coarse scan keys
   float scale = 1.f;
   int64_t zrows = 0;
   // Byte offsets of the workspace arrays (params.cuh names them); SIZE_MAX = not used.
