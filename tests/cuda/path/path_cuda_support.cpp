@@ -57,7 +57,6 @@ cuda::path::Args args_of(const GpuCase& c) {
   a.softcap = c.softcap;
   a.superchunk = c.superchunk;
   a.warp_rows = c.warp_rows;
-  a.scan_keys = c.scan_keys;
   return a;
 }
 

@@ -26,7 +26,7 @@ struct GpuCase {
   int64_t pos0 = 0;
   float softcap = 0.f;
   int superchunk = 0;                // 0 = automatic
-  int warp_rows = 0, scan_keys = 0;  // tuning knobs (0 = automatic)
+  int warp_rows = 0;  // the carry kernel's tuning knob (0 = automatic)
   pathtest::BetaDraw beta = pathtest::BetaDraw::Mixed;
   uint64_t seed = 1;
 };

@@ -140,13 +140,12 @@ std::vector<GpuCase> gpu_cases() {
           c.superchunk = 128, c.pos0 = 37, extra = "_S128_pos37";
           if (fox) c.softcap = 8.f, extra += "_cap8";
           if (D == 64) c.warp_rows = 16, extra += "_wr16";
-          if (D == 64 && !fox) c.scan_keys = 128, extra += "_kn128";
           if (D == 128) c.warp_rows = 16, extra += "_wr16";
         }
         if (L == 1000) {
           c.superchunk = 256, extra = "_S256";
           if (D == 64 && fox) c.warp_rows = 16, extra += "_wr16";
-          if (D == 64 && !fox) c.warp_rows = 32, c.scan_keys = 128, extra += "_wr32_kn128";
+          if (D == 64 && !fox) c.warp_rows = 32, extra += "_wr32";
           if (D == 128) c.warp_rows = 32, extra += "_wr32";
         }
         c.name = case_name(D, fox, L, extra.c_str());
@@ -186,13 +185,13 @@ std::vector<GpuCase> emu_cases() {
   GpuCase one;  // one position: every gradient but dv is zero in exact arithmetic
   one.L = 1, one.fox = true, one.seed = 16, one.name = "PaTHFoX_D64_L1";
   cs.push_back(one);
-  GpuCase e;  // 16-row warps with 128-key coarse steps
-  e.L = 300, e.superchunk = 256, e.warp_rows = 16, e.scan_keys = 128, e.fox = true, e.seed = 15;
-  e.H = 2, e.Hkv = 1, e.name = "PaTHFoX_D64_L300_S256_wr16_kn128";
+  GpuCase e;  // 16-row warps in the carry
+  e.L = 300, e.superchunk = 256, e.warp_rows = 16, e.fox = true, e.seed = 15;
+  e.H = 2, e.Hkv = 1, e.name = "PaTHFoX_D64_L300_S256_wr16";
   cs.push_back(e);
-  GpuCase d;  // 32-row warps with 128-key coarse steps (forward), blocks of padding (dq)
-  d.L = 300, d.superchunk = 128, d.warp_rows = 32, d.scan_keys = 128;
-  d.seed = 14, d.H = 2, d.Hkv = 1, d.name = "PaTH_D64_L300_S128_wr32_kn128";
+  GpuCase d;  // 32-row warps in the carry, a block of padding (L < Lp - 64)
+  d.L = 300, d.superchunk = 128, d.warp_rows = 32;
+  d.seed = 14, d.H = 2, d.Hkv = 1, d.name = "PaTH_D64_L300_S128_wr32";
   cs.push_back(d);
   GpuCase b;
   b.L = 129, b.fox = true, b.superchunk = 128, b.pos0 = 37, b.softcap = 8.f, b.seed = 12;
@@ -203,8 +202,7 @@ std::vector<GpuCase> emu_cases() {
   c.warp_rows = 32;
   c.name = "PaTH_D128_L129_S128_wr32_H2";
   cs.push_back(c);
-  // 32-row warps at D = 128 take their keys 32 at a time (forward.cuh kScanSub): with FoX
-  // lanes and softcap the sub-steps' key offsets reach the logits too.
+  // D = 128 with FoX lanes and softcap (the logit mode of the wgmma kernels' epilogues).
   GpuCase f = c;
   f.L = 200, f.fox = true, f.softcap = 8.f, f.seed = 17;
   f.name = "PaTHFoX_D128_L200_S128_wr32_cap8";
@@ -250,8 +248,6 @@ TEST(CudaPathArgs, RejectsBadInputWithAClearError) {
   bad([](auto& a) { a.softcap = -1.f; }, "softcap=-1");
   bad([](auto& a) { a.superchunk = 100; }, "superchunk=100");
   bad([](auto& a) { a.warp_rows = 8; }, "warp_rows=8");
-  bad([](auto& a) { a.scan_keys = 32; }, "scan_keys=32");
-  bad([](auto& a) { a.D = 128, a.scan_keys = 128; }, "scan_keys=128");
   // The backward writes and adds its gradients as float pairs: a 4-byte-aligned dq is refused
   // before anything runs (emulator entry point: the same host checks as the GPU's).
   static __align__(16) float grads[5][16];

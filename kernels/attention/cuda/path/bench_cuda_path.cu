@@ -4,13 +4,12 @@
 //   bench_cuda_path [--shapes "B,H,L,D;..."] [--fox] [--no-autotune] [--profile] [--reps N]
 //                   [--chunks "Lc,Lc,..."] [--warp-rows 16|32]
 //
-// Autotunes like Triton does: times every built variant of the tuning knobs (path.hpp:
-// warp_rows x scan_keys for the forward; the backward runs with the fastest), then with the
+// Autotunes like Triton does: times every built variant of the tuning knob (path.hpp:
+// warp_rows, the backward's carry kernel; the forward has none), then with the
 // fastest of those the chunked form (chunked.hpp) at each chunk length of --chunks that
 // divides L (default 1024,2048,4096,8192; "0": none), prints each as "  variant ..." and then
 // one headline line per shape and scheme with the fastest forward + backward, e.g.
-//   lcr-path PaTH B=1 H=16 L=16384 D=64 superchunk=1024 warp_rows=16 scan_keys=128
-//     chunk=2048 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2
+//   lcr-path PaTH B=1 H=16 L=16384 D=64 superchunk=1024 warp_rows=32 chunk=2048 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2
 //     finite=1
 // (chunk=0: the whole-sequence kernels.)
 // FLOPs are counted as 4 B H L^2 D / 2 forward and 2.5 times that backward (the convention
@@ -163,30 +162,24 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   auto bwd = [&] { lcr::cuda::path::backward(a, o, lse, dout, g, ws, bws, nullptr); };
   const char* scheme = fox ? "PaTH-FoX" : "PaTH";
   const auto plan = lcr::cuda::path::detail::make_plan(a, true);
-  // Forward variants (warp_rows, scan_keys), then the backward with the fastest forward's
-  // settings (its carry kernel shares warp_rows); every variant is printed.
-  struct Fv {
-    int wr, kn;
-  };
-  std::vector<Fv> fvs{{warp_rows, 0}};
-  if (autotune)
-    fvs = s.D == 64 ? std::vector<Fv>{{16, 64}, {16, 128}, {32, 64}, {32, 128}}
-                    : std::vector<Fv>{{16, 64}, {32, 64}};
-  double best_f = 1e30;
-  Fv bf = fvs[0];
-  for (const Fv& f : fvs) {
-    a.warp_rows = f.wr, a.scan_keys = f.kn;
-    const double ms = median_ms(reps, fwd);
-    if (autotune)
-      std::printf("  variant %s D=%d L=%d forward warp_rows=%d scan_keys=%d fwd_ms=%.3f\n", scheme,
-                  s.D, s.L, f.wr, f.kn, ms);
-    if (ms < best_f) best_f = ms, bf = f;
-  }
-  a.warp_rows = bf.wr, a.scan_keys = bf.kn;
+  // The forward, then the backward's variants (warp_rows of the carry kernel); every variant
+  // is printed, the fastest is the headline.
+  a.warp_rows = warp_rows;
+  double best_f = median_ms(reps, fwd);
   fwd();
-  double best_b = median_ms(reps, bwd);
-  if (autotune)
-    std::printf("  variant %s D=%d L=%d backward bwd_ms=%.3f\n", scheme, s.D, s.L, best_b);
+  std::vector<int> wrs{warp_rows};
+  if (autotune) wrs = {16, 32};
+  double best_b = 1e30;
+  int bw = wrs[0];
+  for (int wr : wrs) {
+    a.warp_rows = wr;
+    const double ms = median_ms(reps, bwd);
+    if (autotune)
+      std::printf("  variant %s D=%d L=%d backward warp_rows=%d fwd_ms=%.3f bwd_ms=%.3f\n", scheme,
+                  s.D, s.L, wr, best_f, ms);
+    if (ms < best_b) best_b = ms, bw = wr;
+  }
+  a.warp_rows = bw;
   // The chunked form with the fastest variant's settings, per chunk length dividing L.
   const double whole_f = best_f, whole_b = best_b;
   int best_chunk = 0, fastest_chunked = 0;
@@ -216,9 +209,9 @@ void run(const Shape& s, bool fox, bool autotune, bool profile, int reps,
   for (auto x : oh) finite = finite && std::isfinite(__bfloat162float(x));
   for (auto x : gh) finite = finite && std::isfinite(x);
   std::printf(
-      "lcr-path %s B=%d H=%d L=%d D=%d superchunk=%d warp_rows=%d scan_keys=%d chunk=%d "
-      "fwd_ms=%.3f bwd_ms=%.3f fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
-      scheme, s.B, s.H, s.L, s.D, plan.R * 64, bf.wr, bf.kn, best_chunk, best_f, best_b,
+      "lcr-path %s B=%d H=%d L=%d D=%d superchunk=%d warp_rows=%d chunk=%d fwd_ms=%.3f "
+      "bwd_ms=%.3f fwd_tflops=%.1f bwd_tflops=%.1f finite=%d\n",
+      scheme, s.B, s.H, s.L, s.D, plan.R * 64, bw, best_chunk, best_f, best_b,
       flops / best_f * 1e-9, 2.5 * flops / best_b * 1e-9, int(finite));
   std::fflush(stdout);
   if (profile) {  // the whole-sequence kernels, then the fastest chunked form

@@ -115,11 +115,11 @@ void fold_backward(const K::Params& p, const Plan& pl, cudaStream_t s) {
          three, s, p);
 }
 
-template <int D, int MT, int KN, int kMode>
+template <int D, int kMode>
 void run_forward(const K::Params& p, const Plan& pl, cudaStream_t s) {
   prep_and_chain<D>(p, pl, true, s);
-  launch("forward_scan", K::forward_kernel<D, MT, KN, kMode>, Grid3{pl.Lp / 128, p.H, p.B},
-         256 / MT, smem_bytes<K::FwdSmem<D, MT, KN>>(), s, p);
+  launch("forward_scan", K::forward_kernel<D, kMode>, Grid3{pl.nb, p.H, p.B}, 128,
+         smem_bytes<K::FwdSmem<D>>(), s, p);
   if (p.fold_q) {
     fold_chains<D>(p, pl, s);
     launch("fold_apply", K::fold_apply_kernel<D>, Grid3{pl.nb, p.H + p.Hkv, p.B}, 256,
@@ -176,16 +176,10 @@ void forward_impl(const Args& a, __nv_bfloat16* o, float* lse, void* ws, std::si
   if (folds) p.fold_q = folds->q, p.fold_k = folds->k, p.fold_p = folds->p;
   with_logit_mode(a, [&](auto mode) {
     constexpr int M = decltype(mode)::value;
-    const int v = pl.mt * 1000 + pl.kn;
-    if (a.D == 64) {
-      if (v == 1064) run_forward<64, 1, 64, M>(p, pl, s);
-      if (v == 1128) run_forward<64, 1, 128, M>(p, pl, s);
-      if (v == 2064) run_forward<64, 2, 64, M>(p, pl, s);
-      if (v == 2128) run_forward<64, 2, 128, M>(p, pl, s);
-    } else {
-      if (v == 1064) run_forward<128, 1, 64, M>(p, pl, s);
-      if (v == 2064) run_forward<128, 2, 64, M>(p, pl, s);
-    }
+    if (a.D == 64)
+      run_forward<64, M>(p, pl, s);
+    else
+      run_forward<128, M>(p, pl, s);
   });
 }
 

@@ -32,11 +32,10 @@ struct Args {
   float scale = 0.f;    // 0: 1 / sqrt(D)
   float softcap = 0.f;  // 0: off
   // Tuning (0 = automatic; bench_cuda_path times the choices): superchunk length in positions
-  // (a multiple of 128); query rows per warp in the forward scan and the backward's carry
-  // (16 or 32); keys per coarse step of the forward scan (64 or 128).
+  // (a multiple of 128); query rows per warp in the backward's carry kernel (16 or 32; the
+  // forward scan, dq and dkv are one wgmma warpgroup per 64-row block, with no choice).
   int superchunk = 0;
   int warp_rows = 0;
-  int scan_keys = 0;
 };
 
 // Gradients, fp32, each shaped like its input; all overwritten. dfox_q / dfox_k are needed

@@ -38,11 +38,6 @@ void check(const Args& a) {
           " must be 0 (automatic) or a positive multiple of 128 positions");
   require(a.warp_rows == 0 || a.warp_rows == 16 || a.warp_rows == 32,
           "cuda path: warp_rows=", a.warp_rows, " must be 0 (automatic), 16 or 32");
-  require(a.scan_keys == 0 || a.scan_keys == 64 || a.scan_keys == 128,
-          "cuda path: scan_keys=", a.scan_keys, " must be 0 (automatic), 64 or 128");
-  require(!(a.D == 128 && a.scan_keys == 128),
-          "cuda path: scan_keys=128 is not built for D = 128 (its double-buffered 128-key tiles "
-          "need more than the 227 KiB of shared memory); use 64 or 0");
 }
 
 namespace detail {
@@ -58,12 +53,9 @@ Plan make_plan(const Args& a, bool backward, bool folds) {
     p.R = r < 2 ? 2 : r + (r & 1);
   }
   p.nS = (p.nb + p.R - 1) / p.R;
-  // Automatic choices: the variant measured fastest on the H200 (bench_cuda_path's autotuning
-  // at (1,16,16384,D), 2026-12-01, docs/cuda.md PaTH section): 32-row warps in the scan (at
-  // D = 64 forward 3.12 vs 4.30 ms; at D = 128, with the compact layout of forward.cuh, 5.79
-  // vs 6.72 ms); 64-key steps. (dq is one wgmma warpgroup per 64-row block: no choice.)
+  // Automatic choice: 32-row warps in the carry kernel (bench_cuda_path times both; docs/cuda.md
+  // PaTH section has the figures).
   p.mt = (a.warp_rows ? a.warp_rows : 32) == 32 ? 2 : 1;
-  p.kn = a.scan_keys == 128 ? 128 : 64;
   p.scale = a.scale > 0.f ? a.scale : float(1.0 / std::sqrt(double(a.D)));
   const int64_t S = 64 * int64_t(p.R);
   p.zrows = int64_t(p.nS - 1) * p.Lp - S * (p.nS - 1) * p.nS / 2;

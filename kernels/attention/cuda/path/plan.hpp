@@ -13,7 +13,7 @@ namespace lcr::cuda::path::detail {
 
 struct Plan {
   int Lp = 0, nb = 0, R = 0, nS = 0;
-  int mt = 1, kn = 64;  // rows per warp / 16 (forward scan and carry), coarse scan keys
+  int mt = 1;  // rows per warp / 16 of the backward's carry kernel
   float scale = 1.f;
   int64_t zrows = 0;
   // Byte offsets of the workspace arrays (params.cuh names them); SIZE_MAX = not used.

@@ -110,6 +110,7 @@ void dkv_kernel(Params p) {
     cp_async_commit();
     for (int i = 0; i < n; ++i) {
       cp_async_wait<0>();
+      fence_async_smem();  // the landed tiles, for the tensor cores (wgmma.cuh)
       sync_cta();
       const bool next = i + 1 < n, rows = next && tid() < kBlk;
       RowVals nv{};

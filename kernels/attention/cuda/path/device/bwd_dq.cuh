@@ -172,6 +172,7 @@ void dq_kernel(Params p) {
       async_swz<D, D, 128>(s.P, sgm.trans, D, D);
       cp_async_commit();
       cp_async_wait<0>();
+      fence_async_smem();  // P and the g rows this thread stored, for the tensor cores
       sync_cta();
       wgmma_fence();
       LCR_UNROLL
@@ -199,6 +200,7 @@ void dq_kernel(Params p) {
     cp_async_commit();
     for (int jj = 0; jj < sgm.ntiles; ++jj) {
       cp_async_wait<0>();
+      fence_async_smem();
       sync_cta();
       if (jj + 1 < sgm.ntiles) load_kv(jj + 1, (jj + 1) & 1);
       cp_async_commit();

@@ -1,126 +1,65 @@
 #pragma once
-// The forward scan, one CTA per (query tile of 128 rows = fine blocks a0 = 2t, a1 = 2t + 1;
-// query head h; batch b). Each warp owns 16 MT rows and keeps its rows' carried queries x in
-// its own shared buffers (bf16; two, or one rewritten in place: FwdSmem), the output
-// accumulator and the online-softmax state in registers. Starting from the intra-block state
-// (prep.cuh) and x = q~:
-//   step 0 (a1's rows only): keys of block a0 (k~); then x <- P_a0 x for a1's rows.
-//   fine steps c = a0-1 .. first(s): keys of block c (k~); x <- P_c x (skipped at the first
+// The forward scan, one CTA per (fine query block a of 64 rows; query head h; batch b): one
+// warpgroup, every product a wgmma (wgmma.cuh). The block's carried queries x (bf16, a
+// swizzled tile, rewritten in place by each transition), the output accumulator and the
+// online-softmax state stay on chip. Starting from the intra-block state (prep.cuh) and
+// x = q~:
+//   fine steps c = a-1 .. first(s): keys of block c (k~); x <- P_c x (skipped at the first
 //     block of superchunk 0, where nothing is left to the left).
 //   coarse steps, superchunks u = s-1 .. 0: the R key tiles of u (K^S); x <- P^u x (u > 0).
-// K/V tiles are double-buffered with cp.async; a transition's matrix is loaded while the
-// step's logits are computed (or, in the compact layout, after the step into its stage).
-// Logits in log2 units (exp2), fp32 accumulation throughout.
+// Per step: S = X K^T (both operands in shared memory), online softmax, O += P V (P from the
+// registers S was accumulated in, V read MN-major); x P^T with P K-major. K/V tiles are
+// double-buffered with cp.async; a transition's matrix is loaded while the step's keys are
+// processed. Logits in log2 units (exp2), fp32 accumulation throughout. (With mma.sync, warps
+// of 16 or 32 rows of 128-row tiles: 4.85 of 5.9 ms at (1,16,16384,128), docs/cuda.md.)
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"
+#include "kernels/attention/cuda/path/device/wgmma.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 
-constexpr int kTileRows = 128;  // query rows per CTA (two fine blocks)
+constexpr int kTileRows = 128;  // query rows per CTA of the carry kernel (two fine blocks)
 
-// One step of the scan of a 128-row tile: which key rows, whose query rows, which transition.
-// Fine steps take one 64-key block; coarse steps take KN keys (64 or 128) of a superchunk.
+// One step of the scan of query block a: which 64 key rows, which transition after them.
 struct ScanStep {
   const bf16* keys;   // key rows (kf or ks), head-major, consecutive
   int key0;           // first key position
-  bool coarse;        // KN keys (else 64)
   const bf16* trans;  // D x D transition applied after the step, or null
-  bool a1_only;       // only the rows of block a1 take part (step 0)
 };
 
-LCR_DEV ScanStep scan_step(const Params& p, int i, int a0, int sg, int64_t bh_kv, int kn) {
-  const int first = sg * p.R, D = p.D;
-  const int nfine = a0 - first;
+LCR_DEV ScanStep scan_step(const Params& p, int i, int a, int sg, int64_t bh_kv) {
+  const int first = sg * p.R, D = p.D, nfine = a - first;
   ScanStep st;
-  st.coarse = false;
-  if (i == 0) {
-    st.keys = p.kf + (bh_kv * p.Lp + int64_t(a0) * kBlk) * D;
-    st.key0 = a0 * kBlk;
-    st.trans = p.pf + (bh_kv * p.nb + a0) * D * D;
-    st.a1_only = true;
-  } else if (i <= nfine) {
-    const int c = a0 - i;
+  if (i < nfine) {
+    const int c = a - 1 - i;
     st.keys = p.kf + (bh_kv * p.Lp + int64_t(c) * kBlk) * D;
     st.key0 = c * kBlk;
     st.trans = (c > first || sg > 0) ? p.pf + (bh_kv * p.nb + c) * D * D : nullptr;
-    st.a1_only = false;
   } else {
-    const int per = p.R * kBlk / kn;  // steps per superchunk
-    const int u = i - 1 - nfine, sc = sg - 1 - u / per, key0 = sc * p.S() + (u % per) * kn;
+    const int u = i - nfine, sc = sg - 1 - u / p.R, key0 = sc * p.S() + (u % p.R) * kBlk;
     st.keys = p.ks + (bh_kv * p.Lp + key0) * D;
     st.key0 = key0;
-    st.coarse = true;
-    st.trans = (u % per == per - 1 && sc > 0) ? p.ps + (bh_kv * p.nS + sc) * D * D : nullptr;
-    st.a1_only = false;
+    st.trans = (u % p.R == p.R - 1 && sc > 0) ? p.ps + (bh_kv * p.nS + sc) * D * D : nullptr;
   }
   return st;
 }
-LCR_DEV int scan_steps(const Params& p, int a0, int sg, int kn) {
-  return 1 + (a0 - sg * p.R) + sg * (p.R * kBlk / kn);
-}
+LCR_DEV int scan_steps(const Params& p, int a, int sg) { return (a - sg * p.R) + sg * p.R; }
 
-template <int D, int MT, int KN>
+// 112 KiB at D = 128: two CTAs per SM.
+template <int D>
 struct FwdSmem {
-  static constexpr int kWarps = kTileRows / (16 * MT);
-  // At D = 128 with 32-row warps (four warps of up to 255 registers) two CTAs fit an SM's
-  // registers but not, with two query buffers per warp and a transition tile of their own
-  // (174 KB), its shared memory. There (kCompact) each warp keeps one query buffer, which the
-  // transition rewrites in place, and the transition is staged in the K/V stage its step has
-  // just finished with: 102 KiB, two CTAs per SM.
-  static constexpr bool kCompact = D == 128 && MT == 2;
-  static constexpr int kXBufs = kCompact ? 1 : 2;
-  static constexpr int kStage = 2 * KN * pad(D);  // one stage: K [KN x pad(D)], then V
-  static_assert(!kCompact || D * pad(D) <= kStage, "a transition must fit one K/V stage");
-  bf16 *X, *KV, *P;  // X: [warp][kXBufs][16 MT x pad(D)], KV: [2][kStage], P: D x pad(D)
+  bf16 *X, *KV, *P;  // Swz tiles: X [64 x D]; KV [2][K, V 64 x D]; P [D x D]
   static LCR_HD std::size_t carve(SmemCarver& c, FwdSmem* s) {
     FwdSmem t;
-    t.X = c.take<bf16>(kWarps * kXBufs * 16 * MT * pad(D));
-    t.KV = c.take<bf16>(2 * kStage);
-    t.P = kCompact ? nullptr : c.take<bf16>(D * pad(D));
+    t.X = c.take_1k<bf16>(kBlk * D);
+    t.KV = c.take_1k<bf16>(4 * kBlk * D);
+    t.P = c.take_1k<bf16>(D * D);
     if (s) *s = t;
     return c.off;
   }
-  LCR_DEV bf16* x(int w, int buf) const { return X + (w * kXBufs + buf) * 16 * MT * pad(D); }
-  LCR_DEV bf16* k(int buf) const { return KV + buf * kStage; }
-  LCR_DEV bf16* v(int buf) const { return KV + buf * kStage + KN * pad(D); }
+  LCR_DEV bf16* k(int buf) const { return KV + buf * 2 * kBlk * D; }
+  LCR_DEV bf16* v(int buf) const { return KV + (buf * 2 + 1) * kBlk * D; }
 };
-
-// X_out = X_in P^T for a warp's 16 MT rows (x <- P x per row), 32 output columns at a time.
-template <int D, int MT>
-LCR_DEV void warp_transition(const bf16* xin, bf16* xout, const bf16* P) {
-  const int g = lane() >> 2, tq = lane() & 3;
-  for (int nc = 0; nc < D; nc += 32) {
-    float t[MT][4][4];
-    LCR_UNROLL
-    for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
-    for (int j = 0; j < 4; ++j) LCR_UNROLL
-    for (int i = 0; i < 4; ++i) t[mt][j][i] = 0.f;
-    LCR_UNROLL
-    for (int k0 = 0; k0 < D; k0 += 16) {
-      uint32_t a[MT][4];
-      LCR_UNROLL
-      for (int mt = 0; mt < MT; ++mt) load_a(a[mt], op(xin, pad(D)), mt * 16, k0);
-      LCR_UNROLL
-      for (int np = 0; np < 2; ++np) {
-        uint32_t bb[4];
-        load_b(bb, op(P, pad(D), true), k0, nc + np * 16);
-        LCR_UNROLL
-        for (int mt = 0; mt < MT; ++mt) {
-          mma_bf16(t[mt][2 * np], a[mt], bb);
-          mma_bf16(t[mt][2 * np + 1], a[mt], bb + 2);
-        }
-      }
-    }
-    LCR_UNROLL
-    for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
-    for (int j = 0; j < 4; ++j) LCR_UNROLL
-    for (int hh = 0; hh < 2; ++hh) {
-      const int r = mt * 16 + g + 8 * hh, c = nc + j * 8 + 2 * tq;
-      *reinterpret_cast<uint32_t*>(xout + r * pad(D) + c) =
-          pack_bf16(t[mt][j][2 * hh], t[mt][j][2 * hh + 1]);
-    }
-  }
-}
 
 // x <- P x in place for a warp's 16 MT rows (X = X P^T): each 16-row group's whole output
 // (16 x D fp32, D / 2 registers per lane) is formed before any of it is written back.
@@ -155,224 +94,173 @@ LCR_DEV void warp_transition_in_place(bf16* x, const bf16* P) {
   }
 }
 
-// Online-softmax state of a warp's 16 MT rows: unnormalised output, row max (log2 units),
-// this lane's share of the row sum, the rows' FoX query lanes.
-template <int D, int MT>
+// Online-softmax state of a warp's 16 rows of the block: unnormalised output (the wgmma
+// accumulator, [64 x D] over the warpgroup), row max (log2 units), this lane's share of the row
+// sum, the rows' FoX query lanes.
+template <int D>
 struct RowState {
-  float acc[MT][D / 8][4], m2[MT][2], lsum[MT][2], fq[MT][2];
+  float acc[D / 8][4], m2[2], lsum[2], fq[2];
 };
 
-// One step for a warp: logits of its rows against NK keys (K, V in shared memory, key
-// positions key0..), online-softmax update, acc += P V.
-template <int D, int MT, int NK, int kMode>
+// One step: logits of the block's rows against 64 keys (K, V Swz tiles, key positions
+// key0..), online-softmax update, acc += P V. Ends with the products complete.
+template <int D, int kMode>
 LCR_DEV void scan_keys(const Params& p, const LogitOf<kMode>& logit, const bf16* X, const bf16* K,
-                       const bf16* V, int key0, int b, int h, RowState<D, MT>& st) {
+                       const bf16* V, int key0, int b, int h, RowState<D>& st) {
   const int tq = lane() & 3;
-  float sr[MT][NK / 8][4];
+  float sr[8][4];
+  wgmma_fence();
   LCR_UNROLL
-  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
-  for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
-  for (int i = 0; i < 4; ++i) sr[mt][nt][i] = 0.f;
+  for (int k0 = 0; k0 < D; k0 += 16)
+    wgmma_ss<0>(&sr[0][0], desc_k(X, kBlk, k0), desc_k(K, kBlk, k0), k0 > 0);
+  wgmma_commit();
+  float fk[8][2];  // loaded while the product runs
   LCR_UNROLL
-  for (int k0 = 0; k0 < D; k0 += 16) {
-    uint32_t a[MT][4];
-    LCR_UNROLL
-    for (int mt = 0; mt < MT; ++mt) load_a(a[mt], op(X, pad(D)), mt * 16, k0);
-    LCR_UNROLL
-    for (int np = 0; np < NK / 16; ++np) {
-      uint32_t bb[4];
-      load_b(bb, op(K, pad(D), true), k0, np * 16);
-      LCR_UNROLL
-      for (int mt = 0; mt < MT; ++mt) {
-        mma_bf16(sr[mt][2 * np], a[mt], bb);
-        mma_bf16(sr[mt][2 * np + 1], a[mt], bb + 2);
-      }
-    }
-  }
-  float fk[NK / 8][2];
-  LCR_UNROLL
-  for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+  for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
   for (int e = 0; e < 2; ++e) {
     const int key = key0 + nt * 8 + 2 * tq + e;
     fk[nt][e] = LogitOf<kMode>::kMayFox && p.fox() && key < p.L
                     ? p.fox_k[(int64_t(b) * p.L + key) * p.H + h]
                     : 0.f;
   }
+  wgmma_wait<0>();
+  fence_regs<32>(&sr[0][0]);
   LCR_UNROLL
-  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
   for (int hh = 0; hh < 2; ++hh) {
-    float mx = st.m2[mt][hh];
+    float mx = st.m2[hh];
     LCR_UNROLL
-    for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+    for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
     for (int e = 0; e < 2; ++e) {
-      const float x = logit(sr[mt][nt][2 * hh + e], st.fq[mt][hh], fk[nt][e]);
-      sr[mt][nt][2 * hh + e] = x;
+      const float x = logit(sr[nt][2 * hh + e], st.fq[hh], fk[nt][e]);
+      sr[nt][2 * hh + e] = x;
       mx = fmaxf(mx, x);
     }
     mx = quad_max(mx);
-    const float corr = fast_exp2(st.m2[mt][hh] - mx);
-    st.m2[mt][hh] = mx;
-    float l = st.lsum[mt][hh] * corr;
+    const float corr = fast_exp2(st.m2[hh] - mx);
+    st.m2[hh] = mx;
+    float l = st.lsum[hh] * corr;
     LCR_UNROLL
     for (int nt = 0; nt < D / 8; ++nt) {
-      st.acc[mt][nt][2 * hh] *= corr;
-      st.acc[mt][nt][2 * hh + 1] *= corr;
+      st.acc[nt][2 * hh] *= corr;
+      st.acc[nt][2 * hh + 1] *= corr;
     }
     LCR_UNROLL
-    for (int nt = 0; nt < NK / 8; ++nt) LCR_UNROLL
+    for (int nt = 0; nt < 8; ++nt) LCR_UNROLL
     for (int e = 0; e < 2; ++e) {
-      const float pr = fast_exp2(sr[mt][nt][2 * hh + e] - mx);
-      sr[mt][nt][2 * hh + e] = pr;
+      const float pr = fast_exp2(sr[nt][2 * hh + e] - mx);
+      sr[nt][2 * hh + e] = pr;
       l += pr;
     }
-    st.lsum[mt][hh] = l;
+    st.lsum[hh] = l;
   }
+  uint32_t a[4][4];  // formed before the fence (bwd_dkv.cuh says why)
   LCR_UNROLL
-  for (int kk = 0; kk < NK / 16; ++kk) {
-    uint32_t a[MT][4];
-    LCR_UNROLL
-    for (int mt = 0; mt < MT; ++mt) c_to_a(a[mt], sr[mt][2 * kk], sr[mt][2 * kk + 1]);
-    LCR_UNROLL
-    for (int np = 0; np < D / 16; ++np) {
-      uint32_t bb[4];
-      load_b(bb, op(V, pad(D)), kk * 16, np * 16);
-      LCR_UNROLL
-      for (int mt = 0; mt < MT; ++mt) {
-        mma_bf16(st.acc[mt][2 * np], a[mt], bb);
-        mma_bf16(st.acc[mt][2 * np + 1], a[mt], bb + 2);
-      }
-    }
-  }
+  for (int kk = 0; kk < 4; ++kk) c_to_a(a[kk], sr[2 * kk], sr[2 * kk + 1]);
+  wgmma_fence();
+  LCR_UNROLL
+  for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
+  for (int hf = 0; hf < D / 64; ++hf)
+    wgmma_rs<1>(&st.acc[8 * hf][0], a[kk], desc_mn(V, kBlk, 16 * kk, 64 * hf), true);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs<D / 2>(&st.acc[0][0]);
 }
 
-// A step's NK keys for a warp, in softmax sub-steps of kScanSub<D, MT, NK> keys: at D = 128
-// a 32-row warp holds O [32 x 128] in 128 fp32 registers, and the logits of 64 keys (64 more)
-// pushed it into local memory (80-byte spills, ptxas); 32 keys at a time keep S in 32. The
-// online softmax is exact over any split of the keys, so only P's bf16 rounding (relative to
-// a running max that may be smaller) moves.
-template <int D, int MT, int NK>
-constexpr int kScanSub = (D >= 128 && MT == 2 && NK > 32) ? 32 : NK;
-
-template <int D, int MT, int NK, int kMode>
-LCR_DEV void scan_tile(const Params& p, const LogitOf<kMode>& logit, const bf16* X, const bf16* K,
-                       const bf16* V, int key0, int b, int h, RowState<D, MT>& st) {
-  constexpr int kSub = kScanSub<D, MT, NK>;
-  if constexpr (kSub == NK) {
-    scan_keys<D, MT, NK>(p, logit, X, K, V, key0, b, h, st);
-  } else {
-    LCR_NO_UNROLL
-    for (int j = 0; j < NK; j += kSub)
-      scan_keys<D, MT, kSub>(p, logit, X, K + j * pad(D), V + j * pad(D), key0 + j, b, h, st);
-  }
-}
-
-template <int D, int MT, int KN, int kMode>
-LCR_KERNEL_BOUNDS(256 / MT, (FwdSmem<D, MT, KN>::kCompact ? 2 : 1))
+template <int D, int kMode>
+LCR_KERNEL_BOUNDS(128, 1)
 void forward_kernel(Params p) {
-  using Smem = FwdSmem<D, MT, KN>;
-  constexpr int NW = Smem::kWarps, RW = 16 * MT;
+  check_smem_base();
+  using Smem = FwdSmem<D>;
   Smem s;
   SmemCarver carver{smem_base()};
   Smem::carve(carver, &s);
-  const int t = bid_x(), h = bid_y(), b = bid_z(), hk = h / p.G();
-  const int a0 = 2 * t, sg = a0 / p.R, w = warp(), g = lane() >> 2, tq = lane() & 3;
+  const int a = bid_x(), h = bid_y(), b = bid_z(), hk = h / p.G();
+  const int sg = a / p.R, w = warp(), g = lane() >> 2, tq = lane() & 3, row0 = a * kBlk;
   const int64_t bh = int64_t(b) * p.H + h, bh_kv = int64_t(b) * p.Hkv + hk;
-  const int row_base = t * kTileRows + w * RW;  // first row of this warp
   const LogitOf<kMode> logit{p.scale, p.softcap};
 
-  // Carried queries x = q~ (fp32 -> bf16) into each warp's buffer 0.
-  for (int e = tid(); e < kTileRows * D / 2; e += nthreads()) {
+  auto issue_kv = [&](const ScanStep& sp, int buf) {
+    const int valid = p.L - sp.key0;
+    const int64_t vrow = (int64_t(b) * p.L + sp.key0) * p.Hkv + hk;
+    async_swz<kBlk, D, 128>(s.k(buf), sp.keys, D, kBlk);
+    async_swz<kBlk, D, 128>(s.v(buf), valid > 0 ? p.v + vrow * D : p.v, int64_t(p.Hkv) * D,
+                            valid);
+  };
+  const int nsteps = scan_steps(p, a, sg);
+  if (nsteps > 0) issue_kv(scan_step(p, 0, a, sg, bh_kv), 0);
+  cp_async_commit();
+
+  // Carried queries x = q~ (fp32 -> bf16) into X.
+  for (int e = tid(); e < kBlk * D / 2; e += nthreads()) {
     const int r = e / (D / 2), c = (e % (D / 2)) * 2;
-    const float* src = p.qf + (bh * p.Lp + t * kTileRows + r) * D + c;
-    *reinterpret_cast<uint32_t*>(s.x(r / RW, 0) + (r % RW) * pad(D) + c) =
-        pack_bf16(src[0], src[1]);
+    const float* src = p.qf + (bh * p.Lp + row0 + r) * D + c;
+    *reinterpret_cast<uint32_t*>(s.X + swz(kBlk, r, c)) = pack_bf16(src[0], src[1]);
   }
-  RowState<D, MT> st;
+  RowState<D> st;
   LCR_UNROLL
-  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
   for (int hh = 0; hh < 2; ++hh) {
-    const int row = row_base + mt * 16 + g + 8 * hh;
-    st.m2[mt][hh] = p.m_part[bh * p.Lp + row] * kLog2e;
-    st.lsum[mt][hh] = tq == 0 ? p.l_part[bh * p.Lp + row] : 0.f;
-    st.fq[mt][hh] = p.fox() && row < p.L ? p.fox_q[(int64_t(b) * p.L + row) * p.H + h] : 0.f;
+    const int row = row0 + w * 16 + g + 8 * hh;
+    st.m2[hh] = p.m_part[bh * p.Lp + row] * kLog2e;
+    st.lsum[hh] = tq == 0 ? p.l_part[bh * p.Lp + row] : 0.f;
+    st.fq[hh] = p.fox() && row < p.L ? p.fox_q[(int64_t(b) * p.L + row) * p.H + h] : 0.f;
     const float* src = p.o_part + (bh * p.Lp + row) * D;
     LCR_UNROLL
     for (int nt = 0; nt < D / 8; ++nt) {
-      st.acc[mt][nt][2 * hh] = src[nt * 8 + 2 * tq];
-      st.acc[mt][nt][2 * hh + 1] = src[nt * 8 + 2 * tq + 1];
+      st.acc[nt][2 * hh] = src[nt * 8 + 2 * tq];
+      st.acc[nt][2 * hh + 1] = src[nt * 8 + 2 * tq + 1];
     }
   }
-
-  constexpr int NT = 256 / MT;
-  auto issue_kv = [&](const ScanStep& sp, int buf) {
-    bf16* K = s.k(buf);
-    bf16* V = s.v(buf);
-    const int valid = p.L - sp.key0;
-    const int64_t vrow = (int64_t(b) * p.L + sp.key0) * p.Hkv + hk;
-    const bf16* vsrc = valid > 0 ? p.v + vrow * D : p.v;
-    if (sp.coarse) {
-      async_rows<KN, D, NT>(K, pad(D), sp.keys, D, KN);
-      async_rows<KN, D, NT>(V, pad(D), vsrc, int64_t(p.Hkv) * D, valid);
-    } else {
-      async_rows<kBlk, D, NT>(K, pad(D), sp.keys, D, kBlk);
-      async_rows<kBlk, D, NT>(V, pad(D), vsrc, int64_t(p.Hkv) * D, valid);
-    }
-  };
 
   // Stage i & 1 holds step i's keys; step i + 1's are loaded into the other stage while step
-  // i runs. The transition after step i is loaded beside them (own tile), or, compact, into
-  // stage i & 1 once every warp is done with its keys (that load is not overlapped; the SM's
-  // other CTA runs meanwhile).
-  const int nsteps = scan_steps(p, a0, sg, KN);
-  int cur = 0;
-  issue_kv(scan_step(p, 0, a0, sg, bh_kv, KN), 0);
-  cp_async_commit();
+  // i runs, and the transition after step i (its own tile) in a group of its own, committed
+  // first, so waiting for it leaves the next keys in flight.
   for (int i = 0; i < nsteps; ++i) {
-    const ScanStep sp = scan_step(p, i, a0, sg, bh_kv, KN);
+    const ScanStep sp = scan_step(p, i, a, sg, bh_kv);
     cp_async_wait<0>();
+    fence_async_smem();  // the landed tiles and x's stores, for the tensor cores (wgmma.cuh)
     sync_cta();
-    if (i + 1 < nsteps) issue_kv(scan_step(p, i + 1, a0, sg, bh_kv, KN), (i + 1) & 1);
-    if (!Smem::kCompact && sp.trans) async_rows<D, D, NT>(s.P, pad(D), sp.trans, D, D);
+    if (sp.trans) async_swz<D, D, 128>(s.P, sp.trans, D, D);
     cp_async_commit();
-    const bool active = !sp.a1_only || w >= NW / 2;
-    if (active) {
-      if (sp.coarse)
-        scan_tile<D, MT, KN>(p, logit, s.x(w, cur), s.k(i & 1), s.v(i & 1), sp.key0, b, h, st);
-      else
-        scan_tile<D, MT, kBlk>(p, logit, s.x(w, cur), s.k(i & 1), s.v(i & 1), sp.key0, b, h, st);
-    }
-    if (sp.trans) {
-      if constexpr (Smem::kCompact) {
-        sync_cta();
-        async_rows<D, D, NT>(s.k(i & 1), pad(D), sp.trans, D, D);
-        cp_async_commit();
-      }
-      cp_async_wait<0>();
+    if (i + 1 < nsteps) issue_kv(scan_step(p, i + 1, a, sg, bh_kv), (i + 1) & 1);
+    cp_async_commit();
+    scan_keys<D, kMode>(p, logit, s.X, s.k(i & 1), s.v(i & 1), sp.key0, b, h, st);
+    if (sp.trans) {  // X <- X P^T (x <- P x per row), in place
+      cp_async_wait<1>();
+      fence_async_smem();
       sync_cta();
-      if (active) {
-        if constexpr (Smem::kCompact) {
-          warp_transition_in_place<D, MT>(s.x(w, 0), s.k(i & 1));
-        } else {
-          warp_transition<D, MT>(s.x(w, cur), s.x(w, cur ^ 1), s.P);
-          cur ^= 1;
-        }
+      float t[D / 8][4];
+      wgmma_fence();
+      LCR_UNROLL
+      for (int k0 = 0; k0 < D; k0 += 16) LCR_UNROLL
+      for (int hf = 0; hf < D / 64; ++hf)
+        wgmma_ss<0>(&t[8 * hf][0], desc_k(s.X, kBlk, k0), desc_k(s.P, D, k0, 64 * hf), k0 > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs<D / 2>(&t[0][0]);
+      sync_cta();  // every warp's share of the product has read X
+      LCR_UNROLL
+      for (int nt = 0; nt < D / 8; ++nt) LCR_UNROLL
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = w * 16 + g + 8 * hh, c = nt * 8 + 2 * tq;
+        *reinterpret_cast<uint32_t*>(s.X + swz(kBlk, r, c)) =
+            pack_bf16(t[nt][2 * hh], t[nt][2 * hh + 1]);
       }
     }
   }
+  cp_async_wait<0>();
 
   LCR_UNROLL
-  for (int mt = 0; mt < MT; ++mt) LCR_UNROLL
   for (int hh = 0; hh < 2; ++hh) {
-    const int row = row_base + mt * 16 + g + 8 * hh;
-    const float l = quad_sum(st.lsum[mt][hh]);
+    const int row = row0 + w * 16 + g + 8 * hh;
+    const float l = quad_sum(st.lsum[hh]);
     if (row >= p.L) continue;
     const float inv = 1.f / l;
     bf16* dst = p.o + ((int64_t(b) * p.L + row) * p.H + h) * D;
     LCR_UNROLL
     for (int nt = 0; nt < D / 8; ++nt)
       *reinterpret_cast<uint32_t*>(dst + nt * 8 + 2 * tq) =
-          pack_bf16(st.acc[mt][nt][2 * hh] * inv, st.acc[mt][nt][2 * hh + 1] * inv);
-    if (tq == 0) p.lse[bh * p.L + row] = (st.m2[mt][hh] + fast_log2(l)) * kLn2;
+          pack_bf16(st.acc[nt][2 * hh] * inv, st.acc[nt][2 * hh + 1] * inv);
+    if (tq == 0) p.lse[bh * p.L + row] = (st.m2[hh] + fast_log2(l)) * kLn2;
   }
 }
 

@@ -76,10 +76,11 @@ LCR_DEV uint64_t smem_desc(const bf16* p, uint32_t lbo, uint32_t sbo) {
   return uint64_t((smem_addr(p) & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 |
          uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
 }
-// K-major operand (A, or B^T) of 64 rows = rows 0..63 of a Swz tile of `rows` rows, columns
-// k0 .. k0+15 (k0 % 16 == 0): rows 128 bytes apart, 8-row groups 1024 (SBO); LBO unused.
-LCR_DEV uint64_t desc_k(const bf16* tile, int rows, int k0) {
-  return smem_desc(tile + (k0 >> 6) * rows * 64 + (k0 & 63), 16, 1024);
+// K-major operand (A, or B^T) of 64 rows = rows r0 .. r0+63 of a Swz tile of `rows` rows
+// (r0 % 8 == 0), columns k0 .. k0+15 (k0 % 16 == 0): rows 128 bytes apart, 8-row groups 1024
+// (SBO); LBO unused.
+LCR_DEV uint64_t desc_k(const bf16* tile, int rows, int k0, int r0 = 0) {
+  return smem_desc(tile + (k0 >> 6) * rows * 64 + r0 * 64 + (k0 & 63), 16, 1024);
 }
 // MN-major B of a Swz tile holding B itself: K = rows k0 .. k0+15 (k0 % 8 == 0), N = columns
 // n0 .. n0+63 (n0 % 64 == 0): 8-row groups 1024 bytes apart (SBO), panels rows * 128 (LBO).
@@ -123,6 +124,17 @@ void wgmma_thread(float* d, AOf a_of, uint64_t db, bool trans_b, bool acc, int w
 }
 }  // namespace emu_detail
 #endif
+
+// wgmma reads shared memory through the async proxy: shared-memory writes of this thread
+// (st.shared, and cp.async data once waited for) become visible to it only after this fence
+// (PTX ISA, wgmma.fence: "an async proxy fence must be used to establish an ordering between
+// prior writes to shared memory matrices and subsequent reads of the same matrices"). Every
+// thread that wrote an operand fences, then the CTA barrier, then the wgmma.
+LCR_DEV void fence_async_smem() {
+#if !defined(LCR_CUDA_EMU)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
 
 LCR_DEV void wgmma_fence() {
 #if !defined(LCR_CUDA_EMU)
@@ -249,6 +261,7 @@ void wgmma_probe_kernel(const bf16* A, const bf16* B, const bf16* P, float* c1, 
   async_swz<64, 128, 128>(s.B, B, 128, 64);
   cp_async_commit();
   cp_async_wait<0>();
+  fence_async_smem();
   sync_cta();
   const int w = warp(), g = lane() >> 2, t = lane() & 3;
   float d1[32], d2[2][32], d3[2][32];
