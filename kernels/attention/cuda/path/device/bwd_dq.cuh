@@ -174,14 +174,7 @@ void dq_kernel(Params p) {
       cp_async_wait<0>();
       fence_async_smem();  // P and the g rows this thread stored, for the tensor cores
       sync_cta();
-      wgmma_fence();
-      LCR_UNROLL
-      for (int k0 = 0; k0 < D; k0 += 16) LCR_UNROLL
-      for (int hf = 0; hf < D / 64; ++hf)
-        wgmma_ss<1>(&acc[8 * hf][0], desc_k(s.XG, kBlk, k0), desc_mn(s.P, D, k0, 64 * hf), k0 > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs<D / 2>(&acc[0][0]);
+      wgmma_times<D, false>(&acc[0][0], s.XG, s.P);
     }
     sync_cta();  // XG and the stages holding P are reloaded below
     // The segment's keys in stages of 64: K rows consecutive (head-major), values straight

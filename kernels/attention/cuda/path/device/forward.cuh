@@ -183,8 +183,7 @@ void forward_kernel(Params p) {
     const int valid = p.L - sp.key0;
     const int64_t vrow = (int64_t(b) * p.L + sp.key0) * p.Hkv + hk;
     async_swz<kBlk, D, 128>(s.k(buf), sp.keys, D, kBlk);
-    async_swz<kBlk, D, 128>(s.v(buf), valid > 0 ? p.v + vrow * D : p.v, int64_t(p.Hkv) * D,
-                            valid);
+    async_swz<kBlk, D, 128>(s.v(buf), valid > 0 ? p.v + vrow * D : p.v, int64_t(p.Hkv) * D, valid);
   };
   const int nsteps = scan_steps(p, a, sg);
   if (nsteps > 0) issue_kv(scan_step(p, 0, a, sg, bh_kv), 0);
@@ -229,14 +228,7 @@ void forward_kernel(Params p) {
       fence_async_smem();
       sync_cta();
       float t[D / 8][4];
-      wgmma_fence();
-      LCR_UNROLL
-      for (int k0 = 0; k0 < D; k0 += 16) LCR_UNROLL
-      for (int hf = 0; hf < D / 64; ++hf)
-        wgmma_ss<0>(&t[8 * hf][0], desc_k(s.X, kBlk, k0), desc_k(s.P, D, k0, 64 * hf), k0 > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs<D / 2>(&t[0][0]);
+      wgmma_times<D, true>(&t[0][0], s.X, s.P);
       sync_cta();  // every warp's share of the product has read X
       LCR_UNROLL
       for (int nt = 0; nt < D / 8; ++nt) LCR_UNROLL

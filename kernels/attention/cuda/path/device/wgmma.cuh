@@ -229,6 +229,24 @@ LCR_DEV void wgmma_rs(float* d, const uint32_t a[4], uint64_t db, bool acc) {
 #endif
 }
 
+// acc [64 x D] = X op(P) for a warpgroup: X a Swz [64 x D] tile, P a Swz [D x D] tile read
+// MN-major (op(P) = P; kTransposeP false) or K-major (op(P) = P^T). The transitions of the
+// scan (x <- P x per row: X P^T) and of dq (g P). The callers fenced X and P (fence_async_smem
+// and a barrier); returns with the product complete and acc fenced.
+template <int D, bool kTransposeP>
+LCR_DEV void wgmma_times(float* acc, const bf16* X, const bf16* P) {
+  wgmma_fence();
+  LCR_UNROLL
+  for (int k0 = 0; k0 < D; k0 += 16) LCR_UNROLL
+  for (int hf = 0; hf < D / 64; ++hf)
+    wgmma_ss<kTransposeP ? 0 : 1>(
+        acc + 32 * hf, desc_k(X, 64, k0),
+        kTransposeP ? desc_k(P, D, k0, 64 * hf) : desc_mn(P, D, k0, 64 * hf), k0 > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs<D / 2>(acc);
+}
+
 }  // namespace lcr::cuda::LCR_PATHK
 
 namespace lcr::cuda::LCR_PATHK {
@@ -265,37 +283,38 @@ void wgmma_probe_kernel(const bf16* A, const bf16* B, const bf16* P, float* c1, 
   sync_cta();
   const int w = warp(), g = lane() >> 2, t = lane() & 3;
   float d1[32], d2[2][32], d3[2][32];
+  // Fragments are formed before each fence, as the kernels do (a register written after the
+  // fence makes ptxas add a wait of its own).
+  uint32_t a[4][4];  // P's rows 16w + g (+8), columns 16kk + 2t (+1, +8, +9)
+  const auto pair = [](const bf16* q) {
+    return pack_bf16(__bfloat162float(q[0]), __bfloat162float(q[1]));
+  };
+  LCR_UNROLL
+  for (int kk = 0; kk < 4; ++kk) {
+    auto at = [&](int r, int c) { return P + (16 * w + r) * 64 + 16 * kk + c; };
+    a[kk][0] = pair(at(g, 2 * t)), a[kk][1] = pair(at(g + 8, 2 * t));
+    a[kk][2] = pair(at(g, 2 * t + 8)), a[kk][3] = pair(at(g + 8, 2 * t + 8));
+  }
   wgmma_fence();
   LCR_UNROLL
   for (int k0 = 0; k0 < 128; k0 += 16)
     wgmma_ss<0>(d1, desc_k(s.A, 64, k0), desc_k(s.B, 64, k0), k0 > 0);
   LCR_UNROLL
-  for (int kk = 0; kk < 4; ++kk) {
-    uint32_t a[4];  // rows 16w + g (+8), columns 16kk + 2t (+1, +8, +9)
-    auto at = [&](int r, int c) { return P + (16 * w + r) * 64 + 16 * kk + c; };
-    const auto pair = [](const bf16* p) {
-      return pack_bf16(__bfloat162float(p[0]), __bfloat162float(p[1]));
-    };
-    a[0] = pair(at(g, 2 * t)), a[1] = pair(at(g + 8, 2 * t));
-    a[2] = pair(at(g, 2 * t + 8)), a[3] = pair(at(g + 8, 2 * t + 8));
-    LCR_UNROLL
-    for (int hf = 0; hf < 2; ++hf)
-      wgmma_rs<1>(d2[hf], a, desc_mn(s.B, 64, 16 * kk, 64 * hf), kk > 0);
-  }
+  for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
+  for (int hf = 0; hf < 2; ++hf)
+    wgmma_rs<1>(d2[hf], a[kk], desc_mn(s.B, 64, 16 * kk, 64 * hf), kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs<32>(d1);
   fence_regs<32>(d2[0]);
   fence_regs<32>(d2[1]);
+  LCR_UNROLL
+  for (int kk = 0; kk < 4; ++kk) c_to_a(a[kk], d1 + 8 * kk, d1 + 8 * kk + 4);
   wgmma_fence();
   LCR_UNROLL
-  for (int kk = 0; kk < 4; ++kk) {
-    uint32_t a[4];
-    c_to_a(a, d1 + 8 * kk, d1 + 8 * kk + 4);
-    LCR_UNROLL
-    for (int hf = 0; hf < 2; ++hf)
-      wgmma_rs<1>(d3[hf], a, desc_mn(s.B, 64, 16 * kk, 64 * hf), kk > 0);
-  }
+  for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
+  for (int hf = 0; hf < 2; ++hf)
+    wgmma_rs<1>(d3[hf], a[kk], desc_mn(s.B, 64, 16 * kk, 64 * hf), kk > 0);
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs<32>(d3[0]);

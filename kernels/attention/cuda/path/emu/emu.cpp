@@ -215,17 +215,25 @@ void cp_async16(void* dst, const void* src, bool valid) {
 
 void cp_async_commit() { ++g_cur->committed; }
 
-void cp_async_wait(int pending) {
-  const long limit = g_cur->committed - pending;
-  auto& cs = g_cur->copies;
+namespace {
+// Performs (in issue order) the queued items of the groups before `limit`, keeps the rest.
+template <class Item, class Group, class Perform>
+void drain(std::vector<Item>& items, long limit, Group group_of, Perform perform) {
   std::size_t keep = 0;
-  for (std::size_t i = 0; i < cs.size(); ++i) {
-    if (cs[i].group < limit)
-      perform(cs[i]);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (group_of(items[i]) < limit)
+      perform(items[i]);
     else
-      cs[keep++] = cs[i];
+      items[keep++] = std::move(items[i]);
   }
-  cs.resize(keep);
+  items.resize(keep);
+}
+}  // namespace
+
+void cp_async_wait(int pending) {
+  drain(
+      g_cur->copies, g_cur->committed - pending, [](const Copy& c) { return c.group; },
+      [](const Copy& c) { perform(c); });
 }
 
 void async_op(std::function<void()> op) {
@@ -235,16 +243,9 @@ void async_op(std::function<void()> op) {
 void async_commit() { ++g_cur->mma_committed; }
 
 void async_wait(int pending) {
-  const long limit = g_cur->mma_committed - pending;
-  auto& ops = g_cur->mma_ops;
-  std::size_t keep = 0;
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].first < limit)
-      ops[i].second();
-    else
-      ops[keep++] = std::move(ops[i]);
-  }
-  ops.resize(keep);
+  drain(
+      g_cur->mma_ops, g_cur->mma_committed - pending, [](const auto& op) { return op.first; },
+      [](auto& op) { op.second(); });
 }
 
 void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<void()>& body) {
