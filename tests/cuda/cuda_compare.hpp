@@ -1,8 +1,8 @@
 #pragma once
 // Comparison helpers of the GPU tests that check one GPU computation against another (the
 // rings and the chunked PaTH against the whole-sequence kernels): rows of a full tensor, the
-// comparison with its documented bound, and the bound's extra term for the gradient of the
-// query bias.
+// comparison with its documented bound, and the bounds' extra terms (PaTH's lse, the gradient
+// of the query bias).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,6 +58,34 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
   if (!compare_quiet())
     std::printf("    %-18s max err %.3e  (%.2e of max |ref| %.3g)\n", what.c_str(), err,
                 err / scale, scale);
+}
+
+// PaTH's lse bound's per-row term, [B, H, L]: one bf16 unit (2^-9) of the row's logit scale,
+// scale |q_i| max_{j <= i} |k_j| (scale = 1 / sqrt(D)). PaTH's transitions have norm <= 1, so
+// |logit_ij| <= scale |q_i| |k_j|, a rounding of a query or key operand to bf16 moves a logit by
+// at most 2^-9 of that, and lse by at most the largest such move. Without it 2e-3 max(1, |lse|)
+// was too tight where |lse| is small and logits are not: at L = 5 the chunked form failed ~1
+// draw in 60 (lse error 4.3e-3 against 4.06e-3). q [B, L, H, D], k [B, L, Hkv, D].
+inline std::vector<float> path_lse_slack(const std::vector<float>& q, const std::vector<float>& k,
+                                         int B, int64_t L, int H, int Hkv, int D) {
+  const int G = H / Hkv;
+  const double scale = 1.0 / std::sqrt(double(D)), unit = std::ldexp(1.0, -9);
+  auto norm = [&](const std::vector<float>& x, int64_t row) {
+    double n = 0;
+    for (int d = 0; d < D; ++d) n += double(x[sz(row * D + d)]) * x[sz(row * D + d)];
+    return std::sqrt(n);
+  };
+  std::vector<float> slack(sz(int64_t(B) * H * L));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      double kmax = 0;
+      for (int64_t i = 0; i < L; ++i) {
+        kmax = std::max(kmax, norm(k, (b * L + i) * Hkv + h / G));
+        slack[sz((int64_t(b) * H + h) * L + i)] =
+            float(unit * scale * norm(q, (b * L + i) * H + h) * kmax);
+      }
+    }
+  return slack;
 }
 
 // Floor of PaTH's dbeta bound: with G_t the gradient with respect to the transition

@@ -9,10 +9,8 @@
 // k~ and the carried queries y = P ... P q~ to bf16 once per chunk pair, and each chunk's own
 // o to bf16 before the merge. Each is a relative perturbation of 2^-9 of one operand, so the
 // bound is 2e-2 of the tensor's largest magnitude (~5 bf16 units) for o and the gradients,
-// 2e-3 of max(1, |lse|) for lse plus one bf16 unit of the row's logit scale (lse_slack: a
-// rounding moves a logit by up to 2^-9 scale |q_i| |k_j|, PaTH's transitions having norm <= 1,
-// and lse by at most the largest such move; at L = 5 an lse near 0.8 has logits near 2, and
-// 2e-3 |lse| alone failed ~1 draw in 60: lse error 4.3e-3 against 4.06e-3, seed 1256748567);
+// 2e-3 of max(1, |lse|) for lse plus one bf16 unit of the row's logit scale (path_lse_slack,
+// cuda_compare.hpp says why; without it seed 1256748567 failed at L = 5);
 // dfox_q nearly cancels and gets delta_slack's per-row term, dbeta is relative to dw's largest
 // magnitude at least (dbeta_floor, cuda_compare.hpp says why).
 #include <gtest/gtest.h>
@@ -100,28 +98,6 @@ struct Outputs {
   }
 };
 
-// Per lse row [B, H, L]: 2^-9 scale |q_i| max_{j <= i} |k_j| (the header says why).
-std::vector<float> lse_slack(const ChunkCase& c, const Inputs& in) {
-  const int G = c.H / c.Hkv;
-  const double scale = 1.0 / std::sqrt(double(c.D)), unit = std::ldexp(1.0, -9);
-  auto norm = [&](const std::vector<float>& x, int64_t row) {
-    double n = 0;
-    for (int d = 0; d < c.D; ++d) n += double(x[sz(row * c.D + d)]) * x[sz(row * c.D + d)];
-    return std::sqrt(n);
-  };
-  std::vector<float> slack(sz(c.B * c.H * int64_t(c.L)));
-  for (int b = 0; b < c.B; ++b)
-    for (int h = 0; h < c.H; ++h) {
-      double kmax = 0;
-      for (int64_t i = 0; i < c.L; ++i) {
-        kmax = std::max(kmax, norm(in.k, (b * c.L + i) * c.Hkv + h / G));
-        slack[sz((int64_t(b) * c.H + h) * c.L + i)] =
-            float(unit * scale * norm(in.q, (b * c.L + i) * c.H + h) * kmax);
-      }
-    }
-  return slack;
-}
-
 class CudaPathChunked : public ::testing::TestWithParam<ChunkCase> {};
 
 TEST_P(CudaPathChunked, MatchesTheWholeSequenceKernels) {
@@ -154,7 +130,7 @@ TEST_P(CudaPathChunked, MatchesTheWholeSequenceKernels) {
 
   const auto o_ref = download_bf16(ref.o);
   expect_close(download_bf16(got.o), o_ref, 2e-2, 1e-6, "o");
-  const auto lse_rows = lse_slack(c, in);
+  const auto lse_rows = path_lse_slack(in.q, in.k, c.B, c.L, c.H, c.Hkv, c.D);
   expect_close(got.lse.download(), ref.lse.download(), 2e-3, 1.0, "lse", &lse_rows);
   expect_close(got.dq.download(), ref.dq.download(), 2e-2, 1e-6, "dq");
   expect_close(got.dk.download(), ref.dk.download(), 2e-2, 1e-6, "dk");
