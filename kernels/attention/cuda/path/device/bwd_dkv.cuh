@@ -1,5 +1,5 @@
 #pragma once
-// Backward: the keys' side, one CTA per (64-key tile j, KV head, batch), 4 warps of 16 keys.
+// Backward: the keys' side, one CTA per (64-key tile j, KV head, batch): one warpgroup.
 // A key tile meets the later query blocks twice over (params.cuh):
 //   coarse: every query block in a later superchunk, through K^S (ks) and the carried
 //           queries z^(s_j) (zc)  -> d K^S (dks)

@@ -6,8 +6,11 @@
 //  - every CUDA thread of a block is a fiber (its own stack, switched by a few lines of
 //    assembly); the blocks of a grid run one after the other;
 //  - __syncthreads is a barrier over the block's fibers; warp-collective operations
-//    (mma.sync, ldmatrix, shuffles) deposit each lane's operands, meet at a warp barrier
-//    and compute each lane's result exactly as the PTX ISA lays the fragments out;
+//    (mma.sync, ldmatrix, shuffles, wgmma's register operand) deposit each lane's
+//    operands, meet at a warp barrier and compute each lane's result exactly as the PTX ISA
+//    lays the fragments out;
+//  - wgmma's products are queued per thread and performed at wgmma.wait_group (async_op),
+//    reading shared memory through the matrix descriptors (device/wgmma.cuh);
 //  - cp.async copies are queued per thread and performed only at cp.async.wait_group, so
 //    a kernel that reads a tile before waiting for it reads stale data and fails its test;
 //  - shared memory is poisoned (all bytes 0xFF: NaN in bf16 and fp32) at every block start,
