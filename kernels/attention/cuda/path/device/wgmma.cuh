@@ -16,7 +16,7 @@
 // Tiles (Swz): a [rows][C] bf16 tile (C a multiple of 64) as C / 64 panels of [rows][64], each
 // row 128 bytes; 16-byte chunk c of row r sits at chunk c ^ (r % 8) of its row (the 128-byte
 // swizzle: no bank conflicts for the tensor cores or for cp.async). Tiles start on a 1024-byte
-// boundary of the shared address space (SmemCarver::take_swz).
+// boundary of the shared address space (SmemCarver::take_1k).
 //
 // Emulator build (LCR_CUDA_EMU): each thread queues its share of the product and performs it at
 // wgmma_wait (emu.hpp), reading shared memory through the descriptor the way the PTX ISA
@@ -126,10 +126,9 @@ void wgmma_thread(float* d, AOf a_of, uint64_t db, bool trans_b, bool acc, int w
 #endif
 
 // wgmma reads shared memory through the async proxy: shared-memory writes of this thread
-// (st.shared, and cp.async data once waited for) become visible to it only after this fence
-// (PTX ISA, wgmma.fence: "an async proxy fence must be used to establish an ordering between
-// prior writes to shared memory matrices and subsequent reads of the same matrices"). Every
-// thread that wrote an operand fences, then the CTA barrier, then the wgmma.
+// (st.shared, and cp.async data once waited for) are ordered before such reads only by an
+// async-proxy fence (PTX ISA, the memory consistency rules of wgmma.mma_async). Every thread
+// that wrote an operand fences, then the CTA barrier, then the wgmma.
 LCR_DEV void fence_async_smem() {
 #if !defined(LCR_CUDA_EMU)
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
