@@ -104,6 +104,14 @@ inline float desc_elem(uint64_t desc, bool mn_major, int mn, int k) {
                         : start + (mn % 8) * 128 + (mn / 8) * sbo + k * 2;
   a ^= ((a >> 7) & 7) << 4;
   if (a + 2 > emu::shared_bytes()) emu::fail("emu: wgmma operand outside shared memory");
+  // What the hardware may read: the async proxy's view (emu.hpp) must hold the current bytes,
+  // else a fence is missing before the last barrier, or the operand was overwritten before
+  // the wait.
+  if (std::memcmp(emu::shared_base() + a, emu::async_view() + a, 2) != 0)
+    emu::fail(
+        "emu: wgmma operand differs from the async proxy's view of shared memory: "
+        "fence_async_smem() and a barrier are missing after it was written, or it was "
+        "overwritten before wgmma_wait");
   bf16 v;
   std::memcpy(&v, emu::shared_base() + a, 2);
   return __bfloat162float(v);
@@ -130,7 +138,9 @@ void wgmma_thread(float* d, AOf a_of, uint64_t db, bool trans_b, bool acc, int w
 // async-proxy fence (PTX ISA, the memory consistency rules of wgmma.mma_async). Every thread
 // that wrote an operand fences, then the CTA barrier, then the wgmma.
 LCR_DEV void fence_async_smem() {
-#if !defined(LCR_CUDA_EMU)
+#if defined(LCR_CUDA_EMU)
+  emu::fence_async();
+#else
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }

@@ -76,7 +76,8 @@ struct Fiber {
   long warp_ops = 0;   // parity of the warp exchange buffer
   long committed = 0;  // cp.async groups committed
   std::vector<Copy> copies;
-  long mma_committed = 0;                                       // wgmma groups committed
+  bool fenced = false;     // fence.proxy.async since the last block barrier
+  long mma_committed = 0;  // wgmma groups committed
   std::vector<std::pair<long, std::function<void()>>> mma_ops;  // (group, operation)
 };
 
@@ -93,6 +94,8 @@ struct Block {
   std::vector<Barrier> warp_bar;
   std::vector<std::array<unsigned char, 2 * 32 * kExchangeStride>> exch;
   int alive = 0;
+  int fenced = 0;                         // threads that fenced since the last block barrier
+  std::vector<unsigned char> async_view;  // shared memory as the async proxy (wgmma) sees it
 };
 
 std::vector<Fiber> g_fibers;
@@ -105,12 +108,13 @@ std::vector<unsigned char> g_smem_storage;
 
 void yield() { lcr_emu_switch(&g_cur->sp, g_sched_sp); }
 
-void wait(Barrier& b) {
+void wait(Barrier& b, void (*on_release)() = nullptr) {
   const long gen = b.gen;
   ++g_progress;
   if (++b.arrived >= b.expected) {
     b.arrived = 0;
     ++b.gen;
+    if (on_release) on_release();
     return;
   }
   while (b.gen == gen) yield();
@@ -181,7 +185,22 @@ unsigned grid_dim_y() { return g_block.gdim.y; }
 unsigned char* shared_base() { return g_block.smem; }
 std::size_t shared_bytes() { return g_block.smem_bytes; }
 
-void sync_block() { wait(g_block.bar); }
+// A block barrier that every live thread reached after fence_async publishes shared memory to
+// the async proxy's view (wgmma reads compare the two: wgmma.cuh).
+void publish_async_view() {
+  if (g_block.fenced >= g_block.alive)
+    std::memcpy(g_block.async_view.data(), g_block.smem, g_block.smem_bytes);
+  g_block.fenced = 0;
+  for (unsigned t = 0; t < g_block.bdim.x; ++t) g_fibers[t].fenced = false;
+}
+
+void sync_block() { wait(g_block.bar, publish_async_view); }
+
+void fence_async() {
+  if (!g_cur->fenced) g_cur->fenced = true, ++g_block.fenced;
+}
+
+const unsigned char* async_view() { return g_block.async_view.data(); }
 
 void sync_warp() {
   Barrier& b = g_block.warp_bar[g_cur->tid / 32];
@@ -273,6 +292,8 @@ void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<v
         B.warp_bar.assign(n / 32, Barrier{0, 32, 0});
         B.exch.resize(n / 32);
         B.alive = int(n);
+        B.fenced = 0;
+        B.async_view.assign(smem, smem + smem_bytes);  // the poison, as the generic view
         for (unsigned t = 0; t < n; ++t) {
           Fiber& f = g_fibers[t];
           f.tid = t;
@@ -282,6 +303,7 @@ void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<v
           f.copies.clear();
           f.mma_committed = 0;
           f.mma_ops.clear();
+          f.fenced = false;
           prepare_stack(f);
         }
         const bool reverse = index % 2 == 1;

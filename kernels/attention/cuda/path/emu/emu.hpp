@@ -62,6 +62,13 @@ void cp_async_wait(int pending_groups);
 // memory) before waiting computes stale or wrong values and fails its test. A thread that
 // exits with operations in flight aborts.
 void async_op(std::function<void()> op);
+// fence.proxy.async by the running thread. The async proxy's view of shared memory
+// (async_view(), the block's shared_bytes()) is refreshed from the generic one at a block
+// barrier that every live thread reached after such a fence, a stricter rule than the PTX
+// ISA's (each writing thread fences, then a barrier) that lcr's kernels follow: every thread
+// fences before the barriers that precede a wgmma.
+void fence_async();
+const unsigned char* async_view();
 void async_commit();
 void async_wait(int pending_groups);
 
