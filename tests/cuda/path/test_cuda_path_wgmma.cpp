@@ -4,7 +4,8 @@
 //   MN-major), c3 = bf16(c1) B (the accumulators fed back as A fragments, as dkv does).
 // WgmmaProbeEmu runs the emulator's model of the instruction and of the descriptors (what the
 // emulator tests of every kernel rely on); WgmmaProbe runs the hardware, so the two agreeing
-// with the definition checks the model. Tolerance 1e-5 relative (Frobenius): the products
+// with the definition checks the model (WgmmaProbeEmuDeathTest: the emulator's check that a
+// missing async-proxy fence is caught). Tolerance 1e-5 relative (Frobenius): the products
 // accumulate at most 128 bf16 x bf16 terms in fp32 (relative rounding ~1e-7 per add, well below
 // 1e-5), while one misplaced element (a wrong swizzle, stride or fragment) moves the result by
 // ~1e-2 or more.
@@ -85,6 +86,19 @@ TEST(WgmmaProbeEmu, MatchesTheDefinition) {
   ::lcr::cuda::path::detail::wgmma_probe_emu(A.data(), B.data(), P.data(), c1.data(), c2.data(),
                                              c3.data());
   check(p, c1, c2, c3, seed);
+}
+
+// The emulator's async-proxy check (emu.hpp): the same probe without the fence between the
+// tiles' cp.async and the products aborts, naming the missing fence.
+TEST(WgmmaProbeEmuDeathTest, AMissingFenceAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const Probe p = make_probe(1);
+  const auto A = ::lcr::cuda::test::to_bf16(p.A), B = ::lcr::cuda::test::to_bf16(p.B),
+             P = ::lcr::cuda::test::to_bf16(p.P);
+  std::vector<float> c1(64 * 64), c2(64 * 128), c3(64 * 128);
+  EXPECT_DEATH(::lcr::cuda::path::detail::wgmma_probe_emu(A.data(), B.data(), P.data(), c1.data(),
+                                                          c2.data(), c3.data(), false),
+               "fence_async_smem");
 }
 
 TEST(WgmmaProbe, MatchesTheDefinition) {

@@ -284,8 +284,8 @@ void mat_products_impl(int batch, int D, const float* A, bool ta, const float* B
 }
 
 void wgmma_probe_impl(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P,
-                      float* c1, float* c2, float* c3) {
+                      float* c1, float* c2, float* c3, bool fence) {
   using namespace launch_detail;
   launch("wgmma_probe", K::wgmma_probe_kernel, Grid3{1, 1, 1}, 128, smem_bytes<K::WgmmaProbeSmem>(),
-         nullptr, A, B, P, c1, c2, c3);
+         nullptr, A, B, P, c1, c2, c3, fence);
 }

@@ -95,7 +95,7 @@ std::string profile_report() {
 }
 void wgmma_probe(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P, float* c1,
                  float* c2, float* c3) {
-  wgmma_probe_impl(A, B, P, c1, c2, c3);
+  wgmma_probe_impl(A, B, P, c1, c2, c3, true);
   LCR_CUDA_CHECK(cudaDeviceSynchronize());
 }
 }  // namespace detail

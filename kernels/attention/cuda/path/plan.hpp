@@ -41,10 +41,11 @@ void profile_end(cudaStream_t s);
 // The wgmma forms of the kernels on one warpgroup (device/wgmma.cuh, wgmma_probe_kernel), for
 // the tests: A, B [64 x 128], P [64 x 64] bf16; c1 = A B^T [64 x 64], c2 = P B and
 // c3 = bf16(c1) B [64 x 128], fp32, row-major. Device pointers (synchronises), or host
-// pointers for the emulator's form.
+// pointers for the emulator's form; fence = false leaves out the async-proxy fence before the
+// products (the emulator then aborts: its test of that check).
 void wgmma_probe(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P, float* c1,
                  float* c2, float* c3);
 void wgmma_probe_emu(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P,
-                     float* c1, float* c2, float* c3);
+                     float* c1, float* c2, float* c3, bool fence = true);
 
 }  // namespace lcr::cuda::path::detail

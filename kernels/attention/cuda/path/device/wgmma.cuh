@@ -279,7 +279,7 @@ struct WgmmaProbeSmem {
 
 LCR_KERNEL_BOUNDS(128, 1)
 void wgmma_probe_kernel(const bf16* A, const bf16* B, const bf16* P, float* c1, float* c2,
-                        float* c3) {
+                        float* c3, bool fence) {
   check_smem_base();
   WgmmaProbeSmem s;
   SmemCarver carver{smem_base()};
@@ -288,7 +288,7 @@ void wgmma_probe_kernel(const bf16* A, const bf16* B, const bf16* P, float* c1, 
   async_swz<64, 128, 128>(s.B, B, 128, 64);
   cp_async_commit();
   cp_async_wait<0>();
-  fence_async_smem();
+  if (fence) fence_async_smem();  // !fence: the emulator's test that a missing fence is caught
   sync_cta();
   const int w = warp(), g = lane() >> 2, t = lane() & 3;
   float d1[32], d2[2][32], d3[2][32];

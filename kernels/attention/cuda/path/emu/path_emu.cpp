@@ -59,7 +59,7 @@ void mat_products(int batch, int D, const float* A, bool ta, const float* B, boo
 
 namespace lcr::cuda::path::detail {
 void wgmma_probe_emu(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P,
-                     float* c1, float* c2, float* c3) {
-  emu::wgmma_probe_impl(A, B, P, c1, c2, c3);
+                     float* c1, float* c2, float* c3, bool fence) {
+  emu::wgmma_probe_impl(A, B, P, c1, c2, c3, fence);
 }
 }  // namespace lcr::cuda::path::detail
