@@ -10,12 +10,48 @@
 //           right end; x^(a-1) = q~)
 //   coarse: z^(u) for u = s-1 .. 0, slot u of zc                 (z^(s-1) = y, the query at
 //           the superchunk's left boundary; z^(u-1) = P^u z^(u))
-// Same CTA shape and step order as the forward (forward.cuh), without keys; the transition
-// matrices are double-buffered, each warp's queries transformed in place (one buffer: 102 KiB
-// at D = 128, two CTAs per SM).
-#include "kernels/attention/cuda/path/device/forward.cuh"
+// The forward scan's step order (forward.cuh), without keys, on 128-row tiles of mma.sync
+// warps (16 or 32 rows each: Args::warp_rows); the transition matrices are double-buffered, each
+// warp's queries transformed in place (one buffer: 102 KiB at D = 128, two CTAs per SM).
+#include "kernels/attention/cuda/path/device/params.cuh"
+#include "kernels/attention/cuda/path/device/tile.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
+
+constexpr int kTileRows = 128;  // query rows per CTA of the carry kernel (two fine blocks)
+
+// x <- P x in place for a warp's 16 MT rows (X = X P^T): each 16-row group's whole output
+// (16 x D fp32, D / 2 registers per lane) is formed before any of it is written back.
+template <int D, int MT>
+LCR_DEV void warp_transition_in_place(bf16* x, const bf16* P) {
+  const int g = lane() >> 2, tq = lane() & 3;
+  LCR_NO_UNROLL
+  for (int mt = 0; mt < MT; ++mt) {
+    float t[D / 8][4];
+    LCR_UNROLL
+    for (int j = 0; j < D / 8; ++j) LCR_UNROLL
+    for (int i = 0; i < 4; ++i) t[j][i] = 0.f;
+    LCR_UNROLL
+    for (int k0 = 0; k0 < D; k0 += 16) {
+      uint32_t a[4];
+      load_a(a, op(x, pad(D)), mt * 16, k0);
+      LCR_UNROLL
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t bb[4];
+        load_b(bb, op(P, pad(D), true), k0, np * 16);
+        mma_bf16(t[2 * np], a, bb);
+        mma_bf16(t[2 * np + 1], a, bb + 2);
+      }
+    }
+    sync_warp();  // every lane's fragments of these rows are read before any is overwritten
+    LCR_UNROLL
+    for (int j = 0; j < D / 8; ++j) LCR_UNROLL
+    for (int hh = 0; hh < 2; ++hh) {
+      const int r = mt * 16 + g + 8 * hh, c = j * 8 + 2 * tq;
+      *reinterpret_cast<uint32_t*>(x + r * pad(D) + c) = pack_bf16(t[j][2 * hh], t[j][2 * hh + 1]);
+    }
+  }
+}
 
 LCR_KERNEL_BOUNDS(256, 1) void row_delta_kernel(Params p) {
   const int64_t row = int64_t(bid_x()) * 8 + warp();  // over B * H * Lp, [B, H, Lp] order

@@ -18,8 +18,6 @@
 
 namespace lcr::cuda::LCR_PATHK {
 
-constexpr int kTileRows = 128;  // query rows per CTA of the carry kernel (two fine blocks)
-
 // One step of the scan of query block a: which 64 key rows, which transition after them.
 struct ScanStep {
   const bf16* keys;   // key rows (kf or ks), head-major, consecutive
@@ -43,7 +41,6 @@ LCR_DEV ScanStep scan_step(const Params& p, int i, int a, int sg, int64_t bh_kv)
   }
   return st;
 }
-LCR_DEV int scan_steps(const Params& p, int a, int sg) { return (a - sg * p.R) + sg * p.R; }
 
 // 112 KiB at D = 128: two CTAs per SM.
 template <int D>
@@ -60,39 +57,6 @@ struct FwdSmem {
   LCR_DEV bf16* k(int buf) const { return KV + buf * 2 * kBlk * D; }
   LCR_DEV bf16* v(int buf) const { return KV + (buf * 2 + 1) * kBlk * D; }
 };
-
-// x <- P x in place for a warp's 16 MT rows (X = X P^T): each 16-row group's whole output
-// (16 x D fp32, D / 2 registers per lane) is formed before any of it is written back.
-template <int D, int MT>
-LCR_DEV void warp_transition_in_place(bf16* x, const bf16* P) {
-  const int g = lane() >> 2, tq = lane() & 3;
-  LCR_NO_UNROLL
-  for (int mt = 0; mt < MT; ++mt) {
-    float t[D / 8][4];
-    LCR_UNROLL
-    for (int j = 0; j < D / 8; ++j) LCR_UNROLL
-    for (int i = 0; i < 4; ++i) t[j][i] = 0.f;
-    LCR_UNROLL
-    for (int k0 = 0; k0 < D; k0 += 16) {
-      uint32_t a[4];
-      load_a(a, op(x, pad(D)), mt * 16, k0);
-      LCR_UNROLL
-      for (int np = 0; np < D / 16; ++np) {
-        uint32_t bb[4];
-        load_b(bb, op(P, pad(D), true), k0, np * 16);
-        mma_bf16(t[2 * np], a, bb);
-        mma_bf16(t[2 * np + 1], a, bb + 2);
-      }
-    }
-    sync_warp();  // every lane's fragments of these rows are read before any is overwritten
-    LCR_UNROLL
-    for (int j = 0; j < D / 8; ++j) LCR_UNROLL
-    for (int hh = 0; hh < 2; ++hh) {
-      const int r = mt * 16 + g + 8 * hh, c = j * 8 + 2 * tq;
-      *reinterpret_cast<uint32_t*>(x + r * pad(D) + c) = pack_bf16(t[j][2 * hh], t[j][2 * hh + 1]);
-    }
-  }
-}
 
 // Online-softmax state of a warp's 16 rows of the block: unnormalised output (the wgmma
 // accumulator, [64 x D] over the warpgroup), row max (log2 units), this lane's share of the row
@@ -185,7 +149,7 @@ void forward_kernel(Params p) {
     async_swz<kBlk, D, 128>(s.k(buf), sp.keys, D, kBlk);
     async_swz<kBlk, D, 128>(s.v(buf), valid > 0 ? p.v + vrow * D : p.v, int64_t(p.Hkv) * D, valid);
   };
-  const int nsteps = scan_steps(p, a, sg);
+  const int nsteps = a;  // a - first fine steps, then sg superchunks of R tiles: one per block
   if (nsteps > 0) issue_kv(scan_step(p, 0, a, sg, bh_kv), 0);
   cp_async_commit();
 

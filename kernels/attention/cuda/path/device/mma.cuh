@@ -67,6 +67,13 @@ LCR_DEV void ldmatrix(uint32_t r[4], const bf16* p, bool trans) {
     r[m] = pack_bf16(__bfloat162float(e0), __bfloat162float(e1));
   }
 }
+
+// Element (r, k) of a warp's 16 x 16 A fragment (the layout in this file's header) from the
+// lanes' operands: lane_ops(l).a is lane l's a[4].
+template <class LaneOps>
+LCR_DEV float a_frag_elem(LaneOps lane_ops, int r, int k) {
+  return bf16_half(lane_ops((r % 8) * 4 + (k % 8) / 2).a[(r / 8) + 2 * (k / 8)], k % 2);
+}
 }  // namespace emu_detail
 #endif
 
@@ -87,8 +94,7 @@ LCR_DEV void mma_bf16(float c[4], const uint32_t a[4], const uint32_t b[2]) {
     const int r = g + (i >= 2 ? 8 : 0), n = 2 * t + (i & 1);
     double s = c[i];
     for (int k = 0; k < 16; ++k) {
-      const float av =
-          emu_detail::bf16_half(ops((r % 8) * 4 + (k % 8) / 2).a[(r / 8) + 2 * (k / 8)], k % 2);
+      const float av = emu_detail::a_frag_elem(ops, r, k);
       const float bv = emu_detail::bf16_half(ops(n * 4 + (k % 8) / 2).b[k / 8], k % 2);
       s += double(av) * double(bv);
     }

@@ -176,6 +176,19 @@ LCR_DEV void fence_regs(float* d) {
 #endif
 }
 
+#if !defined(LCR_CUDA_EMU)
+// The 32 accumulator operands of an m64n64 wgmma, %0 .. %31, shared by both asm forms below.
+#define LCR_WGMMA_D_REGS                                                                        \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define LCR_WGMMA_D_OUTS(d)                                                                       \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
+      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
+      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
+      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#endif
+
 // d[32] = (acc ? d : 0) + A B, A K-major from shared memory (da), B from shared memory (db),
 // K-major when !kTransB, MN-major when kTransB.
 template <int kTransB>
@@ -190,14 +203,9 @@ LCR_DEV void wgmma_ss(float* d, uint64_t da, uint64_t db, bool acc) {
 #else
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " LCR_WGMMA_D_REGS
+      ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+      : LCR_WGMMA_D_OUTS(d)
       : "l"(da), "l"(db), "r"(int(acc)), "n"(kTransB));
 #endif
 }
@@ -215,25 +223,17 @@ LCR_DEV void wgmma_rs(float* d, const uint32_t a[4], uint64_t db, bool acc) {
   for (int i = 0; i < 32; ++i)
     std::memcpy(&warp_a[i], all + i * emu::kExchangeStride, sizeof(Frag));
   emu::async_op([=] {
-    auto a_of = [&](int r, int k) {  // mma.sync A layout (mma.cuh) within the warp's 16 rows
-      const int rr = r % 16;
-      return emu_detail::bf16_half(warp_a[(rr % 8) * 4 + (k % 8) / 2].a[rr / 8 + 2 * (k / 8)],
-                                   k % 2);
+    auto a_of = [&](int r, int k) {  // row r of the warpgroup: row r % 16 of its warp's A
+      return emu_detail::a_frag_elem([&](int ln) { return warp_a[ln]; }, r % 16, k);
     };
     emu_detail::wgmma_thread(d, a_of, db, kTransB, acc, w, l);
   });
 #else
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "
-      "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, "
-      "1, 1, %38;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-        "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-        "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
-        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
-        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " LCR_WGMMA_D_REGS
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
+      : LCR_WGMMA_D_OUTS(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(int(acc)), "n"(kTransB));
 #endif
 }
