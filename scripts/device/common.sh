@@ -31,7 +31,7 @@ shard() {
   local gpu=$1 bin=$2 name=$3 filter=${4:-*} pids="" i
   for i in $(seq 0 7); do
     CUDA_VISIBLE_DEVICES=$gpu GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 150 "$bin" \
-      --gtest_filter="$filter" --gtest_color=no >"$OUT/$name.$i" 2>&1 &
+      --gtest_filter="$filter" --gtest_color=no ${GTEST_REPEAT_ARGS:-} >"$OUT/$name.$i" 2>&1 &
     pids="$pids $!"
   done
   wait $pids

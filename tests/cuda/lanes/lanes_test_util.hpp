@@ -80,12 +80,14 @@ constexpr double kAbsFloor = 1e-5;
 // goat_sink_L1_d16, against naive errors of 0.9-2.0e-4. A wrong scale, lane or mask moves
 // lse by O(0.1), far above it.
 constexpr double kLseAbsFloor = 1.0 / 256;
-// dq, dk, dv with a single key (Lk = 1), relative to max|reference|: for the same reason the
-// gradients are then functions of one logit, whose bf16 lane rounding (~2^-8) reaches them
-// undamped through P (1 - P) and, with softcap, through d tanh (large where the logit is
-// near the cap). Measured on an H200 (2026-11-30): alibi_all_numerics_L1_d16 (softcap and a
-// sink) dk 1.6% of max|ref|, 11x its naive error, every time LCR_TEST_SEED=
-// 5036008977908392003 is replayed. From two keys on, kFloor.
+// o, dq, dk, dv with a single key (Lk = 1), relative to max|reference|: for the same reason
+// they are then functions of one logit, whose bf16 lane rounding (~2^-8) reaches them
+// undamped through P (1 - P) (with a sink, o = sigmoid(s - sink) v) and, with softcap,
+// through d tanh (large where the logit is near the cap). Measured on an H200: (2026-11-30)
+// alibi_all_numerics_L1_d16 (softcap and a sink) dk 1.6% of max|ref|, 11x its naive error,
+// every time LCR_TEST_SEED=5036008977908392003 is replayed; (2026-12-01)
+// pope_qknorm_sink_L1_d16 o 0.90% of max|ref|, 4.7x its naive error
+// (LCR_TEST_SEED=14655483094135238700). From two keys on, kFloor.
 constexpr double kSingleKeyFloor = 1.0 / 32;
 // dq, dk, dv when cuDNN runs the product (impl auto / cudnn): cuDNN returns dQ, dK, dV in
 // bf16, one rounding to nearest of each element (at most 2^-8 of it) that neither lcr's

@@ -188,6 +188,9 @@ lanes::RowLaneArgs side_args(const AttentionSpec& s, const ParamLayout& l, const
         lanes::goat_key_bias(goat_key_args(s, l, prm.data, in.Lk, in.k_pos0, w, st), u, st);
         a.u = u;
       }
+      if (!backward)  // one buffer per side: the two sides may run on two streams
+        a.prior =
+            w.get<bf16>(query ? Slot::PriorQ : Slot::PriorK, int64_t(a.L) * a.Hx * (2 * a.R + 2));
       break;
     }
     case LaneKind::Pope:
@@ -346,8 +349,12 @@ PreparedAttention prepare_attention(const AttentionSpec& s, const DeviceParams& 
   const int64_t D = P.sdpa.D;  // the same buffers lanes_in_place pointed the SDPA at
   bf16* q2 = w.get<bf16>(Slot::Q2, int64_t(in.B) * in.Lq * s.heads * D);
   bf16* k2 = w.get<bf16>(Slot::K2, int64_t(in.B) * in.Lk * s.kv_heads * D);
+  // GOAT: the keys' side (key bias u, then the lanes) beside the queries' lanes.
+  const bool two = is_goat(s.scheme);
+  const cudaStream_t ks = two ? w.fork(st) : st;
+  lanes::lanes_forward(side_args(s, l, prm, in, false, false, w, ks), k2, ks);
   lanes::lanes_forward(side_args(s, l, prm, in, true, false, w, st), q2, st);
-  lanes::lanes_forward(side_args(s, l, prm, in, false, false, w, st), k2, st);
+  if (two) w.join(st);
   return P;
 }
 
@@ -368,6 +375,32 @@ struct LaneGradsIn {
   const float *dq2 = nullptr, *dk2 = nullptr;
   const bf16 *dq16 = nullptr, *dk16 = nullptr;
 };
+
+// GOAT's key-bias parameter gradients (lambda, bump, the MLP) from du [Lk, Hkv], added to
+// their slices of dparams, on stream st: du projected onto its known total (kt), per-chunk
+// partials, their fixed-order reduction, the scatter.
+void goat_key_backward(const AttentionSpec& s, const ParamLayout& l, const DeviceParams& prm,
+                       const AttentionInputs& in, float* du, float* dparams, Workspace::Impl& w,
+                       cudaStream_t st, const KeyTotal& kt) {
+  const int H = s.heads, Hkv = s.kv_heads;
+  const lanes::GoatKeyArgs ga = goat_key_args(s, l, prm.data, in.Lk, in.k_pos0, w, st);
+  const int cols = lanes::goat_key_cols(ga), chunks = lanes::goat_key_chunks(in.Lk);
+  float* part = w.get<float>(Slot::KeyPart, int64_t(chunks) * Hkv * cols);
+  float* sums = w.get<float>(Slot::KeySums, int64_t(Hkv) * cols);
+  if (kt.complete)
+    lanes::goat_du_project(in.Lk, Hkv, H / Hkv, in.k_pos0, in.Lq, in.q_pos0, kt.dsink, du,
+                           w.get<double>(Slot::DUSums, lanes::goat_du_project_doubles(Hkv)), st);
+  lanes::goat_key_param_partials(ga, du, part, st);
+  LCR_CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(float) * Hkv * cols, st));
+  lanes::reduce_partials(part, chunks, Hkv, cols, 0, cols, false, 1.0, sums, st);
+  lanes::GoatKeyGradSlices g;
+  g.lambda = slice(dparams, l, "goat.lambda");
+  g.bump = slice(dparams, l, "goat.bump");
+  g.w1 = slice(dparams, l, "goat.mlp_w1");
+  g.b1 = slice(dparams, l, "goat.mlp_b1");
+  g.w2 = slice(dparams, l, "goat.mlp_w2");
+  lanes::goat_key_param_scatter(ga, sums, g, st);
+}
 
 void lanes_backward_impl(const AttentionSpec& s, const DeviceParams& prm, const AttentionInputs& in,
                          const LaneGradsIn& lg, float* dq, float* dk, float* dparams, Workspace& ws,
@@ -408,8 +441,12 @@ void lanes_backward_impl(const AttentionSpec& s, const DeviceParams& prm, const 
     gk.du = w.get<float>(Slot::DU, int64_t(in.Lk) * Hkv);
   }
   if (pope) gk.delta_part = w.get<float>(Slot::DeltaPart, int64_t(ck) * Hkv * qd);
-  lanes::lanes_backward(qa, gq, st);
+  // Keys first: GOAT's key-bias parameter chain starts from du and runs beside the queries'
+  // lane backward.
   lanes::lanes_backward(ka, gk, st);
+  const cudaStream_t ks = goat ? w.fork(st) : st;
+  if (goat) goat_key_backward(s, l, prm, in, gk.du, dparams, w, ks, kt);
+  lanes::lanes_backward(qa, gq, st);
 
   if (norm) {
     lanes::reduce_partials(gq.gain_part, cq, H, qd, 0, qd, true, 1.0,
@@ -424,27 +461,11 @@ void lanes_backward_impl(const AttentionSpec& s, const DeviceParams& prm, const 
                            slice(dparams, l, "goat.alpha"), st);
     lanes::reduce_partials(gq.mode_part, cq, H, 2 * R, R, R, false, ls,
                            slice(dparams, l, "goat.beta"), st);
-    const lanes::GoatKeyArgs ga = goat_key_args(s, l, prm.data, in.Lk, in.k_pos0, w, st);
-    const int cols = lanes::goat_key_cols(ga), chunks = lanes::goat_key_chunks(in.Lk);
-    float* part = w.get<float>(Slot::KeyPart, int64_t(chunks) * Hkv * cols);
-    float* sums = w.get<float>(Slot::KeySums, int64_t(Hkv) * cols);
-    if (kt.complete)
-      lanes::goat_du_project(in.Lk, Hkv, H / Hkv, in.k_pos0, in.Lq, in.q_pos0, kt.dsink, gk.du,
-                             w.get<double>(Slot::DUSums, lanes::goat_du_project_doubles(Hkv)), st);
-    lanes::goat_key_param_partials(ga, gk.du, part, st);
-    LCR_CUDA_CHECK(cudaMemsetAsync(sums, 0, sizeof(float) * Hkv * cols, st));
-    lanes::reduce_partials(part, chunks, Hkv, cols, 0, cols, false, 1.0, sums, st);
-    lanes::GoatKeyGradSlices g;
-    g.lambda = slice(dparams, l, "goat.lambda");
-    g.bump = slice(dparams, l, "goat.bump");
-    g.w1 = slice(dparams, l, "goat.mlp_w1");
-    g.b1 = slice(dparams, l, "goat.mlp_b1");
-    g.w2 = slice(dparams, l, "goat.mlp_w2");
-    lanes::goat_key_param_scatter(ga, sums, g, st);
   }
   if (pope)
     lanes::reduce_partials(gk.delta_part, ck, Hkv, qd, 0, qd, false, 1.0,
                            slice(dparams, l, "pope.delta"), st);
+  if (goat) w.join(st);
 }
 
 }  // namespace

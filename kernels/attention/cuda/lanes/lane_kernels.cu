@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/lanes/element_kernels.hpp"
 #include "kernels/attention/cuda/lanes/lane_kernels.hpp"
 
 namespace lcr::cuda::lanes {
@@ -130,28 +131,6 @@ __device__ __forceinline__ void pope_store(const RowLaneArgs& a, __nv_bfloat16* 
     }
   if (c0 == 0)
     for (int o = 2 * a.d; o < a.dp; ++o) dst[o] = __float2bfloat16(0.f);
-}
-
-// GOAT's lanes past the content d_c = a.d: the mode lanes and the u pair (queries: 1, 1).
-__device__ __forceinline__ __nv_bfloat16 goat_prior_lane(const RowLaneArgs& a, int o, int t,
-                                                         int h) {
-  const int dc = a.d, R = a.R;
-  if (o < dc + 2 * R) {
-    const int r = (o - dc) / 2, which = (o - dc) % 2;
-    const float2 cs = a.trig[int64_t(t) * a.M + r];
-    if (!a.is_query) return __float2bfloat16(which == 0 ? cs.x : cs.y);
-    const float al = a.alpha[h * R + r], be = a.beta[h * R + r];
-    return __float2bfloat16(a.lane_scale *
-                            (which == 0 ? al * cs.x + be * cs.y : al * cs.y - be * cs.x));
-  }
-  if (o < dc + 2 * R + 2) {
-    if (a.is_query) return __float2bfloat16(1.f);
-    const double U = a.u_scale * a.u[int64_t(t) * a.Hx + h];
-    const __nv_bfloat16 hi = __float2bfloat16(float(U));
-    if (o == dc + 2 * R) return hi;
-    return __float2bfloat16(float(U - double(__bfloat162float(hi))));
-  }
-  return __float2bfloat16(0.f);
 }
 
 // Output lane o of one row of RoPE: xs holds the (normed) input row of width d (a lane may
@@ -323,19 +302,16 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
     if constexpr (K == LaneKind::Goat) {
-      // GOAT's 2R + 2 prior lanes of the warp's RPW rows (written as zeros above), spread
-      // over the warp: evaluated per element in the chunk loop, the mode/u branches of the
-      // lane map cost every warp their union 8 times (issue-bound, 65 us for the queries at
-      // 1x16x16384x64). __syncwarp orders these 2-byte stores after the chunk stores.
+      // GOAT's 2R + 2 prior lanes of the warp's RPW rows (written as zeros above) from the
+      // table of (position, head) (goat_prior_table), spread over the warp. __syncwarp
+      // orders these 2-byte stores after the chunk stores.
       __syncwarp();
       const int np = 2 * a.R + 2;
+      const int64_t LH = int64_t(a.L) * a.Hx;
       for (int item = lane; item < RPW * np; item += 32) {
         const int64_t rr = base + item / np;
         if (rr >= rows) break;
-        int hr = 0, tr = 0;
-        row_coords(rr, a.Hx, a.L, hr, tr);
-        const int o = a.d + item % np;
-        y[rr * a.dp + o] = goat_prior_lane(a, o, tr, hr);
+        y[rr * a.dp + a.d + item % np] = a.prior[(rr % LH) * np + item % np];
       }
     }
     if (!kOwn) __syncwarp();  // xs is rewritten by the next pass
@@ -749,6 +725,11 @@ void trig_table(const TrigSpec& spec, int64_t pos0, int L, float2* out, cudaStre
 
 void lanes_forward(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s) {
   if (a.B == 0 || a.L == 0 || a.Hx == 0) return;
+  if (a.kind == LaneKind::Goat) {
+    require(a.prior, "lanes_forward: GOAT needs the prior-lane scratch (RowLaneArgs::prior)");
+    goat_prior_table(a, s);
+  }
+  if (element_forward_ok(a, y)) return concat_lanes(a, y, s);
   if (a.gain)
     launch_fwd<true>(a, y, s);
   else
@@ -757,6 +738,11 @@ void lanes_forward(const RowLaneArgs& a, __nv_bfloat16* y, cudaStream_t s) {
 
 void lanes_backward(const RowLaneArgs& a, const RowLaneGrads& g, cudaStream_t s) {
   if (a.B == 0 || a.L == 0 || a.Hx == 0) return;
+  if (element_backward_ok(a, g)) {
+    narrow_grads(a, g, s);
+    if (a.kind == LaneKind::Goat) goat_prior_grads(a, g, s);
+    return;
+  }
   const dim3 grid(position_chunks(a.L), a.Hx);
   if (a.gain)
     launch_bwd<true>(a, g, grid, s);

@@ -72,6 +72,9 @@ struct RowLaneArgs {
   float lane_scale = 1.f;        // sqrt(d_h)
   const double* u = nullptr;     // [L, Hkv] key bias u(j) (keys)
   double u_scale = 1.0;          // sqrt(d_h): k' carries sqrt(d_h) u against q' = 1
+  // Forward scratch [L, Hx, 2R + 2]: the prior lanes of each (position, head), formed once
+  // per call (they do not depend on the batch row), then copied into every row.
+  __nv_bfloat16* prior = nullptr;
   // PoPE: keys' phase adds clamp(delta[hk, c]); (cos, sin) of it per [Hkv, d].
   const float2* delta_trig = nullptr;
   const float* delta = nullptr;  // [Hkv, d] raw values (the clamp's gradient mask)

@@ -23,6 +23,8 @@ enum class Slot : int {
   TrigK,       // position table of the keys [Lk, M] float2
   DeltaTrig,   // PoPE (cos, sin)(clamp(delta)) [Hkv, d] float2
   U,           // GOAT u(j) [Lk, Hkv] double
+  PriorQ,      // GOAT prior lanes of the queries [Lq, H, 2R+2] bf16 (lanes_forward scratch)
+  PriorK,      // GOAT prior lanes of the keys [Lk, Hkv, 2R+2] bf16
   Phi,         // GOAT key features phi(j) [Lk, 2F+2] double
   KeySums,     // GOAT key-bias parameter gradients [Hkv, cols] before the scatter
   DU,          // GOAT d u(j) [Lk, Hkv] fp32
@@ -85,6 +87,28 @@ struct Workspace::Impl {
   // (empty: none saved). A prepare_attention overwrites the lanes but not the output.
   std::string saved_lanes_key, saved_out_key;
 
+  // A second stream for work that may run beside the caller's: GOAT's key side (the key bias
+  // u, the keys' lanes; in the backward the key-bias parameter chain, a row of small
+  // latency-bound kernels) beside the queries' bandwidth-bound lane passes. fork(st) returns
+  // it after everything queued on st so far; join(st) makes st wait for everything queued on
+  // it. Events only, so it also works inside a CUDA graph capture of st.
+  cudaStream_t side = nullptr;
+  cudaEvent_t fork_done = nullptr, side_done = nullptr;
+  cudaStream_t fork(cudaStream_t st) {
+    if (!side) {
+      LCR_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+      LCR_CUDA_CHECK(cudaEventCreateWithFlags(&fork_done, cudaEventDisableTiming));
+      LCR_CUDA_CHECK(cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming));
+    }
+    LCR_CUDA_CHECK(cudaEventRecord(fork_done, st));
+    LCR_CUDA_CHECK(cudaStreamWaitEvent(side, fork_done, 0));
+    return side;
+  }
+  void join(cudaStream_t st) {
+    LCR_CUDA_CHECK(cudaEventRecord(side_done, side));
+    LCR_CUDA_CHECK(cudaStreamWaitEvent(st, side_done, 0));
+  }
+
   void forget() {
     trig_q.valid = trig_k.valid = false;
     phi_key.clear();
@@ -95,6 +119,12 @@ struct Workspace::Impl {
     for (auto& b : buffers) {
       if (b.ptr) cudaFree(b.ptr);  // destructor path: no throw
       b = Buffer{};
+    }
+    if (side) {
+      cudaEventDestroy(fork_done);
+      cudaEventDestroy(side_done);
+      cudaStreamDestroy(side);
+      side = nullptr;
     }
     forget();
   }
