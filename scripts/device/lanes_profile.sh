@@ -65,4 +65,4 @@ if ((${RUN_PATH:-1})); then
   suite_summary path model
 fi
 echo "total $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
-(cd "$OUT" && tar czf logs.tgz ./*.log ./*.csv && rm -f ./*.log ./*.csv)
+(cd "$OUT" && files=$(ls ./*.log ./*.csv 2>/dev/null) && tar czf logs.tgz $files && rm -f $files)
