@@ -11,7 +11,9 @@
 // every batch row, so per-head parameter gradients are summed per block in a fixed order
 // and written as one partial row per block (partials [chunks, Hx, cols], chunk = position
 // / kPositions); reduce_partials then sums the partials in a fixed order. No atomics
-// anywhere: the results are bitwise reproducible.
+// anywhere: the results are bitwise reproducible. Copy and GOAT without QK-RMSNorm take the
+// element-parallel kernels of element_kernels.cu instead (lanes_forward / lanes_backward
+// choose; same values, bit for bit).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
