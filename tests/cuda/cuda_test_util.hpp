@@ -2,11 +2,12 @@
 // Shared helpers of the CUDA tests (tests/cuda and its subfolders):
 //  - LCR_REQUIRE_GPU(): first line of every test that needs a GPU; without one (CI, the
 //    development machine) the test SKIPS with the reason printed, never passes silently.
-//  - bf16 conversion, rounding, upload/download, fresh random inputs.
+//  - bf16 conversion, rounding, upload/download, fresh random inputs, the normwise error.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -118,6 +119,18 @@ inline void normalise_rows(std::vector<float>& w, int D) {
     for (int d = 0; d < D; ++d) n += double(w[r * D + d]) * w[r * D + d];
     for (int d = 0; d < D; ++d) w[r * D + d] = float(w[r * D + d] / std::sqrt(n));
   }
+}
+
+// Normwise relative error ||got - want||_2 / ||want||_2 against a float64 reference.
+template <class T>
+double rel_l2(const std::vector<T>& got, const std::vector<double>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double e = double(got[i]) - want[i];
+    num += e * e;
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
 }
 
 }  // namespace lcr::cuda::test

@@ -65,14 +65,7 @@ FoldRef reference(const GpuCase& c, const pathtest::PathProblem& p, const FoldSe
   return r;
 }
 
-double rel(const std::vector<double>& a, const std::vector<double>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (a[i] - b[i]) * (a[i] - b[i]);
-    den += b[i] * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using ::lcr::cuda::test::rel_l2;
 
 std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
@@ -91,8 +84,8 @@ void check_folds(const GpuCase& c, Device dev) {
   const KernelResult without = run_kernels(c, ps.in, true, dev);
   ASSERT_TRUE(with.all_written && without.all_written) << c.name << ": an output kept its poison";
   for (const auto& [name, r] : ref.fold) {
-    const double err = rel(to_double(with.fold.at(name)), r);
-    const double yard = rel(naive.fold.at(name), r);
+    const double err = rel_l2(to_double(with.fold.at(name)), r);
+    const double yard = rel_l2(naive.fold.at(name), r);
     std::printf("  %s fold %s: error %.2e, naive bf16 %.2e\n", c.name.c_str(), name.c_str(), err,
                 yard);
     EXPECT_LE(err, kTolFactor * yard + kTolFloor) << c.name << ": fold " << name;
@@ -102,7 +95,7 @@ void check_folds(const GpuCase& c, Device dev) {
     const auto& a = with.grad.at(name);
     const auto& b = without.grad.at(name);
     for (size_t i = 0; i < diff.size(); ++i) diff[i] = double(a[i]) - double(b[i]);
-    const double err = rel(diff, r), yard = rel(naive.grad.at(name), r);
+    const double err = rel_l2(diff, r), yard = rel_l2(naive.grad.at(name), r);
     std::printf("  %s fold gradient d%s: error %.2e, naive bf16 %.2e\n", c.name.c_str(),
                 name.c_str(), err, yard);
     EXPECT_LE(err, kTolFactor * yard + kTolFloor) << c.name << ": fold gradient d" << name;
@@ -227,13 +220,13 @@ void check_carry(const CarryCase& k, Device dev) {
     return a;
   };
   std::vector<double> dq_ref, dM_ref;
-  const double e_y = rel(to_double(y_k), y), e_dq = rel(added(dq_k, dq, dq0, dq_ref), dq_ref),
-               e_dM = rel(added(dM_k, dM, dM0, dM_ref), dM_ref);
+  const double e_y = rel_l2(to_double(y_k), y), e_dq = rel_l2(added(dq_k, dq, dq0, dq_ref), dq_ref),
+               e_dM = rel_l2(added(dM_k, dM, dM0, dM_ref), dM_ref);
   std::printf("  carry D=%d L=%d: y %.2e, dq %.2e, dM %.2e\n", k.D, k.L, e_y, e_dq, e_dM);
   EXPECT_LE(e_y, 8e-3) << "carry y";
   EXPECT_LE(e_dq, 8e-3) << "carry_backward dq";
   EXPECT_LE(e_dM, 8e-3) << "carry_backward dM";
-  EXPECT_LE(rel(to_double(C_k), C), 1e-5) << "mat_products";
+  EXPECT_LE(rel_l2(to_double(C_k), C), 1e-5) << "mat_products";
 }
 
 TEST(CudaPathCarry, MatchesFloat64LoopsOnTheEmulator) {

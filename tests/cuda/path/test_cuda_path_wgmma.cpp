@@ -38,14 +38,7 @@ Probe make_probe(uint64_t seed) {
   return p;
 }
 
-double rel(const std::vector<float>& got, const std::vector<double>& want) {
-  double e = 0, n = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    e += (got[i] - want[i]) * (got[i] - want[i]);
-    n += want[i] * want[i];
-  }
-  return std::sqrt(e / n);
-}
+using ::lcr::cuda::test::rel_l2;
 
 // c = X Y with X [64 x K] and Y [K x N] given as element functions.
 template <class X, class Y>
@@ -72,9 +65,9 @@ void check(const Probe& p, const std::vector<float>& c1, const std::vector<float
   const auto r3 = product(
       64, 128, [&](int r, int k) { return round_bf16(c1[r * 64 + k]); },
       [&](int k, int n) { return p.B[k * 128 + n]; });
-  EXPECT_LT(rel(c1, r1), 1e-5) << "c1 = A B^T, seed " << seed;
-  EXPECT_LT(rel(c2, r2), 1e-5) << "c2 = P B, seed " << seed;
-  EXPECT_LT(rel(c3, r3), 1e-5) << "c3 = bf16(c1) B, seed " << seed;
+  EXPECT_LT(rel_l2(c1, r1), 1e-5) << "c1 = A B^T, seed " << seed;
+  EXPECT_LT(rel_l2(c2, r2), 1e-5) << "c2 = P B, seed " << seed;
+  EXPECT_LT(rel_l2(c3, r3), 1e-5) << "c3 = bf16(c1) B, seed " << seed;
 }
 
 TEST(WgmmaProbeEmu, MatchesTheDefinition) {

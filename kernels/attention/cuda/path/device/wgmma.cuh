@@ -304,14 +304,18 @@ void wgmma_probe_kernel(const bf16* A, const bf16* B, const bf16* P, float* c1, 
     a[kk][0] = pair(at(g, 2 * t)), a[kk][1] = pair(at(g + 8, 2 * t));
     a[kk][2] = pair(at(g, 2 * t + 8)), a[kk][3] = pair(at(g + 8, 2 * t + 8));
   }
+  // d = a B[0:64, :] with a from registers and B read MN-major, in two 64-column halves.
+  const auto a_times_b = [&](float(&d)[2][32]) {
+    LCR_UNROLL
+    for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
+    for (int hf = 0; hf < 2; ++hf)
+      wgmma_rs<1>(d[hf], a[kk], desc_mn(s.B, 64, 16 * kk, 64 * hf), kk > 0);
+  };
   wgmma_fence();
   LCR_UNROLL
   for (int k0 = 0; k0 < 128; k0 += 16)
     wgmma_ss<0>(d1, desc_k(s.A, 64, k0), desc_k(s.B, 64, k0), k0 > 0);
-  LCR_UNROLL
-  for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
-  for (int hf = 0; hf < 2; ++hf)
-    wgmma_rs<1>(d2[hf], a[kk], desc_mn(s.B, 64, 16 * kk, 64 * hf), kk > 0);
+  a_times_b(d2);
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs<32>(d1);
@@ -320,10 +324,7 @@ void wgmma_probe_kernel(const bf16* A, const bf16* B, const bf16* P, float* c1, 
   LCR_UNROLL
   for (int kk = 0; kk < 4; ++kk) c_to_a(a[kk], d1 + 8 * kk, d1 + 8 * kk + 4);
   wgmma_fence();
-  LCR_UNROLL
-  for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
-  for (int hf = 0; hf < 2; ++hf)
-    wgmma_rs<1>(d3[hf], a[kk], desc_mn(s.B, 64, 16 * kk, 64 * hf), kk > 0);
+  a_times_b(d3);
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs<32>(d3[0]);
