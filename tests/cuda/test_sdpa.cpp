@@ -26,6 +26,8 @@
 #include "core/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
+#include "kernels/attention/cuda/sdpa_internal.hpp"
+#include "kernels/attention/cuda/sdpa_wgmma_emu.hpp"
 #include "sdpa_reference.hpp"
 
 namespace lcr::cuda {
@@ -110,15 +112,13 @@ Cmp compare(const std::vector<double>& gpu, const std::vector<double>& naive,
 
 std::vector<double> to_double(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
-// One case on one implementation (lcr's kernels, or cuDNN through SdpaImpl::Cudnn, which
-// throws where cuDNN cannot serve the call).
-void run_case(const Case& c, SdpaImpl impl) {
-  // Fresh inputs every run; LCR_TEST_SEED=<n> replays a printed seed.
-  const char* replay = std::getenv("LCR_TEST_SEED");
-  const uint64_t seed = replay ? std::strtoull(replay, nullptr, 10) : std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed) + " (replay: LCR_TEST_SEED=" + std::to_string(seed) +
-               ")");
-  std::mt19937_64 rng(seed);
+// Fresh inputs every run (test::case_seed); LCR_TEST_SEED=<n> replays a printed seed.
+std::string seed_trace(uint64_t seed) {
+  return "seed " + std::to_string(seed) + " (replay: LCR_TEST_SEED=" + std::to_string(seed) + ")";
+}
+
+// The case's problem on fresh random inputs, rounded to bf16 as the GPU sees them.
+RefProblem make_problem(const Case& c, std::mt19937_64& rng) {
   RefProblem p;
   p.B = 2, p.Lq = c.Lq, p.Lk = c.Lk, p.H = c.H, p.Hkv = c.Hkv, p.D = c.D, p.Dv = c.Dv;
   p.q_pos0 = c.q_pos0, p.k_pos0 = c.k_pos0;
@@ -143,6 +143,16 @@ void run_case(const Case& c, SdpaImpl impl) {
     for (size_t e = 0; e < p.bias_k.size(); ++e)
       p.bias_k[e] -= c.bias_slope * float(c.k_pos0 + int64_t(e / p.H) % p.Lk);
   }
+  return p;
+}
+
+// One case on one implementation (lcr's kernels, or cuDNN through SdpaImpl::Cudnn, which
+// throws where cuDNN cannot serve the call).
+void run_case(const Case& c, SdpaImpl impl) {
+  const uint64_t seed = test::case_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const RefProblem p = make_problem(c, rng);
 
   auto dq_ = test::upload_bf16(p.q), dk_ = test::upload_bf16(p.k), dv_ = test::upload_bf16(p.v);
   auto ddo = test::upload_bf16(p.dout);
@@ -386,6 +396,174 @@ TEST_P(CudaSdpaAuto, MatchesFloat64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaAuto, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// SdpaArgs of a problem over the given q, k, v and option arrays (device or host pointers).
+SdpaArgs args_of(const RefProblem& p, const Case& c, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                 const __nv_bfloat16* v, const float* slopes, const float* bias_q,
+                 const float* bias_k) {
+  SdpaArgs a;
+  a.B = p.B, a.Lq = p.Lq, a.Lk = p.Lk, a.H = p.H, a.Hkv = p.Hkv, a.D = p.D, a.Dv = p.Dv;
+  a.q = q, a.k = k, a.v = v;
+  a.q_pos0 = p.q_pos0, a.k_pos0 = p.k_pos0, a.scale = float(p.scale), a.softcap = c.softcap;
+  if (c.alibi) a.alibi_slopes = slopes;
+  if (c.bias) a.bias_q = bias_q, a.bias_k = bias_k;
+  return a;
+}
+
+// The forward's cases at the widths the wgmma kernel serves, small enough for the emulator
+// (each CUDA thread a fiber): odd sizes, offsets, rows that see nothing, every option and
+// mode (plain, kBias, kOpts), GQA group sizes, both outputs.
+std::vector<Case> wgmma_cases() {
+  std::vector<Case> v;
+  for (int L : {1, 7, 129}) v.push_back({"d64_L" + std::to_string(L), L, L, 64, 64});
+  v.push_back({"d128_L129", 129, 129, 128, 128});
+  v.push_back({"pope128_64_L129", 129, 129, 128, 64});
+  v.push_back({"goat72_64_L200", 200, 200, 72, 64});
+  v.push_back({"d8_8_L129", 129, 129, 8, 8});
+  v.push_back({"d24_40_L129", 129, 129, 24, 40});
+  v.push_back({"d96_120_L70", 70, 70, 96, 120});
+  v.push_back({"tail_q7_k200", 7, 200, 64, 64, 193, 0});
+  v.push_back({"ring_past_q129_k200", 129, 200, 128, 128, 5000, 1000});
+  v.push_back({"ring_future_q129_k129", 129, 129, 64, 64, 0, 200});
+  v.push_back({"partial_q129_k7", 129, 7, 64, 64, 0, 3});
+  v.push_back({"offset_q129_k129", 129, 129, 64, 64, 40, 0});
+  v.push_back({"rows_see_none_q129_k129", 129, 129, 64, 64, 0, 50});
+  Case c{"alibi_L129", 129, 129, 64, 64};
+  c.alibi = true;
+  v.push_back(c);
+  c = {"bias_opts_softcap_L129", 129, 129, 64, 64, 0, 0, false, true, 4.f};
+  v.push_back(c);
+  c = {"fox_L129_d128", 129, 129, 128, 128};
+  c.bias = true, c.dbq = false;
+  v.push_back(c);
+  c = {"fox_large_lanes_L200", 200, 200, 64, 64};
+  c.bias = true, c.dbq = false, c.bias_slope = 0.7f;
+  v.push_back(c);
+  c = {"fox_alibi_offsets_q129_k200", 129, 200, 64, 64, 300, 100};
+  c.alibi = true, c.bias = true, c.dbq = false;
+  v.push_back(c);
+  c = {"softcap_L129_d128", 129, 129, 128, 128};
+  c.softcap = 5.f;
+  v.push_back(c);
+  c = {"all_opts_L129_d72", 129, 129, 72, 64, 10, 0, true, true, 3.f};
+  v.push_back(c);
+  c = {"mha_L129", 129, 129, 64, 64};
+  c.Hkv = 4;
+  v.push_back(c);
+  c = {"mqa_L129", 129, 129, 128, 128};
+  c.Hkv = 1;
+  v.push_back(c);
+  c = {"o_f32_L129", 129, 129, 64, 64};
+  c.o_f32 = true;
+  v.push_back(c);
+  return v;
+}
+
+// The wgmma forward (sdpa_forward_wgmma.cuh) on the SIMT emulator, CPU only: its tiles,
+// fragment layouts, masks and barriers against the float64 reference, with one and two
+// warpgroups per CTA; every output element written and finite, the bf16 o equal to the fp32
+// one rounded, and the same bits from both CTA shapes (each row's sums run in the same order)
+// except in the kBias form.
+class CudaSdpaWgmmaEmu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaSdpaWgmmaEmu, ForwardMatchesFloat64Reference) {
+  const Case& c = GetParam();
+  const uint64_t seed = test::case_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const RefProblem p = make_problem(c, rng);
+  const auto exact = test::sdpa_reference(p, RefMode::kExact);
+  const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
+  const auto q = test::to_bf16(p.q), k = test::to_bf16(p.k), v = test::to_bf16(p.v);
+  const SdpaArgs a = args_of(p, c, q.data(), k.data(), v.data(), p.slopes.data(), p.bias_q.data(),
+                             p.bias_k.data());
+  std::vector<float> first_o;
+  for (int nwg : {1, 2}) {
+    SCOPED_TRACE(std::to_string(nwg) + " warpgroup(s) per CTA");
+    std::vector<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv, __float2bfloat16(std::nanf("")));
+    std::vector<float> o32(c.o_f32 ? o.size() : 0, std::nanf("")),
+        lse(size_t(p.B) * p.H * p.Lq, std::nanf(""));
+    detail::sdpa_forward_wgmma_emu(a, o.data(), c.o_f32 ? o32.data() : nullptr, lse.data(), nwg);
+    const auto o16 = test::from_bf16(o);
+    compare(c.o_f32 ? to_double(o32) : to_double(o16), naive.o, exact.o, "o");
+    compare(to_double(lse), naive.lse, exact.lse, "lse", true);
+    if (c.o_f32) {
+      size_t bad = 0;
+      for (size_t e = 0; e < o16.size(); ++e) bad += o16[e] != test::round_bf16(o32[e]);
+      EXPECT_EQ(bad, 0u) << "o is not o_f32 rounded to bf16";
+    }
+    // The kBias form takes its terms relative to the tile's first row, which the CTA shape
+    // moves, so only the other modes promise the same bits.
+    const bool tile_relative = (c.bias || c.alibi) && c.softcap == 0.f;
+    if (first_o.empty())
+      first_o = o16;
+    else if (!tile_relative)
+      EXPECT_TRUE(o16 == first_o) << "one and two warpgroups per CTA give different o";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaWgmmaEmu, ::testing::ValuesIn(wgmma_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Every forward tiling of a width class (sdpa_forward.cu's tables: the default, the tuning
+// alternatives, the wgmma kernels) on the GPU against the float64 reference, o and lse: the
+// suite above runs only each class's default.
+class CudaSdpaForwardVariants : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaSdpaForwardVariants, MatchesFloat64Reference) {
+  LCR_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const uint64_t seed = test::case_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const RefProblem p = make_problem(c, rng);
+  const auto exact = test::sdpa_reference(p, RefMode::kExact);
+  const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
+  auto dq_ = test::upload_bf16(p.q), dk_ = test::upload_bf16(p.k), dv_ = test::upload_bf16(p.v);
+  DeviceBuffer<float> dslopes(p.slopes), dbq_in(p.bias_q), dbk_in(p.bias_k);
+  detail::KernelParams kp;
+  kp.a = args_of(p, c, dq_.data(), dk_.data(), dv_.data(), dslopes.data(), dbq_in.data(),
+                 dbk_in.data());
+  DeviceBuffer<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv);
+  DeviceBuffer<float> lse(size_t(p.B) * p.H * p.Lq);
+  int ran = 0;
+  for (int var = 0; detail::forward_variant_name(p.D, p.Dv, var); ++var) {
+    SCOPED_TRACE(std::string("variant ") + detail::forward_variant_name(p.D, p.Dv, var));
+    o.fill_bytes(0xFF), lse.fill_bytes(0xFF);
+    kp.o = o.data(), kp.lse = lse.data();
+    if (!detail::launch_forward(kp, var, 0)) continue;  // a plain-only variant, options asked
+    LCR_CUDA_CHECK(cudaDeviceSynchronize());
+    compare(to_double(test::download_bf16(o)), naive.o, exact.o, "o");
+    compare(to_double(lse.download()), naive.lse, exact.lse, "lse", true);
+    ++ran;
+  }
+  EXPECT_GE(ran, 1) << "no variant ran";
+}
+
+std::vector<Case> variant_cases() {
+  std::vector<Case> v;
+  for (int L : {1, 129, 1000}) v.push_back({"d64_L" + std::to_string(L), L, L, 64, 64});
+  v.push_back({"d128_L1000", 1000, 1000, 128, 128});
+  v.push_back({"pope128_64_L1000", 1000, 1000, 128, 64});
+  v.push_back({"d24_40_L129", 129, 129, 24, 40});
+  v.push_back({"ring_past_q129_k1000", 129, 1000, 64, 64, 5000, 1000});
+  v.push_back({"rows_see_none_q129_k129", 129, 129, 128, 128, 0, 50});
+  Case c{"fox_alibi_L1000", 1000, 1000, 64, 64};
+  c.alibi = true, c.bias = true, c.dbq = false;
+  v.push_back(c);
+  c = {"fox_large_lanes_L1000_d128", 1000, 1000, 128, 128};
+  c.bias = true, c.dbq = false, c.bias_slope = 0.7f;
+  v.push_back(c);
+  c = {"all_opts_L129_d72", 129, 129, 72, 64, 10, 0, true, true, 3.f};
+  v.push_back(c);
+  c = {"softcap_L1000", 1000, 1000, 128, 128};
+  c.softcap = 5.f;
+  v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaForwardVariants, ::testing::ValuesIn(variant_cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(CudaSdpaCudnnRefusal, NamesTheReason) {

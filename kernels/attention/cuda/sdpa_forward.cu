@@ -12,6 +12,7 @@
 
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/sdpa_forward_kernel.cuh"
+#include "kernels/attention/cuda/sdpa_forward_wgmma.cuh"
 
 namespace lcr::cuda {
 namespace detail {
@@ -42,6 +43,15 @@ struct FwdVariant {
 #define LCR_FWD_OPTS(DP, DVP, BM, BN, NW) \
   FwdVariant { #BM "x" #BN "_w" #NW, nullptr, &launch_fwd < DP, DVP, BM, BN, NW, true> }
 
+// The wgmma kernels (sdpa_forward_wgmma.cuh): NWG warpgroups of 64 rows, 64-key tiles, at
+// least MB CTAs per SM; every mode in the one kernel.
+#define LCR_FWD_WG(DP, DVP, NWG, MB)                                            \
+  FwdVariant {                                                                  \
+    "wg" #NWG "x64_mb" #MB, &launch_fwd_wg<DP, DVP, NWG, MB, sdpawg::kWgPlain>, \
+        &launch_fwd_wg<DP, DVP, NWG, MB, sdpawg::kWgOpts>,                      \
+        &launch_fwd_wg<DP, DVP, NWG, MB, sdpawg::kWgBias>                       \
+  }
+
 // The option path (bias lanes, ALiBi, softcap) takes 64 x 64 tiles with Q in registers:
 // 187 vs 159 TFLOP/s (128 x 64) with FoX-like bias lanes at 1x16x16384, 193 vs 165 at
 // 1x8x65536 (H200, 2026-11-30, bench_cuda_sdpa --bias --variants all).
@@ -54,7 +64,9 @@ const FwdVariant k64_64[] = {
     LCR_FWD_PLAIN(64, 64, 128, 128, 8),
     LCR_FWD_PLAIN(64, 64, 128, 32, 4),
     LCR_FWD_PLAIN(64, 64, 64, 128, 4),
-    LCR_FWD_OPTS(64, 64, 128, 64, 8)};
+    LCR_FWD_OPTS(64, 64, 128, 64, 8),
+    LCR_FWD_WG(64, 64, 2, 2),
+    LCR_FWD_WG(64, 64, 1, 4)};
 // Default: two m-tiles per warp for the plain path (measured 331 vs 312 TFLOP/s at
 // 1x16x16384, H200, 2026-11-29); the option path keeps one m-tile per warp (fewer
 // registers for the option terms).
@@ -64,10 +76,14 @@ const FwdVariant k128_128[] = {
                &launch_fwd<128, 128, 128, 64, 4, false, true>},
     FwdVariant{"128x64_w8", &launch_fwd<128, 128, 128, 64, 8, false>, nullptr,
                &launch_fwd<128, 128, 128, 64, 8, false, true>},
-    LCR_FWD_PLAIN(128, 128, 128, 32, 4), LCR_FWD_PLAIN(128, 128, 64, 64, 4),
-    LCR_FWD_PLAIN(128, 128, 128, 128, 8)};
+    LCR_FWD_PLAIN(128, 128, 128, 32, 4),
+    LCR_FWD_PLAIN(128, 128, 64, 64, 4),
+    LCR_FWD_PLAIN(128, 128, 128, 128, 8),
+    LCR_FWD_WG(128, 128, 2, 1),
+    LCR_FWD_WG(128, 128, 1, 2)};
 const FwdVariant k128_64[] = {LCR_FWD_SPLIT(128, 64, 128, 64, 4, 8),
-                              LCR_FWD_PLAIN(128, 64, 128, 64, 8)};
+                              LCR_FWD_PLAIN(128, 64, 128, 64, 8), LCR_FWD_WG(128, 64, 2, 2),
+                              LCR_FWD_WG(128, 64, 1, 2)};
 // PoPE at d = 128 (QK 256, V 128), plain path: 128 x 32 tiles, two m-tiles per warp, 4.75 vs
 // 6.43 ms (128x64_w8: 5.47) at 1x16x16384 (H200, 2026-11-30 08:19 UTC, --variants all); the
 // option path keeps 64 x 64.

@@ -39,9 +39,10 @@ LCR_HD int swz(int rows, int r, int c) {
 }
 
 // ROWS x C bf16 rows from global memory (row stride `stride` elements, 16-byte aligned) into a
-// Swz tile with cp.async, NT threads; rows >= valid are zero-filled. The caller commits, waits.
+// Swz tile with cp.async, NT threads; rows >= valid and columns >= width (a multiple of 8: the
+// real head width of a padded tile) are zero-filled. The caller commits, waits.
 template <int ROWS, int C, int NT>
-LCR_DEV void async_swz(bf16* dst, const bf16* src, int64_t stride, int valid) {
+LCR_DEV void async_swz(bf16* dst, const bf16* src, int64_t stride, int valid, int width = C) {
   constexpr int kChunks = C / 8, kStep = NT / kChunks;
   static_assert(NT % kChunks == 0 && ROWS % kStep == 0, "rows per pass must divide the tile");
   const int c = (tid() % kChunks) * 8, r0 = tid() / kChunks;
@@ -49,7 +50,7 @@ LCR_DEV void async_swz(bf16* dst, const bf16* src, int64_t stride, int valid) {
   LCR_UNROLL
   for (int j = 0; j < ROWS / kStep; ++j) {
     const int r = r0 + j * kStep;
-    const bool ok = r < valid;
+    const bool ok = r < valid && c < width;
     cp_async16(dst + swz(ROWS, r, c), ok ? g + j * kStep * stride : src, ok);
   }
 }

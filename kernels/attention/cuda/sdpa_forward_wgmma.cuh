@@ -1,0 +1,303 @@
+#pragma once
+// Forward kernel of the CUDA SDPA on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a), the
+// same math and outputs as sdpa_forward_kernel.cuh (sdpa.hpp's definition), for the width
+// classes whose tiles fit the m64n64 products: QK 64 / V 64, QK 128 / V 128, QK 128 / V 64.
+//
+// One CTA = one (query tile of 64 NWG rows, batch b, head h), NWG warpgroups of 64 rows each.
+// Per key tile of 64 rows (K and V double-buffered in shared memory with cp.async, the next
+// tile's copy overlapping this tile's math, one CTA barrier per tile):
+//   S = Q K^T   [64 x 64] per warpgroup, both operands from shared memory (wgmma.cuh's
+//               128-byte-swizzled tiles, K read K-major), fp32 accumulators in registers
+//   logits, mask, online softmax exactly as the mma.sync kernel (the accumulator layout of a
+//               warp's 16 rows is the mma.sync C fragments side by side, wgmma.cuh)
+//   O += P V    P from the accumulators as bf16 register fragments, V read MN-major
+// Modes (compile time): plain (the scale folded into the exponent), kBias (row + column terms:
+// FoX's bias lanes, ALiBi; no softcap) and kOpts (any option, per element), as the mma.sync
+// kernel's three paths. A warpgroup skips the key tiles none of its rows can see.
+//
+// The source builds twice (path/device/simt.cuh): nvcc for the GPU and the host compiler with
+// LCR_CUDA_EMU for the SIMT emulator, so the tests check its indexing, fragment layouts and
+// barriers without a GPU (tests/cuda/test_sdpa.cpp, CudaSdpaWgmmaEmu).
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention/cuda/path/device/tile.cuh"
+#include "kernels/attention/cuda/path/device/wgmma.cuh"
+#include "kernels/attention/cuda/sdpa_internal.hpp"
+
+#if defined(LCR_CUDA_EMU)
+#define LCR_SDPAWG sdpawg_emu
+#else
+#define LCR_SDPAWG sdpawg
+#endif
+
+namespace lcr::cuda::LCR_SDPAWG {
+
+using namespace ::lcr::cuda::LCR_PATHK;
+using ::lcr::cuda::detail::KernelParams;
+
+enum WgMode : int { kWgPlain = 0, kWgBias = 1, kWgOpts = 2 };
+constexpr int kWgBN = 64;  // keys per tile
+
+template <int DP, int DVP, int NWG>
+struct WgFwdSmem {
+  bf16 *Q, *K, *V;  // Swz tiles: Q [64 NWG x DP]; K [2][64 x DP]; V [2][64 x DVP]
+  float* bk;        // [2][64] key bias lane (kBias / kOpts with bias_k)
+  static LCR_HD std::size_t carve(SmemCarver& c, WgFwdSmem* s) {
+    WgFwdSmem t;
+    t.Q = c.take_1k<bf16>(64 * NWG * DP);
+    t.K = c.take_1k<bf16>(2 * kWgBN * DP);
+    t.V = c.take_1k<bf16>(2 * kWgBN * DVP);
+    t.bk = c.take<float>(2 * kWgBN);
+    if (s) *s = t;
+    return c.off;
+  }
+};
+
+template <int DP, int DVP, int NWG, int MB, int kMode>
+LCR_KERNEL_BOUNDS(128 * NWG, MB)
+void sdpa_fwd_wg_kernel(const KernelParams p) {
+  static_assert((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && (NWG == 1 || NWG == 2),
+                "tile shape");
+  constexpr int BM = 64 * NWG, NT = 128 * NWG, BN = kWgBN;
+  constexpr bool kB = kMode != kWgPlain;
+  check_smem_base();
+  using Smem = WgFwdSmem<DP, DVP, NWG>;
+  Smem s;
+  SmemCarver carver{smem_base()};
+  Smem::carve(carver, &s);
+
+  const SdpaArgs& a = p.a;
+  const int wg = warp() / 4, w = warp() % 4, g = lane() >> 2, t = lane() & 3;
+  const int bh_count = a.B * a.H;
+  const int qt = p.n_tiles - 1 - int(bid_x() / bh_count);  // last tiles first (most keys)
+  const int bh = bid_x() % bh_count, b = bh / a.H, h = bh % a.H;
+  const int hk = h / (a.H / a.Hkv);
+  const int i0 = qt * BM;
+  const int nq = std::min(BM, a.Lq - i0);
+
+  // Keys visible to some row of this tile: j < Lk and k_pos0 + j <= q_pos0 + i0 + nq - 1.
+  const int64_t dpos = a.q_pos0 - a.k_pos0;  // p_i - p_j = dpos + i - j
+  const int64_t jend64 = dpos + i0 + nq;
+  const int jend = int(jend64 < 0 ? 0 : (jend64 > a.Lk ? a.Lk : jend64));
+  const int n_kt = (jend + BN - 1) / BN;
+  // This warpgroup's rows see key j only if j <= dpos + i0 + 64 wg + 63.
+  const int64_t wg_last = dpos + i0 + 64 * wg + 63;
+
+  const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
+  const int64_t v_ld = int64_t(a.Hkv) * a.Dv;
+  const bf16* qbase = a.q + (int64_t(b) * a.Lq + i0) * q_ld + int64_t(h) * a.D;
+  const bf16* kbase = a.k + int64_t(b) * a.Lk * k_ld + int64_t(hk) * a.D;
+  const bf16* vbase = a.v + int64_t(b) * a.Lk * v_ld + int64_t(hk) * a.Dv;
+
+  // Key bias lane of the tile at j0 for thread x < 64 (zero past Lk): read into a register
+  // while a tile runs, stored to the other stage after it (plain loads: one per key).
+  const bool has_bk = kB && a.bias_k != nullptr;
+  auto fetch_bk = [&](int j0) {
+    const int j = j0 + tid();
+    return j < a.Lk ? load_ro(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) : 0.f;
+  };
+
+  float acc[DVP / 8][4];
+  LCR_UNROLL
+  for (int n = 0; n < DVP / 8; ++n) LCR_UNROLL
+  for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.f, 0.f};
+  auto qrow = [&](int r) { return 64 * wg + 16 * w + g + 8 * r; };  // local row of half r
+
+  if (n_kt > 0) {
+    async_swz<BM, DP, NT>(s.Q, qbase, q_ld, nq, a.D);
+    async_swz<BN, DP, NT>(s.K, kbase, k_ld, jend, a.D);
+    async_swz<BN, DVP, NT>(s.V, vbase, v_ld, jend, a.Dv);
+    if (has_bk && tid() < BN) s.bk[tid()] = fetch_bk(0);
+  }
+  cp_async_commit();
+
+  // Per-row option terms, fixed for the whole tile (sdpa_forward_kernel.cuh says why kBias
+  // takes them relative to c0, the row term of the tile's first row).
+  float bq[2] = {0.f, 0.f}, slope = 0.f, c0 = 0.f;
+  if constexpr (kB) {
+    if (a.alibi_slopes) slope = load_ro(a.alibi_slopes + h);
+    if (kMode == kWgBias && a.bias_q) c0 = load_ro(a.bias_q + (int64_t(b) * a.Lq + i0) * a.H + h);
+    LCR_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int i = i0 + qrow(r);
+      if (a.bias_q && i < a.Lq) bq[r] = load_ro(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h) - c0;
+      if (kMode == kWgBias) bq[r] -= slope * float(qrow(r));
+    }
+  }
+  const float sl2 = a.scale * kLog2e;
+  const float inv_cap = a.softcap > 0.f ? 1.f / a.softcap : 0.f;
+
+  for (int kt = 0; kt < n_kt; ++kt) {
+    const int st = kt & 1, j0 = kt * BN;
+    // Wait for this tile (the only copy in flight); after the barrier every warpgroup is done
+    // with the other stage, so the next tile's copy goes there now.
+    cp_async_wait<0>();
+    fence_async_smem();  // the landed tiles, for the tensor cores (wgmma.cuh)
+    sync_cta();
+    const bool next = kt + 1 < n_kt;
+    if (next) {
+      const int jn = j0 + BN;
+      async_swz<BN, DP, NT>(s.K + (st ^ 1) * BN * DP, kbase + jn * k_ld, k_ld, jend - jn, a.D);
+      async_swz<BN, DVP, NT>(s.V + (st ^ 1) * BN * DVP, vbase + jn * v_ld, v_ld, jend - jn, a.Dv);
+    }
+    cp_async_commit();
+    const float bk_next = has_bk && next && tid() < BN ? fetch_bk(j0 + BN) : 0.f;
+
+    if (int64_t(j0) <= wg_last) {  // uniform over the warpgroup
+      const bf16* K = s.K + st * BN * DP;
+      const bf16* V = s.V + st * BN * DVP;
+      float sr[8][4];
+      wgmma_fence();
+      LCR_UNROLL
+      for (int k0 = 0; k0 < DP; k0 += 16)
+        wgmma_ss<0>(&sr[0][0], desc_k(s.Q, BM, k0, 64 * wg), desc_k(K, BN, k0), k0 > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs<32>(&sr[0][0]);
+
+      const float* cBk = s.bk + st * BN;
+      if constexpr (kMode == kWgOpts) {
+        LCR_UNROLL
+        for (int n = 0; n < 8; ++n) {
+          const float bk0 = a.bias_k ? cBk[n * 8 + 2 * t] : 0.f;
+          const float bk1 = a.bias_k ? cBk[n * 8 + 2 * t + 1] : 0.f;
+          LCR_UNROLL
+          for (int r = 0; r < 2; ++r) {
+            // p_i - p_j of column 0, minus the column; bq - bk: the bias lanes' sum.
+            const float rel = float(dpos + i0 + qrow(r) - j0);
+            LCR_UNROLL
+            for (int c = 0; c < 2; ++c) {
+              const int col = n * 8 + 2 * t + c;
+              float x = fmaf(sr[n][2 * r + c], a.scale, bq[r] - (c ? bk1 : bk0));
+              if (a.alibi_slopes) x -= slope * (rel - float(col));
+              if (a.softcap > 0.f) x = a.softcap * fast_tanh(x * inv_cap);
+              sr[n][2 * r + c] = x * kLog2e;
+            }
+          }
+        }
+      }
+      if constexpr (kMode == kWgBias) {
+        LCR_UNROLL
+        for (int n = 0; n < 8; ++n) {
+          // C_j - c0 = (bias_k_j - c0) + slope (p_i0 - p_j), p_i0 - p_j = rel0 - column.
+          const float bk0 = a.bias_k ? cBk[n * 8 + 2 * t] : 0.f;
+          const float bk1 = a.bias_k ? cBk[n * 8 + 2 * t + 1] : 0.f;
+          const float rel0 = float(dpos + i0 - j0 - (n * 8 + 2 * t));
+          const float ck0 = fmaf(slope, rel0, bk0 - c0) * kLog2e;
+          const float ck1 = fmaf(slope, rel0 - 1.f, bk1 - c0) * kLog2e;
+          LCR_UNROLL
+          for (int r = 0; r < 2; ++r) {
+            sr[n][2 * r] = fmaf(sr[n][2 * r], sl2, -ck0);
+            sr[n][2 * r + 1] = fmaf(sr[n][2 * r + 1], sl2, -ck1);
+          }
+        }
+      }
+      // Masking only where the tile straddles this warpgroup's diagonal or the sequence end.
+      const bool full = (j0 + BN <= a.Lk) && (dpos + i0 + 64 * wg - (j0 + BN - 1) >= 0);
+      if (!full) {
+        const int kv_last = std::min(BN, a.Lk - j0) - 1;
+        LCR_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const int64_t l64 = dpos + i0 + qrow(r) - j0;
+          const int lim = int(l64 < -1 ? -1 : (l64 > kv_last ? kv_last : l64)) - 2 * t;
+          LCR_UNROLL
+          for (int n = 0; n < 8; ++n) LCR_UNROLL
+          for (int c = 0; c < 2; ++c)
+            if (n * 8 + c > lim) sr[n][2 * r + c] = -INFINITY;
+        }
+      }
+      const float mul = kB ? 1.f : sl2;
+      LCR_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+        LCR_UNROLL
+        for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(sr[n][2 * r], sr[n][2 * r + 1]));
+        mx = fmaxf(row_m[r], quad_max(mx) * mul);
+        // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0.
+        const float muse = mx == -INFINITY ? 0.f : mx;
+        const float corr = fast_exp2(row_m[r] - muse);
+        row_m[r] = mx;
+        float sum = 0.f;
+        LCR_UNROLL
+        for (int n = 0; n < 8; ++n) {
+          sr[n][2 * r] = fast_exp2(fmaf(sr[n][2 * r], mul, -muse));
+          sr[n][2 * r + 1] = fast_exp2(fmaf(sr[n][2 * r + 1], mul, -muse));
+          sum += sr[n][2 * r] + sr[n][2 * r + 1];
+        }
+        row_l[r] = row_l[r] * corr + sum;
+        LCR_UNROLL
+        for (int n = 0; n < DVP / 8; ++n) acc[n][2 * r] *= corr, acc[n][2 * r + 1] *= corr;
+      }
+      uint32_t pa[4][4];  // formed before the fence (bwd_dkv.cuh says why)
+      LCR_UNROLL
+      for (int kk = 0; kk < 4; ++kk) c_to_a(pa[kk], sr[2 * kk], sr[2 * kk + 1]);
+      wgmma_fence();
+      LCR_UNROLL
+      for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
+      for (int hf = 0; hf < DVP / 64; ++hf)
+        wgmma_rs<1>(&acc[8 * hf][0], pa[kk], desc_mn(V, BN, 16 * kk, 64 * hf), true);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs<DVP / 2>(&acc[0][0]);
+    }
+    if (has_bk && next && tid() < BN) s.bk[(st ^ 1) * BN + tid()] = bk_next;
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: O / l and lse = m ln2 + ln l; a row that saw no key gets o = 0, lse = -inf.
+  const int64_t o_ld = int64_t(a.H) * a.Dv;
+  LCR_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    const float l = quad_sum(row_l[r]);
+    const int i = i0 + qrow(r);
+    if (i >= a.Lq) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    if (t == 0)
+      p.lse[(int64_t(b) * a.H + h) * a.Lq + i] =
+          l > 0.f ? row_m[r] * kLn2 + logf(l) + (kMode == kWgBias ? bq[r] : 0.f) : -INFINITY;
+    const int64_t orow = (int64_t(b) * a.Lq + i) * o_ld + int64_t(h) * a.Dv;
+    LCR_UNROLL
+    for (int n = 0; n < DVP / 8; ++n) {
+      const int c = n * 8 + 2 * t;
+      if (c >= a.Dv) continue;
+      const float x0 = acc[n][2 * r] * inv, x1 = acc[n][2 * r + 1] * inv;
+      if (p.o_f32) store_f32x2(p.o_f32 + orow + c, x0, x1);
+      if (p.o) store_bf16x2(p.o + orow + c, x0, x1);
+    }
+  }
+}
+
+// Threads and dynamic shared memory of one instantiation (the launchers of both builds).
+template <int DP, int DVP, int NWG>
+inline std::size_t wg_fwd_smem_bytes() {
+  SmemCarver c;
+  return WgFwdSmem<DP, DVP, NWG>::carve(c, nullptr);
+}
+
+}  // namespace lcr::cuda::LCR_SDPAWG
+
+#if !defined(LCR_CUDA_EMU)
+#include "kernels/attention/cuda/cuda_check.hpp"
+
+namespace lcr::cuda::detail {
+
+// The launcher the forward variant tables (sdpa_forward.cu) point at: NWG warpgroups per CTA,
+// at least MB CTAs per SM (the register budget), mode as sdpa_forward.cu's dispatch picks.
+template <int DP, int DVP, int NWG, int MB, int kMode>
+void launch_fwd_wg(KernelParams p, cudaStream_t s) {
+  constexpr int BM = 64 * NWG;
+  p.n_tiles = (p.a.Lq + BM - 1) / BM;
+  const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
+  if (grid == 0) return;
+  auto kern = LCR_SDPAWG::sdpa_fwd_wg_kernel<DP, DVP, NWG, MB, kMode>;
+  const std::size_t smem = LCR_SDPAWG::wg_fwd_smem_bytes<DP, DVP, NWG>();
+  LCR_CUDA_CHECK(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kern<<<unsigned(grid), 128 * NWG, smem, s>>>(p);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace lcr::cuda::detail
+#endif

@@ -1,0 +1,63 @@
+// The wgmma SDPA forward built for the SIMT emulator (sdpa_wgmma_emu.hpp).
+#define LCR_CUDA_EMU 1
+
+#include "kernels/attention/cuda/sdpa_wgmma_emu.hpp"
+
+#include "core/error.hpp"
+#include "kernels/attention/cuda/sdpa_forward_wgmma.cuh"
+
+namespace lcr::cuda::detail {
+namespace {
+
+namespace K = ::lcr::cuda::sdpawg_emu;
+
+template <int DP, int DVP, int NWG, int kMode>
+void run(KernelParams p) {
+  p.n_tiles = (p.a.Lq + 64 * NWG - 1) / (64 * NWG);
+  const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
+  if (grid == 0) return;
+  ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
+                     K::wg_fwd_smem_bytes<DP, DVP, NWG>(),
+                     [&] { K::sdpa_fwd_wg_kernel<DP, DVP, NWG, 1, kMode>(p); });
+}
+
+template <int DP, int DVP, int NWG>
+void by_mode(const KernelParams& p) {
+  const bool opts = has_options(p.a) || !(p.a.scale > 0.f);  // as launch_forward decides
+  if (row_col_terms_only(p.a))
+    run<DP, DVP, NWG, K::kWgBias>(p);
+  else if (opts)
+    run<DP, DVP, NWG, K::kWgOpts>(p);
+  else
+    run<DP, DVP, NWG, K::kWgPlain>(p);
+}
+
+template <int NWG>
+void by_width(const KernelParams& p) {
+  const int dp = width_class(p.a.D), dvp = width_class(p.a.Dv);
+  if (dp == 64 && dvp == 64) return by_mode<64, 64, NWG>(p);
+  if (dp == 128 && dvp == 128) return by_mode<128, 128, NWG>(p);
+  if (dp == 128 && dvp == 64) return by_mode<128, 64, NWG>(p);
+  throw_error("cuda sdpa (wgmma, emulator): no kernel for QK width ", p.a.D, " / V width ", p.a.Dv,
+              "; the wgmma forward serves QK 64 / V 64, QK 128 / V 128 and QK 128 / V 64 "
+              "(padded classes)");
+}
+
+}  // namespace
+
+void sdpa_forward_wgmma_emu(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse,
+                            int warpgroups) {
+  require(warpgroups == 1 || warpgroups == 2,
+          "cuda sdpa (wgmma, emulator): warpgroups must be 1 or 2, got ", warpgroups);
+  KernelParams p;
+  p.a = a;
+  p.o = o;
+  p.o_f32 = o_f32;
+  p.lse = lse;
+  if (warpgroups == 1)
+    by_width<1>(p);
+  else
+    by_width<2>(p);
+}
+
+}  // namespace lcr::cuda::detail

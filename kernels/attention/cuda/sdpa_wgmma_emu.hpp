@@ -1,0 +1,18 @@
+#pragma once
+// The wgmma forward kernel of the CUDA SDPA (sdpa_forward_wgmma.cuh) on the SIMT emulator
+// (path/emu/emu.hpp): the very kernel source, compiled as host C++, run on the CPU with host
+// pointers. For the tests on machines without a GPU (tests/cuda/test_sdpa.cpp).
+#include <cuda_bf16.h>
+
+#include "kernels/attention/cuda/sdpa.hpp"
+
+namespace lcr::cuda::detail {
+
+// sdpa_forward's contract (o and/or o_f32, lse) with host pointers, on the wgmma kernel of
+// `warpgroups` (1 or 2) warpgroups per CTA, the mode chosen as sdpa_forward chooses it.
+// lcr::Error for a width class the wgmma kernels do not serve (QK 64 / V 64, QK 128 / V 128 and
+// QK 128 / V 64 are served).
+void sdpa_forward_wgmma_emu(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse,
+                            int warpgroups);
+
+}  // namespace lcr::cuda::detail
