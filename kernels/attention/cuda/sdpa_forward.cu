@@ -66,6 +66,7 @@ const FwdVariant k64_64[] = {
     LCR_FWD_PLAIN(64, 64, 64, 128, 4),
     LCR_FWD_OPTS(64, 64, 128, 64, 8),
     LCR_FWD_WG(64, 64, 2, 2),
+    LCR_FWD_WG(64, 64, 2, 1),
     LCR_FWD_WG(64, 64, 1, 4)};
 // Default: two m-tiles per warp for the plain path (measured 331 vs 312 TFLOP/s at
 // 1x16x16384, H200, 2026-11-29); the option path keeps one m-tile per warp (fewer

@@ -4,16 +4,18 @@
 // classes whose tiles fit the m64n64 products: QK 64 / V 64, QK 128 / V 128, QK 128 / V 64.
 //
 // One CTA = one (query tile of 64 NWG rows, batch b, head h), NWG warpgroups of 64 rows each.
-// Per key tile of 64 rows (K and V double-buffered in shared memory with cp.async, the next
-// tile's copy overlapping this tile's math, one CTA barrier per tile):
+// Per key tile of 64 rows (K and V in three shared-memory stages filled with cp.async, the
+// next tile's copy overlapping this tile's math, one CTA barrier per tile):
 //   S = Q K^T   [64 x 64] per warpgroup, both operands from shared memory (wgmma.cuh's
 //               128-byte-swizzled tiles, K read K-major), fp32 accumulators in registers
 //   logits, mask, online softmax exactly as the mma.sync kernel (the accumulator layout of a
 //               warp's 16 rows is the mma.sync C fragments side by side, wgmma.cuh)
 //   O += P V    P from the accumulators as bf16 register fragments, V read MN-major
+// software-pipelined: the tensor cores run S of tile j and then P V of tile j - 1 while the
+// warpgroup forms the softmax of tile j (FlashAttention-3's intra-warpgroup overlap).
 // Modes (compile time): plain (the scale folded into the exponent), kBias (row + column terms:
 // FoX's bias lanes, ALiBi; no softcap) and kOpts (any option, per element), as the mma.sync
-// kernel's three paths. A warpgroup skips the key tiles none of its rows can see.
+// kernel's three paths.
 //
 // The source builds twice (path/device/simt.cuh): nvcc for the GPU and the host compiler with
 // LCR_CUDA_EMU for the SIMT emulator, so the tests check its indexing, fragment layouts and
@@ -41,14 +43,14 @@ constexpr int kWgBN = 64;  // keys per tile
 
 template <int DP, int DVP, int NWG>
 struct WgFwdSmem {
-  bf16 *Q, *K, *V;  // Swz tiles: Q [64 NWG x DP]; K [2][64 x DP]; V [2][64 x DVP]
-  float* bk;        // [2][64] key bias lane (kBias / kOpts with bias_k)
+  bf16 *Q, *K, *V;  // Swz tiles: Q [64 NWG x DP]; K [3][64 x DP]; V [3][64 x DVP]
+  float* bk;        // [3][64] key bias lane (kBias / kOpts with bias_k)
   static LCR_HD std::size_t carve(SmemCarver& c, WgFwdSmem* s) {
     WgFwdSmem t;
     t.Q = c.take_1k<bf16>(64 * NWG * DP);
-    t.K = c.take_1k<bf16>(2 * kWgBN * DP);
-    t.V = c.take_1k<bf16>(2 * kWgBN * DVP);
-    t.bk = c.take<float>(2 * kWgBN);
+    t.K = c.take_1k<bf16>(3 * kWgBN * DP);
+    t.V = c.take_1k<bf16>(3 * kWgBN * DVP);
+    t.bk = c.take<float>(3 * kWgBN);
     if (s) *s = t;
     return c.off;
   }
@@ -81,8 +83,6 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
   const int64_t jend64 = dpos + i0 + nq;
   const int jend = int(jend64 < 0 ? 0 : (jend64 > a.Lk ? a.Lk : jend64));
   const int n_kt = (jend + BN - 1) / BN;
-  // This warpgroup's rows see key j only if j <= dpos + i0 + 64 wg + 63.
-  const int64_t wg_last = dpos + i0 + 64 * wg + 63;
 
   const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
   const int64_t v_ld = int64_t(a.Hkv) * a.Dv;
@@ -129,120 +129,170 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
   const float sl2 = a.scale * kLog2e;
   const float inv_cap = a.softcap > 0.f ? 1.f / a.softcap : 0.f;
 
-  for (int kt = 0; kt < n_kt; ++kt) {
-    const int st = kt & 1, j0 = kt * BN;
-    // Wait for this tile (the only copy in flight); after the barrier every warpgroup is done
-    // with the other stage, so the next tile's copy goes there now.
-    cp_async_wait<0>();
+  // Logits, mask and online-softmax update of the tile at j0 (stage st) in sr: sr becomes
+  // the tile's probabilities (fp32), row_m / row_l move on, and corr is the factor the output
+  // accumulated so far must take (applied by the caller once the products that write it are
+  // complete).
+  auto softmax_tile = [&](float(&sr)[8][4], int j0, int st, float(&corr)[2]) {
+    const float* cBk = s.bk + st * BN;
+    if constexpr (kMode == kWgOpts) {
+      LCR_UNROLL
+      for (int n = 0; n < 8; ++n) {
+        const float bk0 = a.bias_k ? cBk[n * 8 + 2 * t] : 0.f;
+        const float bk1 = a.bias_k ? cBk[n * 8 + 2 * t + 1] : 0.f;
+        LCR_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          // p_i - p_j of column 0, minus the column; bq - bk: the bias lanes' sum.
+          const float rel = float(dpos + i0 + qrow(r) - j0);
+          LCR_UNROLL
+          for (int c = 0; c < 2; ++c) {
+            const int col = n * 8 + 2 * t + c;
+            float x = fmaf(sr[n][2 * r + c], a.scale, bq[r] - (c ? bk1 : bk0));
+            if (a.alibi_slopes) x -= slope * (rel - float(col));
+            if (a.softcap > 0.f) x = a.softcap * fast_tanh(x * inv_cap);
+            sr[n][2 * r + c] = x * kLog2e;
+          }
+        }
+      }
+    }
+    if constexpr (kMode == kWgBias) {
+      LCR_UNROLL
+      for (int n = 0; n < 8; ++n) {
+        // C_j - c0 = (bias_k_j - c0) + slope (p_i0 - p_j), p_i0 - p_j = rel0 - column.
+        const float bk0 = a.bias_k ? cBk[n * 8 + 2 * t] : 0.f;
+        const float bk1 = a.bias_k ? cBk[n * 8 + 2 * t + 1] : 0.f;
+        const float rel0 = float(dpos + i0 - j0 - (n * 8 + 2 * t));
+        const float ck0 = fmaf(slope, rel0, bk0 - c0) * kLog2e;
+        const float ck1 = fmaf(slope, rel0 - 1.f, bk1 - c0) * kLog2e;
+        LCR_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          sr[n][2 * r] = fmaf(sr[n][2 * r], sl2, -ck0);
+          sr[n][2 * r + 1] = fmaf(sr[n][2 * r + 1], sl2, -ck1);
+        }
+      }
+    }
+    // Masking only where the tile straddles this warpgroup's diagonal or the sequence end.
+    const bool full = (j0 + BN <= a.Lk) && (dpos + i0 + 64 * wg - (j0 + BN - 1) >= 0);
+    if (!full) {
+      const int kv_last = std::min(BN, a.Lk - j0) - 1;
+      LCR_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int64_t l64 = dpos + i0 + qrow(r) - j0;
+        const int lim = int(l64 < -1 ? -1 : (l64 > kv_last ? kv_last : l64)) - 2 * t;
+        LCR_UNROLL
+        for (int n = 0; n < 8; ++n) LCR_UNROLL
+        for (int c = 0; c < 2; ++c)
+          if (n * 8 + c > lim) sr[n][2 * r + c] = -INFINITY;
+      }
+    }
+    const float mul = kB ? 1.f : sl2;
+    LCR_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+      LCR_UNROLL
+      for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(sr[n][2 * r], sr[n][2 * r + 1]));
+      mx = fmaxf(row_m[r], quad_max(mx) * mul);
+      // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0.
+      const float muse = mx == -INFINITY ? 0.f : mx;
+      corr[r] = fast_exp2(row_m[r] - muse);
+      row_m[r] = mx;
+      float sum = 0.f;
+      LCR_UNROLL
+      for (int n = 0; n < 8; ++n) {
+        sr[n][2 * r] = fast_exp2(fmaf(sr[n][2 * r], mul, -muse));
+        sr[n][2 * r + 1] = fast_exp2(fmaf(sr[n][2 * r + 1], mul, -muse));
+        sum += sr[n][2 * r] + sr[n][2 * r + 1];
+      }
+      row_l[r] = row_l[r] * corr[r] + sum;
+    }
+  };
+  // P (sr) as the bf16 A fragments of O += P V. Formed only once the product reading the
+  // previous fragments is complete: registers an in-flight wgmma reads, written by other
+  // instructions, make ptxas serialise every wgmma of the kernel (its warning C7513).
+  auto to_frags = [&](const float(&sr)[8][4], uint32_t(&pa)[4][4]) {
+    LCR_UNROLL
+    for (int kk = 0; kk < 4; ++kk) c_to_a(pa[kk], sr[2 * kk], sr[2 * kk + 1]);
+  };
+  auto issue_s = [&](float(&sr)[8][4], int st) {  // S = Q K^T of stage st, asynchronous
+    const bf16* K = s.K + st * BN * DP;
+    LCR_UNROLL
+    for (int k0 = 0; k0 < DP; k0 += 16)
+      wgmma_ss<0>(&sr[0][0], desc_k(s.Q, BM, k0, 64 * wg), desc_k(K, BN, k0), k0 > 0);
+    wgmma_commit();
+  };
+  auto issue_pv = [&](const uint32_t(&pa)[4][4], int st) {  // O += P V of stage st
+    const bf16* V = s.V + st * BN * DVP;
+    LCR_UNROLL
+    for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
+    for (int hf = 0; hf < DVP / 64; ++hf)
+      wgmma_rs<1>(&acc[8 * hf][0], pa[kk], desc_mn(V, BN, 16 * kk, 64 * hf), true);
+    wgmma_commit();
+  };
+  auto rescale = [&](const float(&corr)[2]) {
+    LCR_UNROLL
+    for (int n = 0; n < DVP / 8; ++n)
+      acc[n][0] *= corr[0], acc[n][1] *= corr[0], acc[n][2] *= corr[1], acc[n][3] *= corr[1];
+  };
+
+  // Software pipeline over the key tiles, three K/V stages (tile j in stage j % 3): in
+  // iteration j the tensor cores compute S_j = Q K_j^T and then O += P_{j-1} V_{j-1} while
+  // the warpgroup waits only for S_j, forms P_j (softmax) and, once P_{j-1} V_{j-1} is done,
+  // rescales O; tile j + 1 is copied meanwhile. Stages in use in iteration j: K_j, V_{j-1},
+  // the copy of j + 1; tile j - 2's stage is free once every warpgroup passed iteration j - 1
+  // (its wait for P_{j-2} V_{j-2}), which the barrier at the top of iteration j ensures.
+  // Top of iteration kt: tile kt landed and visible to the tensor cores, tile kt + 1's copy
+  // issued; returns the key bias of tile kt + 1 this thread stores at the bottom (end_tile).
+  auto begin_tile = [&](int kt) {
+    cp_async_wait<0>();  // tile kt (the only copy in flight)
     fence_async_smem();  // the landed tiles, for the tensor cores (wgmma.cuh)
     sync_cta();
     const bool next = kt + 1 < n_kt;
     if (next) {
-      const int jn = j0 + BN;
-      async_swz<BN, DP, NT>(s.K + (st ^ 1) * BN * DP, kbase + jn * k_ld, k_ld, jend - jn, a.D);
-      async_swz<BN, DVP, NT>(s.V + (st ^ 1) * BN * DVP, vbase + jn * v_ld, v_ld, jend - jn, a.Dv);
+      const int jn = (kt + 1) * BN, sn = (kt + 1) % 3;
+      async_swz<BN, DP, NT>(s.K + sn * BN * DP, kbase + jn * k_ld, k_ld, jend - jn, a.D);
+      async_swz<BN, DVP, NT>(s.V + sn * BN * DVP, vbase + jn * v_ld, v_ld, jend - jn, a.Dv);
     }
     cp_async_commit();
-    const float bk_next = has_bk && next && tid() < BN ? fetch_bk(j0 + BN) : 0.f;
+    return has_bk && next && tid() < BN ? fetch_bk((kt + 1) * BN) : 0.f;
+  };
+  auto end_tile = [&](int kt, float bk_next) {
+    if (has_bk && kt + 1 < n_kt && tid() < BN) s.bk[((kt + 1) % 3) * BN + tid()] = bk_next;
+  };
 
-    if (int64_t(j0) <= wg_last) {  // uniform over the warpgroup
-      const bf16* K = s.K + st * BN * DP;
-      const bf16* V = s.V + st * BN * DVP;
-      float sr[8][4];
-      wgmma_fence();
-      LCR_UNROLL
-      for (int k0 = 0; k0 < DP; k0 += 16)
-        wgmma_ss<0>(&sr[0][0], desc_k(s.Q, BM, k0, 64 * wg), desc_k(K, BN, k0), k0 > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs<32>(&sr[0][0]);
-
-      const float* cBk = s.bk + st * BN;
-      if constexpr (kMode == kWgOpts) {
-        LCR_UNROLL
-        for (int n = 0; n < 8; ++n) {
-          const float bk0 = a.bias_k ? cBk[n * 8 + 2 * t] : 0.f;
-          const float bk1 = a.bias_k ? cBk[n * 8 + 2 * t + 1] : 0.f;
-          LCR_UNROLL
-          for (int r = 0; r < 2; ++r) {
-            // p_i - p_j of column 0, minus the column; bq - bk: the bias lanes' sum.
-            const float rel = float(dpos + i0 + qrow(r) - j0);
-            LCR_UNROLL
-            for (int c = 0; c < 2; ++c) {
-              const int col = n * 8 + 2 * t + c;
-              float x = fmaf(sr[n][2 * r + c], a.scale, bq[r] - (c ? bk1 : bk0));
-              if (a.alibi_slopes) x -= slope * (rel - float(col));
-              if (a.softcap > 0.f) x = a.softcap * fast_tanh(x * inv_cap);
-              sr[n][2 * r + c] = x * kLog2e;
-            }
-          }
-        }
-      }
-      if constexpr (kMode == kWgBias) {
-        LCR_UNROLL
-        for (int n = 0; n < 8; ++n) {
-          // C_j - c0 = (bias_k_j - c0) + slope (p_i0 - p_j), p_i0 - p_j = rel0 - column.
-          const float bk0 = a.bias_k ? cBk[n * 8 + 2 * t] : 0.f;
-          const float bk1 = a.bias_k ? cBk[n * 8 + 2 * t + 1] : 0.f;
-          const float rel0 = float(dpos + i0 - j0 - (n * 8 + 2 * t));
-          const float ck0 = fmaf(slope, rel0, bk0 - c0) * kLog2e;
-          const float ck1 = fmaf(slope, rel0 - 1.f, bk1 - c0) * kLog2e;
-          LCR_UNROLL
-          for (int r = 0; r < 2; ++r) {
-            sr[n][2 * r] = fmaf(sr[n][2 * r], sl2, -ck0);
-            sr[n][2 * r + 1] = fmaf(sr[n][2 * r + 1], sl2, -ck1);
-          }
-        }
-      }
-      // Masking only where the tile straddles this warpgroup's diagonal or the sequence end.
-      const bool full = (j0 + BN <= a.Lk) && (dpos + i0 + 64 * wg - (j0 + BN - 1) >= 0);
-      if (!full) {
-        const int kv_last = std::min(BN, a.Lk - j0) - 1;
-        LCR_UNROLL
-        for (int r = 0; r < 2; ++r) {
-          const int64_t l64 = dpos + i0 + qrow(r) - j0;
-          const int lim = int(l64 < -1 ? -1 : (l64 > kv_last ? kv_last : l64)) - 2 * t;
-          LCR_UNROLL
-          for (int n = 0; n < 8; ++n) LCR_UNROLL
-          for (int c = 0; c < 2; ++c)
-            if (n * 8 + c > lim) sr[n][2 * r + c] = -INFINITY;
-        }
-      }
-      const float mul = kB ? 1.f : sl2;
-      LCR_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-        LCR_UNROLL
-        for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(sr[n][2 * r], sr[n][2 * r + 1]));
-        mx = fmaxf(row_m[r], quad_max(mx) * mul);
-        // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0.
-        const float muse = mx == -INFINITY ? 0.f : mx;
-        const float corr = fast_exp2(row_m[r] - muse);
-        row_m[r] = mx;
-        float sum = 0.f;
-        LCR_UNROLL
-        for (int n = 0; n < 8; ++n) {
-          sr[n][2 * r] = fast_exp2(fmaf(sr[n][2 * r], mul, -muse));
-          sr[n][2 * r + 1] = fast_exp2(fmaf(sr[n][2 * r + 1], mul, -muse));
-          sum += sr[n][2 * r] + sr[n][2 * r + 1];
-        }
-        row_l[r] = row_l[r] * corr + sum;
-        LCR_UNROLL
-        for (int n = 0; n < DVP / 8; ++n) acc[n][2 * r] *= corr, acc[n][2 * r + 1] *= corr;
-      }
-      uint32_t pa[4][4];  // formed before the fence (bwd_dkv.cuh says why)
-      LCR_UNROLL
-      for (int kk = 0; kk < 4; ++kk) c_to_a(pa[kk], sr[2 * kk], sr[2 * kk + 1]);
-      wgmma_fence();
-      LCR_UNROLL
-      for (int kk = 0; kk < 4; ++kk) LCR_UNROLL
-      for (int hf = 0; hf < DVP / 64; ++hf)
-        wgmma_rs<1>(&acc[8 * hf][0], pa[kk], desc_mn(V, BN, 16 * kk, 64 * hf), true);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs<DVP / 2>(&acc[0][0]);
-    }
-    if (has_bk && next && tid() < BN) s.bk[(st ^ 1) * BN + tid()] = bk_next;
+  uint32_t pa[4][4];  // P_{j-1}, the A operand of the product in flight
+  float sr[8][4];
+  if (n_kt > 0) {  // tile 0: O is still zero, nothing to overlap
+    const float bk_next = begin_tile(0);
+    wgmma_fence();
+    issue_s(sr, 0);
+    wgmma_wait<0>();
+    fence_regs<32>(&sr[0][0]);
+    float corr[2];
+    softmax_tile(sr, 0, 0, corr);
+    to_frags(sr, pa);
+    end_tile(0, bk_next);
+  }
+  for (int kt = 1; kt < n_kt; ++kt) {
+    const int st = kt % 3;
+    const float bk_next = begin_tile(kt);
+    wgmma_fence();
+    issue_s(sr, st);
+    issue_pv(pa, (kt + 2) % 3);
+    wgmma_wait<1>();  // S_kt done; P_{kt-1} V_{kt-1} may still run
+    fence_regs<32>(&sr[0][0]);
+    float corr[2];
+    softmax_tile(sr, kt * BN, st, corr);
+    wgmma_wait<0>();
+    fence_regs<DVP / 2>(&acc[0][0]);
+    rescale(corr);
+    to_frags(sr, pa);
+    end_tile(kt, bk_next);
+  }
+  if (n_kt > 0) {  // the last tile's O += P V
+    wgmma_fence();
+    issue_pv(pa, (n_kt - 1) % 3);
+    wgmma_wait<0>();
+    fence_regs<DVP / 2>(&acc[0][0]);
   }
   cp_async_wait<0>();
 
