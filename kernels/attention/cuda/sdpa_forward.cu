@@ -45,11 +45,11 @@ struct FwdVariant {
 
 // The wgmma kernels (sdpa_forward_wgmma.cuh): NWG warpgroups of 64 rows, 64-key tiles, at
 // least MB CTAs per SM; every mode in the one kernel.
-#define LCR_FWD_WG(DP, DVP, NWG, MB)                                            \
-  FwdVariant {                                                                  \
-    "wg" #NWG "x64_mb" #MB, &launch_fwd_wg<DP, DVP, NWG, MB, sdpawg::kWgPlain>, \
-        &launch_fwd_wg<DP, DVP, NWG, MB, sdpawg::kWgOpts>,                      \
-        &launch_fwd_wg<DP, DVP, NWG, MB, sdpawg::kWgBias>                       \
+#define LCR_FWD_WG(DP, DVP, NWG, MB, QR)                                                      \
+  FwdVariant {                                                                                \
+    "wg" #NWG "x64_mb" #MB "_qr" #QR, &launch_fwd_wg<DP, DVP, NWG, MB, QR, sdpawg::kWgPlain>, \
+        &launch_fwd_wg<DP, DVP, NWG, MB, QR, sdpawg::kWgOpts>,                                \
+        &launch_fwd_wg<DP, DVP, NWG, MB, QR, sdpawg::kWgBias>                                 \
   }
 
 // The option path (bias lanes, ALiBi, softcap) takes 64 x 64 tiles with Q in registers:
@@ -65,9 +65,10 @@ const FwdVariant k64_64[] = {
     LCR_FWD_PLAIN(64, 64, 128, 32, 4),
     LCR_FWD_PLAIN(64, 64, 64, 128, 4),
     LCR_FWD_OPTS(64, 64, 128, 64, 8),
-    LCR_FWD_WG(64, 64, 2, 2),
-    LCR_FWD_WG(64, 64, 2, 1),
-    LCR_FWD_WG(64, 64, 1, 4)};
+    LCR_FWD_WG(64, 64, 2, 2, 0),
+    LCR_FWD_WG(64, 64, 2, 2, 1),
+    LCR_FWD_WG(64, 64, 2, 1, 1),
+    LCR_FWD_WG(64, 64, 1, 4, 1)};
 // Default: two m-tiles per warp for the plain path (measured 331 vs 312 TFLOP/s at
 // 1x16x16384, H200, 2026-11-29); the option path keeps one m-tile per warp (fewer
 // registers for the option terms).
@@ -80,11 +81,12 @@ const FwdVariant k128_128[] = {
     LCR_FWD_PLAIN(128, 128, 128, 32, 4),
     LCR_FWD_PLAIN(128, 128, 64, 64, 4),
     LCR_FWD_PLAIN(128, 128, 128, 128, 8),
-    LCR_FWD_WG(128, 128, 2, 1),
-    LCR_FWD_WG(128, 128, 1, 2)};
+    LCR_FWD_WG(128, 128, 2, 1, 0),
+    LCR_FWD_WG(128, 128, 2, 1, 1),
+    LCR_FWD_WG(128, 128, 1, 2, 1)};
 const FwdVariant k128_64[] = {LCR_FWD_SPLIT(128, 64, 128, 64, 4, 8),
-                              LCR_FWD_PLAIN(128, 64, 128, 64, 8), LCR_FWD_WG(128, 64, 2, 2),
-                              LCR_FWD_WG(128, 64, 1, 2)};
+                              LCR_FWD_PLAIN(128, 64, 128, 64, 8), LCR_FWD_WG(128, 64, 2, 2, 0),
+                              LCR_FWD_WG(128, 64, 2, 2, 1), LCR_FWD_WG(128, 64, 2, 1, 1)};
 // PoPE at d = 128 (QK 256, V 128), plain path: 128 x 32 tiles, two m-tiles per warp, 4.75 vs
 // 6.43 ms (128x64_w8: 5.47) at 1x16x16384 (H200, 2026-11-30 08:19 UTC, --variants all); the
 // option path keeps 64 x 64.

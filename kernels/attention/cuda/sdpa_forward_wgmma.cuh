@@ -56,7 +56,7 @@ struct WgFwdSmem {
   }
 };
 
-template <int DP, int DVP, int NWG, int MB, int kMode>
+template <int DP, int DVP, int NWG, int MB, int kMode, bool kQRegs>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_fwd_wg_kernel(const KernelParams p) {
   static_assert((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && (NWG == 1 || NWG == 2),
@@ -213,11 +213,26 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
     LCR_UNROLL
     for (int kk = 0; kk < 4; ++kk) c_to_a(pa[kk], sr[2 * kk], sr[2 * kk + 1]);
   };
+  // kQRegs: this warp's 16 query rows as mma.sync A fragments, loaded once (ldmatrix), so the
+  // S products read only K from shared memory: with both operands there, an m64n64k16 reads
+  // 4 KiB per 32 tensor-core cycles, the whole shared-memory bandwidth (128 B per cycle).
+  uint32_t aq[kQRegs ? DP / 16 : 1][4];
+  auto load_q_frags = [&] {
+    if constexpr (kQRegs) {
+      const int r = 64 * wg + 16 * w + (lane() & 15), c = 8 * (lane() >> 4);
+      LCR_UNROLL
+      for (int kk = 0; kk < DP / 16; ++kk) ldsm_x4(aq[kk], s.Q + swz(BM, r, 16 * kk + c));
+    }
+  };
   auto issue_s = [&](float(&sr)[8][4], int st) {  // S = Q K^T of stage st, asynchronous
     const bf16* K = s.K + st * BN * DP;
     LCR_UNROLL
-    for (int k0 = 0; k0 < DP; k0 += 16)
-      wgmma_ss<0>(&sr[0][0], desc_k(s.Q, BM, k0, 64 * wg), desc_k(K, BN, k0), k0 > 0);
+    for (int k0 = 0; k0 < DP; k0 += 16) {
+      if constexpr (kQRegs)
+        wgmma_rs<0>(&sr[0][0], aq[k0 / 16], desc_k(K, BN, k0), k0 > 0);
+      else
+        wgmma_ss<0>(&sr[0][0], desc_k(s.Q, BM, k0, 64 * wg), desc_k(K, BN, k0), k0 > 0);
+    }
     wgmma_commit();
   };
   auto issue_pv = [&](const uint32_t(&pa)[4][4], int st) {  // O += P V of stage st
@@ -263,6 +278,7 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
   float sr[8][4];
   if (n_kt > 0) {  // tile 0: O is still zero, nothing to overlap
     const float bk_next = begin_tile(0);
+    load_q_frags();
     wgmma_fence();
     issue_s(sr, 0);
     wgmma_wait<0>();
@@ -335,13 +351,13 @@ namespace lcr::cuda::detail {
 
 // The launcher the forward variant tables (sdpa_forward.cu) point at: NWG warpgroups per CTA,
 // at least MB CTAs per SM (the register budget), mode as sdpa_forward.cu's dispatch picks.
-template <int DP, int DVP, int NWG, int MB, int kMode>
+template <int DP, int DVP, int NWG, int MB, bool kQRegs, int kMode>
 void launch_fwd_wg(KernelParams p, cudaStream_t s) {
   constexpr int BM = 64 * NWG;
   p.n_tiles = (p.a.Lq + BM - 1) / BM;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
   if (grid == 0) return;
-  auto kern = LCR_SDPAWG::sdpa_fwd_wg_kernel<DP, DVP, NWG, MB, kMode>;
+  auto kern = LCR_SDPAWG::sdpa_fwd_wg_kernel<DP, DVP, NWG, MB, kMode, kQRegs>;
   const std::size_t smem = LCR_SDPAWG::wg_fwd_smem_bytes<DP, DVP, NWG>();
   LCR_CUDA_CHECK(
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

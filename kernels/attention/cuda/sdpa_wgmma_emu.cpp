@@ -11,25 +11,27 @@ namespace {
 
 namespace K = ::lcr::cuda::sdpawg_emu;
 
-template <int DP, int DVP, int NWG, int kMode>
+template <int DP, int DVP, int NWG, int kMode, bool kQRegs>
 void run(KernelParams p) {
   p.n_tiles = (p.a.Lq + 64 * NWG - 1) / (64 * NWG);
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
   if (grid == 0) return;
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
                      K::wg_fwd_smem_bytes<DP, DVP, NWG>(),
-                     [&] { K::sdpa_fwd_wg_kernel<DP, DVP, NWG, 1, kMode>(p); });
+                     [&] { K::sdpa_fwd_wg_kernel<DP, DVP, NWG, 1, kMode, kQRegs>(p); });
 }
 
 template <int DP, int DVP, int NWG>
 void by_mode(const KernelParams& p) {
   const bool opts = has_options(p.a) || !(p.a.scale > 0.f);  // as launch_forward decides
+  // Q from registers with two warpgroups, from shared memory with one: both forms run.
+  constexpr bool kQRegs = NWG == 2;
   if (row_col_terms_only(p.a))
-    run<DP, DVP, NWG, K::kWgBias>(p);
+    run<DP, DVP, NWG, K::kWgBias, kQRegs>(p);
   else if (opts)
-    run<DP, DVP, NWG, K::kWgOpts>(p);
+    run<DP, DVP, NWG, K::kWgOpts, kQRegs>(p);
   else
-    run<DP, DVP, NWG, K::kWgPlain>(p);
+    run<DP, DVP, NWG, K::kWgPlain, kQRegs>(p);
 }
 
 template <int NWG>
