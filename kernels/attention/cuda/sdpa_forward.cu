@@ -1,12 +1,12 @@
-// Public forward entry points of the CUDA SDPA (sdpa.hpp) and the choice of tile shape
-// per head-width class. Tile shapes (BM query rows x BN key rows, NW warps):
-//   D, Dv <= 64  : 128 x 64, 4 warps of 32 rows (two m16 tiles share each K/V fragment
-//                  read from shared memory; Q is re-read, the registers hold S and O);
-//                  the option path: 64 x 64, 4 warps of 16 rows, Q in registers
-//   D, Dv <= 128 : 128 x 64, 4 warps of 32 rows (the option path: 8 warps of 16 rows,
-//                  Q in registers); also QK 128 / V 64 (PoPE at d = 64)
-//   wider        : 64 x 64, 4 warps (Q re-read from shared memory: registers hold O);
-//                  PoPE's QK 256 / V 128 plain path: 128 x 32, 4 warps of 32 rows
+// Public forward entry points of the CUDA SDPA (sdpa.hpp) and the choice of kernel and tile
+// shape per head-width class (the tables below; variant 0 is the default):
+//   D, Dv <= 64  : plain path on wgmma (sdpa_forward_wgmma.cuh: two warpgroups of 64 rows,
+//                  64-key tiles, Q in registers); bias lanes / ALiBi: mma.sync 128 x 64,
+//                  4 warps of 32 rows (kBias); softcap: mma.sync 64 x 64, 4 warps of 16 rows
+//   D, Dv <= 128 : wgmma, every path (two warpgroups, Q in registers); also QK 128 / V 64
+//                  (PoPE at d = 64: wgmma, Q from shared memory)
+//   wider        : mma.sync 64 x 64, 4 warps (Q re-read from shared memory: registers hold
+//                  O); PoPE's QK 256 / V 128 plain path: 128 x 32, 4 warps of 32 rows
 // The alternatives below exist for the benchmark's tuning runs (--variants all).
 #include <utility>
 
@@ -52,10 +52,15 @@ struct FwdVariant {
         &launch_fwd_wg<DP, DVP, NWG, MB, QR, sdpawg::kWgBias>                                 \
   }
 
-// The option path (bias lanes, ALiBi, softcap) takes 64 x 64 tiles with Q in registers:
-// 187 vs 159 TFLOP/s (128 x 64) with FoX-like bias lanes at 1x16x16384, 193 vs 165 at
-// 1x8x65536 (H200, 2026-11-30, bench_cuda_sdpa --bias --variants all).
+// Defaults measured on an H200 (2026-12-02 ~01:27 UTC, bench_cuda_sdpa --variants all
+// --fwd-only [--bias | --alibi], TFLOP/s at 1x16x16384 / 1x8x65536; scripts/device/
+// wgmma_fwd_check.sh). D = Dv = 64: the plain path on wgmma (369 / 374 against 319 / 324 for
+// the mma.sync 128 x 64 tiles); with bias lanes or ALiBi the mma.sync paths stay (kBias
+// 128 x 64: 277 / 286 against wgmma's 270-273 / 280-282; the option path 64 x 64 tiles with Q
+// in registers, 187 vs 159 for 128 x 64 on 2026-11-30).
 const FwdVariant k64_64[] = {
+    FwdVariant{"wg2x64_mb2_qr1/opts_64x64_w4", &launch_fwd_wg<64, 64, 2, 2, true, sdpawg::kWgPlain>,
+               &launch_fwd<64, 64, 64, 64, 4, true>, &launch_fwd<64, 64, 128, 64, 4, false, true>},
     FwdVariant{"128x64_w4/opts_64x64_w4", &launch_fwd<64, 64, 128, 64, 4, false>,
                &launch_fwd<64, 64, 64, 64, 4, true>, &launch_fwd<64, 64, 128, 64, 4, false, true>},
     LCR_FWD(64, 64, 128, 64, 4),
@@ -69,10 +74,12 @@ const FwdVariant k64_64[] = {
     LCR_FWD_WG(64, 64, 2, 2, 1),
     LCR_FWD_WG(64, 64, 2, 1, 1),
     LCR_FWD_WG(64, 64, 1, 4, 1)};
-// Default: two m-tiles per warp for the plain path (measured 331 vs 312 TFLOP/s at
-// 1x16x16384, H200, 2026-11-29); the option path keeps one m-tile per warp (fewer
-// registers for the option terms).
+// D = Dv = 128: wgmma for every path, two warpgroups, Q in registers (same run: 390 plain,
+// 349 bias lanes, 351 ALiBi against the mma.sync default's 360 / 319 / 329). The mma.sync
+// default before it (two m-tiles per warp for the plain path, 331 vs 312 for one on
+// 2026-11-29; the option path one m-tile per warp) stays as a variant.
 const FwdVariant k128_128[] = {
+    LCR_FWD_WG(128, 128, 2, 1, 1),
     FwdVariant{"128x64_w4/opts_w8", &launch_fwd<128, 128, 128, 64, 4, false>,
                &launch_fwd<128, 128, 128, 64, 8, true>,
                &launch_fwd<128, 128, 128, 64, 4, false, true>},
@@ -82,11 +89,12 @@ const FwdVariant k128_128[] = {
     LCR_FWD_PLAIN(128, 128, 64, 64, 4),
     LCR_FWD_PLAIN(128, 128, 128, 128, 8),
     LCR_FWD_WG(128, 128, 2, 1, 0),
-    LCR_FWD_WG(128, 128, 2, 1, 1),
     LCR_FWD_WG(128, 128, 1, 2, 1)};
-const FwdVariant k128_64[] = {LCR_FWD_SPLIT(128, 64, 128, 64, 4, 8),
-                              LCR_FWD_PLAIN(128, 64, 128, 64, 8), LCR_FWD_WG(128, 64, 2, 2, 0),
-                              LCR_FWD_WG(128, 64, 2, 2, 1), LCR_FWD_WG(128, 64, 2, 1, 1)};
+// QK 128 / V 64 (PoPE at d = 64): wgmma for every path, Q from shared memory (Q in registers
+// spills here): 439 plain, 345 bias lanes, 349 ALiBi against 367 / 175 / 175 (same run).
+const FwdVariant k128_64[] = {LCR_FWD_WG(128, 64, 2, 2, 0), LCR_FWD_SPLIT(128, 64, 128, 64, 4, 8),
+                              LCR_FWD_PLAIN(128, 64, 128, 64, 8), LCR_FWD_WG(128, 64, 2, 2, 1),
+                              LCR_FWD_WG(128, 64, 2, 1, 1)};
 // PoPE at d = 128 (QK 256, V 128), plain path: 128 x 32 tiles, two m-tiles per warp, 4.75 vs
 // 6.43 ms (128x64_w8: 5.47) at 1x16x16384 (H200, 2026-11-30 08:19 UTC, --variants all); the
 // option path keeps 64 x 64.

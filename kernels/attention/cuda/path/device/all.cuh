@@ -9,3 +9,4 @@
 #include "kernels/attention/cuda/path/device/forward.cuh"
 #include "kernels/attention/cuda/path/device/prep.cuh"
 #include "kernels/attention/cuda/path/device/wgmma.cuh"
+#include "kernels/attention/cuda/path/device/wgmma_probe.cuh"
