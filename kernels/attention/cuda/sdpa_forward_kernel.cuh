@@ -57,24 +57,10 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
 
   const SdpaArgs& a = p.a;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int bh_count = a.B * a.H;
-  const int qt = p.n_tiles - 1 - int(blockIdx.x / bh_count);
-  const int bh = blockIdx.x % bh_count, b = bh / a.H, h = bh % a.H;
-  const int hk = h / (a.H / a.Hkv);
-  const int i0 = qt * BM;
-  const int nq = min(BM, a.Lq - i0);
-
-  // Keys visible to some row of this tile: j < Lk and k_pos0 + j <= q_pos0 + i0 + nq - 1.
-  const int64_t dpos = a.q_pos0 - a.k_pos0;  // p_i - p_j = dpos + i - j
-  const int64_t jend64 = dpos + i0 + nq;
-  const int jend = int(jend64 < 0 ? 0 : (jend64 > a.Lk ? a.Lk : jend64));
-  const int n_kt = (jend + BN - 1) / BN;
-
-  const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
-  const int64_t v_ld = int64_t(a.Hkv) * a.Dv;
-  const __nv_bfloat16* qbase = a.q + (int64_t(b) * a.Lq + i0) * q_ld + int64_t(h) * a.D;
-  const __nv_bfloat16* kbase = a.k + int64_t(b) * a.Lk * k_ld + int64_t(hk) * a.D;
-  const __nv_bfloat16* vbase = a.v + int64_t(b) * a.Lk * v_ld + int64_t(hk) * a.Dv;
+  const FwdTile ft = fwd_tile(p, int(blockIdx.x), BM, BN);
+  const int b = ft.b, h = ft.h, i0 = ft.i0, nq = ft.nq, jend = ft.jend, n_kt = ft.n_kt;
+  const int64_t dpos = ft.dpos, q_ld = ft.q_ld, k_ld = ft.k_ld, v_ld = ft.v_ld;
+  const __nv_bfloat16 *qbase = ft.q, *kbase = ft.k, *vbase = ft.v;
 
   float acc[MT][DVP / 8][4];
   zero_acc(acc);

@@ -17,14 +17,13 @@
 // FoX's bias lanes, ALiBi; no softcap) and kOpts (any option, per element), as the mma.sync
 // kernel's three paths.
 //
-// The source builds twice (path/device/simt.cuh): nvcc for the GPU and the host compiler with
+// The source builds twice (device/simt.cuh): nvcc for the GPU and the host compiler with
 // LCR_CUDA_EMU for the SIMT emulator, so the tests check its indexing, fragment layouts and
 // barriers without a GPU (tests/cuda/test_sdpa.cpp, CudaSdpaWgmmaEmu).
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/attention/cuda/path/device/tile.cuh"
-#include "kernels/attention/cuda/path/device/wgmma.cuh"
+#include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
 
 #if defined(LCR_CUDA_EMU)
@@ -36,6 +35,8 @@
 namespace lcr::cuda::LCR_SDPAWG {
 
 using namespace ::lcr::cuda::LCR_PATHK;
+using ::lcr::cuda::detail::fwd_tile;
+using ::lcr::cuda::detail::FwdTile;
 using ::lcr::cuda::detail::KernelParams;
 
 enum WgMode : int { kWgPlain = 0, kWgBias = 1, kWgOpts = 2 };
@@ -71,24 +72,10 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
 
   const SdpaArgs& a = p.a;
   const int wg = warp() / 4, w = warp() % 4, g = lane() >> 2, t = lane() & 3;
-  const int bh_count = a.B * a.H;
-  const int qt = p.n_tiles - 1 - int(bid_x() / bh_count);  // last tiles first (most keys)
-  const int bh = bid_x() % bh_count, b = bh / a.H, h = bh % a.H;
-  const int hk = h / (a.H / a.Hkv);
-  const int i0 = qt * BM;
-  const int nq = std::min(BM, a.Lq - i0);
-
-  // Keys visible to some row of this tile: j < Lk and k_pos0 + j <= q_pos0 + i0 + nq - 1.
-  const int64_t dpos = a.q_pos0 - a.k_pos0;  // p_i - p_j = dpos + i - j
-  const int64_t jend64 = dpos + i0 + nq;
-  const int jend = int(jend64 < 0 ? 0 : (jend64 > a.Lk ? a.Lk : jend64));
-  const int n_kt = (jend + BN - 1) / BN;
-
-  const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
-  const int64_t v_ld = int64_t(a.Hkv) * a.Dv;
-  const bf16* qbase = a.q + (int64_t(b) * a.Lq + i0) * q_ld + int64_t(h) * a.D;
-  const bf16* kbase = a.k + int64_t(b) * a.Lk * k_ld + int64_t(hk) * a.D;
-  const bf16* vbase = a.v + int64_t(b) * a.Lk * v_ld + int64_t(hk) * a.Dv;
+  const FwdTile ft = fwd_tile(p, bid_x(), BM, BN);
+  const int b = ft.b, h = ft.h, i0 = ft.i0, nq = ft.nq, jend = ft.jend, n_kt = ft.n_kt;
+  const int64_t dpos = ft.dpos, q_ld = ft.q_ld, k_ld = ft.k_ld, v_ld = ft.v_ld;
+  const bf16 *qbase = ft.q, *kbase = ft.k, *vbase = ft.v;
 
   // Key bias lane of the tile at j0 for thread x < 64 (zero past Lk): read into a register
   // while a tile runs, stored to the other stage after it (plain loads: one per key).
@@ -330,7 +317,7 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
       if (c >= a.Dv) continue;
       const float x0 = acc[n][2 * r] * inv, x1 = acc[n][2 * r + 1] * inv;
       if (p.o_f32) store_f32x2(p.o_f32 + orow + c, x0, x1);
-      if (p.o) store_bf16x2(p.o + orow + c, x0, x1);
+      if (p.o) *reinterpret_cast<uint32_t*>(p.o + orow + c) = pack_bf16(x0, x1);
     }
   }
 }

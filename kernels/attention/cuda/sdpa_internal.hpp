@@ -67,6 +67,36 @@ bool launch_backward(const KernelParams& p, int variant, cudaStream_t s);
 const char* forward_variant_name(int D, int Dv, int variant);   // null past the last
 const char* backward_variant_name(int D, int Dv, int variant);  // null past the last
 
+// Where one forward CTA works (both forward kernels): query tile qt of BM rows, the tiles
+// issued last-first (in causal attention they carry the most keys), batch b, head h, KV head
+// hk; keys j < jend are those some row of the tile sees (j < Lk and k_pos0 + j <= q_pos0 + i0 +
+// nq - 1), n_kt tiles of BN; q, k, v: the tile's first query row, the head's first key and
+// value rows, with their row strides.
+struct FwdTile {
+  int b, h, hk, i0, nq, jend, n_kt;
+  int64_t dpos;  // p_i - p_j = dpos + i - j
+  const __nv_bfloat16 *q, *k, *v;
+  int64_t q_ld, k_ld, v_ld;
+};
+__host__ __device__ inline FwdTile fwd_tile(const KernelParams& p, int block, int BM, int BN) {
+  const SdpaArgs& a = p.a;
+  FwdTile t;
+  const int bh_count = a.B * a.H, bh = block % bh_count;
+  const int qt = p.n_tiles - 1 - block / bh_count;
+  t.b = bh / a.H, t.h = bh % a.H, t.hk = t.h / (a.H / a.Hkv);
+  t.i0 = qt * BM;
+  t.nq = a.Lq - t.i0 < BM ? a.Lq - t.i0 : BM;
+  t.dpos = a.q_pos0 - a.k_pos0;
+  const int64_t jend = t.dpos + t.i0 + t.nq;
+  t.jend = int(jend < 0 ? 0 : (jend > a.Lk ? a.Lk : jend));
+  t.n_kt = (t.jend + BN - 1) / BN;
+  t.q_ld = int64_t(a.H) * a.D, t.k_ld = int64_t(a.Hkv) * a.D, t.v_ld = int64_t(a.Hkv) * a.Dv;
+  t.q = a.q + (int64_t(t.b) * a.Lq + t.i0) * t.q_ld + int64_t(t.h) * a.D;
+  t.k = a.k + int64_t(t.b) * a.Lk * t.k_ld + int64_t(t.hk) * a.D;
+  t.v = a.v + int64_t(t.b) * a.Lk * t.v_ld + int64_t(t.hk) * a.Dv;
+  return t;
+}
+
 // The vendor specialisation (sdpa_vendor.cpp): true when cuDNN ran the call (a.impl is
 // Cudnn or Auto and cuDNN serves it), false when lcr's kernels should; throws for impl Cudnn
 // when cuDNN cannot serve it. dq16 / dk16 (with dq, dk null): cuDNN's bf16 dQ / dK left

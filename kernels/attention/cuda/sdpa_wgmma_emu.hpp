@@ -1,6 +1,6 @@
 #pragma once
 // The wgmma forward kernel of the CUDA SDPA (sdpa_forward_wgmma.cuh) on the SIMT emulator
-// (path/emu/emu.hpp): the very kernel source, compiled as host C++, run on the CPU with host
+// (device/emu.hpp): the very kernel source, compiled as host C++, run on the CPU with host
 // pointers. For the tests on machines without a GPU (tests/cuda/test_sdpa.cpp).
 #include <cuda_bf16.h>
 

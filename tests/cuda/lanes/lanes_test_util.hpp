@@ -62,7 +62,12 @@ namespace lcr::cuda::test {
 //    that: GOAT's lambda with a sink, where du is projected onto -sum dsink and lambda, a
 //    near-uniform weighting of du, nearly cancels (goat_sink_value_dim_differs, 1 of 308
 //    case runs: error 0.088 against max|ref| 0.016 and a naive error of 0.0066, 13x;
-//    LCR_TEST_SEED=5520221542784292695).
+//    LCR_TEST_SEED=5520221542784292695), and single-key slices whose reference nearly
+//    cancels: goat2d_offset_queries_after_keys goat.bump = du(0) at 37% of a max|ref| of
+//    1.35e-3 (H200, 2026-12-02, LCR_TEST_SEED=2566652370617445124; the same digits on the
+//    build of 2026-12-01, so not the forward kernel changed that day; 0 of 15 fresh draws).
+//    Their error scale is that of the summed terms, not of the sum; bounding it so needs the
+//    reference's sum of |terms| per slice (not done).
 // kFloor is a quarter of bf16's relative resolution 2^-8, so tensors whose naive error
 // happens to vanish (a row with one key) are not held to zero; kAbsFloor (~100 fp32 ulps
 // at the O(1) scale of the inputs) covers tensors that are exactly zero, e.g. dq with a

@@ -1,4 +1,4 @@
-// The wgmma forms of the PaTH kernels (kernels/attention/cuda/path/device/wgmma.cuh) on one
+// The wgmma forms of the PaTH kernels (kernels/attention/cuda/device/wgmma.cuh) on one
 // warpgroup, against products in double of the same bf16 inputs (fresh each run):
 //   c1 = A B^T (both operands K-major from swizzled tiles), c2 = P B (P from registers, B
 //   MN-major), c3 = bf16(c1) B (the accumulators fed back as A fragments, as dkv does).

@@ -8,5 +8,5 @@
 #include "kernels/attention/cuda/path/device/fold.cuh"
 #include "kernels/attention/cuda/path/device/forward.cuh"
 #include "kernels/attention/cuda/path/device/prep.cuh"
-#include "kernels/attention/cuda/path/device/wgmma.cuh"
+#include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/path/device/wgmma_probe.cuh"

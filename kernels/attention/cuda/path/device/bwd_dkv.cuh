@@ -17,7 +17,7 @@
 // 20.0 ms at (1,16,16384,128) (docs/cuda.md, PaTH section).
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"
-#include "kernels/attention/cuda/path/device/wgmma.cuh"
+#include "kernels/attention/cuda/device/wgmma.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 

@@ -15,7 +15,7 @@
 // 16 or 32 rows) it took 5.9 of the backward's 16.8 ms at (1,16,16384,128).
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"
-#include "kernels/attention/cuda/path/device/wgmma.cuh"
+#include "kernels/attention/cuda/device/wgmma.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 

@@ -15,7 +15,7 @@
 // padded positions are masked by causality (a real query never sees a later key).
 #include <cstdint>
 
-#include "kernels/attention/cuda/path/device/simt.cuh"
+#include "kernels/attention/cuda/device/simt.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 

@@ -7,7 +7,7 @@
 // of one ldmatrix are then 16 bytes apart modulo 128, i.e. in distinct banks.
 #include <type_traits>
 
-#include "kernels/attention/cuda/path/device/mma.cuh"
+#include "kernels/attention/cuda/device/mma.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 

@@ -3,7 +3,7 @@
 // warpgroup, checked against the hardware and the emulator's model. Its own header: a
 // non-template kernel may be defined in one translation unit only, and wgmma.cuh is included
 // by the SDPA's kernels too.
-#include "kernels/attention/cuda/path/device/wgmma.cuh"
+#include "kernels/attention/cuda/device/wgmma.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 

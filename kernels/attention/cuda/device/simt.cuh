@@ -1,10 +1,12 @@
 #pragma once
-// The device facilities the PaTH kernels use, for two builds of the same source:
+// The device facilities lcr's hand-written Hopper kernels use (PaTH's kernels, the SDPA's wgmma
+// forward), for two builds of the same source:
 //  - nvcc (the GPU): CUDA built-ins and inline PTX;
-//  - a host C++ compiler with LCR_CUDA_EMU defined: the SIMT emulator of emu/emu.hpp, so the
+//  - a host C++ compiler with LCR_CUDA_EMU defined: the SIMT emulator of emu.hpp, so the
 //    kernels run (slowly, exactly) on a machine without a GPU and their tests check the
 //    fragment layouts, indexing and barriers there.
-// Kernels call only what is declared here and in mma.cuh.
+// Kernels call only what is declared here, in mma.cuh and in wgmma.cuh. Their namespace is
+// lcr::cuda::LCR_PATHK (pathk, or pathk_emu in the emulator build), named after its first user.
 #include <cuda_bf16.h>
 #include <vector_types.h>
 
@@ -16,7 +18,7 @@
 // The emulator build lives in its own namespace, so both builds can link into one binary.
 #define LCR_PATHK pathk_emu
 
-#include "kernels/attention/cuda/path/emu/emu.hpp"
+#include "kernels/attention/cuda/device/emu.hpp"
 #define LCR_DEV inline
 #define LCR_HD inline
 #define LCR_KERNEL inline

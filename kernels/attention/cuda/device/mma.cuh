@@ -7,7 +7,7 @@
 //   C (16 x 8, fp32): c0, c1 (g, 2t..2t+1), c2, c3 (g+8, 2t..2t+1)
 // Two adjacent C tiles (16 columns) converted to bf16 pairs are exactly an A fragment over
 // those 16 columns (FlashAttention's trick to feed P = softmax(S) to P V from registers).
-#include "kernels/attention/cuda/path/device/simt.cuh"
+#include "kernels/attention/cuda/device/simt.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 

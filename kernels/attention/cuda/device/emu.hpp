@@ -1,5 +1,6 @@
 #pragma once
-// A small SIMT emulator that runs lcr's PaTH CUDA kernels on the CPU, for machines without
+// A small SIMT emulator that runs lcr's CUDA kernels written against device/simt.cuh (PaTH's,
+// the SDPA's wgmma forward) on the CPU, for machines without
 // a GPU (the development machine, CI). Kernels are compiled as host C++ with LCR_CUDA_EMU
 // defined (device/simt.cuh maps the few device facilities they use onto this API):
 //

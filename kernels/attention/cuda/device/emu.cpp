@@ -1,7 +1,7 @@
 // The SIMT emulator of emu.hpp: fibers switched by hand-written x86-64 assembly (about
 // 10 ns a switch, against ~1 us for swapcontext's signal-mask system calls: the kernels
 // meet a warp barrier at every mma, so switch cost is what bounds the emulator's speed).
-#include "kernels/attention/cuda/path/emu/emu.hpp"
+#include "kernels/attention/cuda/device/emu.hpp"
 
 #include <sys/mman.h>
 

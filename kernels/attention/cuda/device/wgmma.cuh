@@ -1,5 +1,6 @@
 #pragma once
-// Hopper's warpgroup MMA (wgmma.mma_async, sm_90a) for the PaTH kernels, and the shared-memory
+// Hopper's warpgroup MMA (wgmma.mma_async, sm_90a) for lcr's kernels (PaTH's, the SDPA's wgmma
+// forward), and the shared-memory
 // tile layout it reads. A warpgroup (4 consecutive warps, 128 threads, starting at a warp index
 // divisible by 4) computes D (64 x 64, fp32) (+)= A (64 x 16) B (16 x 64), bf16 operands:
 //   A from shared memory (descriptor) or from registers (the mma.sync A fragment of mma.cuh,
@@ -25,7 +26,7 @@
 // (tests/cuda/path, WgmmaProbe) check the model against the hardware.
 #include <array>
 
-#include "kernels/attention/cuda/path/device/mma.cuh"
+#include "kernels/attention/cuda/device/mma.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "lcr's PaTH kernels use wgmma: build for sm_90a (-DCMAKE_CUDA_ARCHITECTURES=90a)"
