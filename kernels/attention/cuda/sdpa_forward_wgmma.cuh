@@ -6,8 +6,9 @@
 // One CTA = one (query tile of 64 NWG rows, batch b, head h), NWG warpgroups of 64 rows each.
 // Per key tile of 64 rows (K and V in three shared-memory stages filled with cp.async, the
 // next tile's copy overlapping this tile's math, one CTA barrier per tile):
-//   S = Q K^T   [64 x 64] per warpgroup, both operands from shared memory (wgmma.cuh's
-//               128-byte-swizzled tiles, K read K-major), fp32 accumulators in registers
+//   S = Q K^T   [64 x 64] per warpgroup, K from shared memory (wgmma.cuh's 128-byte-swizzled
+//               tiles, read K-major), Q as register fragments loaded once (kQRegs) or from
+//               shared memory too; fp32 accumulators in registers
 //   logits, mask, online softmax exactly as the mma.sync kernel (the accumulator layout of a
 //               warp's 16 rows is the mma.sync C fragments side by side, wgmma.cuh)
 //   O += P V    P from the accumulators as bf16 register fragments, V read MN-major
@@ -15,7 +16,8 @@
 // warpgroup forms the softmax of tile j (FlashAttention-3's intra-warpgroup overlap).
 // Modes (compile time): plain (the scale folded into the exponent), kBias (row + column terms:
 // FoX's bias lanes, ALiBi; no softcap) and kOpts (any option, per element), as the mma.sync
-// kernel's three paths.
+// kernel's three paths. MB: the CTAs per SM the register budget is set for (launch bounds).
+// Defaults per width class and the measurements behind them: sdpa_forward.cu, docs/cuda.md.
 //
 // The source builds twice (device/simt.cuh): nvcc for the GPU and the host compiler with
 // LCR_CUDA_EMU for the SIMT emulator, so the tests check its indexing, fragment layouts and
