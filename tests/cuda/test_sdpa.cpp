@@ -412,14 +412,16 @@ SdpaArgs args_of(const RefProblem& p, const Case& c, const __nv_bfloat16* q, con
 }
 
 // The wgmma kernel's cases for the emulator (each CUDA thread a fiber, so small): the suite's
-// cases at the width classes it serves (QK / V 64 / 64, 128 / 128, 128 / 64) with at most 200
+// cases at the width classes it serves (QK / V 64 / 64, 128 / 128, 128 / 64, 256 / 128) with at
+// most 200
 // x 200 query-key pairs, and shorter forms of those the suite has only at L = 1000 (every
 // mode: plain, kBias, kOpts; offsets, GQA, widths in each class).
 std::vector<Case> wgmma_cases() {
   std::vector<Case> v;
   for (const Case& c : cases()) {
     const int dp = detail::width_class(c.D), dvp = detail::width_class(c.Dv);
-    const bool served = (dp == dvp && dp <= 128) || (dp == 128 && dvp == 64);
+    const bool served =
+        (dp == dvp && dp <= 128) || (dp == 128 && dvp == 64) || (dp == 256 && dvp == 128);
     if (served && int64_t(c.Lq) * c.Lk <= 200 * 200) v.push_back(c);
   }
   v.push_back({"goat72_64_L200", 200, 200, 72, 64});
@@ -531,6 +533,7 @@ std::vector<Case> variant_cases() {
   for (int L : {1, 129, 1000}) v.push_back({"d64_L" + std::to_string(L), L, L, 64, 64});
   v.push_back({"d128_L1000", 1000, 1000, 128, 128});
   v.push_back({"pope128_64_L1000", 1000, 1000, 128, 64});
+  v.push_back({"pope256_128_L1000", 1000, 1000, 256, 128});
   v.push_back({"d24_40_L129", 129, 129, 24, 40});
   v.push_back({"ring_past_q129_k1000", 129, 1000, 64, 64, 5000, 1000});
   v.push_back({"rows_see_none_q129_k129", 129, 129, 128, 128, 0, 50});

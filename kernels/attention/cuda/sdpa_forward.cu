@@ -101,7 +101,9 @@ const FwdVariant k128_64[] = {LCR_FWD_WG(128, 64, 2, 2, 0), LCR_FWD_SPLIT(128, 6
 const FwdVariant k256_128[] = {
     FwdVariant{"128x32_w4/opts_64x64_w4", &launch_fwd<256, 128, 128, 32, 4, false>,
                &launch_fwd<256, 128, 64, 64, 4, true>},
-    LCR_FWD(256, 128, 64, 64, 4), LCR_FWD_PLAIN(256, 128, 128, 64, 8)};
+    LCR_FWD(256, 128, 64, 64, 4), LCR_FWD_PLAIN(256, 128, 128, 64, 8),
+    // wgmma (2026-12-02): emulator- and GPU-tested (CudaSdpaForwardVariants), not yet timed.
+    LCR_FWD_WG(256, 128, 2, 1, 0)};
 // Generic widths: the option path serves plain calls too (a few % slower, rarely used).
 const FwdVariant k64_128[] = {LCR_FWD_OPTS(64, 128, 128, 64, 8)};
 const FwdVariant k64_256[] = {LCR_FWD_OPTS(64, 256, 64, 64, 4)};

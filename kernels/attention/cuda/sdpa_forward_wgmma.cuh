@@ -1,7 +1,7 @@
 #pragma once
 // Forward kernel of the CUDA SDPA on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a), the
 // same math and outputs as sdpa_forward_kernel.cuh (sdpa.hpp's definition), for the width
-// classes whose tiles fit the m64n64 products: QK 64 / V 64, QK 128 / V 128, QK 128 / V 64.
+// classes QK 64 / V 64, QK 128 / V 128, QK 128 / V 64 and QK 256 / V 128 (PoPE at d = 128).
 //
 // One CTA = one (query tile of 64 NWG rows, batch b, head h), NWG warpgroups of 64 rows each.
 // Per key tile of 64 rows (K and V in three shared-memory stages filled with cp.async, the
@@ -62,8 +62,9 @@ struct WgFwdSmem {
 template <int DP, int DVP, int NWG, int MB, int kMode, bool kQRegs>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_fwd_wg_kernel(const KernelParams p) {
-  static_assert((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && (NWG == 1 || NWG == 2),
-                "tile shape");
+  static_assert(
+      (DP == 64 || DP == 128 || DP == 256) && (DVP == 64 || DVP == 128) && (NWG == 1 || NWG == 2),
+      "tile shape");
   constexpr int BM = 64 * NWG, NT = 128 * NWG, BN = kWgBN;
   constexpr bool kB = kMode != kWgPlain;
   check_smem_base();

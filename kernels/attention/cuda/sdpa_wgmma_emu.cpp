@@ -24,8 +24,9 @@ void run(KernelParams p) {
 template <int DP, int DVP, int NWG>
 void by_mode(const KernelParams& p) {
   const bool opts = has_options(p.a) || !(p.a.scale > 0.f);  // as launch_forward decides
-  // Q from registers with two warpgroups, from shared memory with one: both forms run.
-  constexpr bool kQRegs = NWG == 2;
+  // Q from registers with two warpgroups, from shared memory with one: both forms run (QK 256:
+  // from shared memory, its fragments would take 64 registers).
+  constexpr bool kQRegs = NWG == 2 && DP <= 128;
   if (row_col_terms_only(p.a))
     run<DP, DVP, NWG, K::kWgBias, kQRegs>(p);
   else if (opts)
@@ -40,9 +41,10 @@ void by_width(const KernelParams& p) {
   if (dp == 64 && dvp == 64) return by_mode<64, 64, NWG>(p);
   if (dp == 128 && dvp == 128) return by_mode<128, 128, NWG>(p);
   if (dp == 128 && dvp == 64) return by_mode<128, 64, NWG>(p);
+  if (dp == 256 && dvp == 128) return by_mode<256, 128, NWG>(p);
   throw_error("cuda sdpa (wgmma, emulator): no kernel for QK width ", p.a.D, " / V width ", p.a.Dv,
-              "; the wgmma forward serves QK 64 / V 64, QK 128 / V 128 and QK 128 / V 64 "
-              "(padded classes)");
+              "; the wgmma forward serves QK 64 / V 64, QK 128 / V 128, QK 128 / V 64 and "
+              "QK 256 / V 128 (padded classes)");
 }
 
 }  // namespace

@@ -10,8 +10,8 @@ namespace lcr::cuda::detail {
 
 // sdpa_forward's contract (o and/or o_f32, lse) with host pointers, on the wgmma kernel of
 // `warpgroups` (1 or 2) warpgroups per CTA, the mode chosen as sdpa_forward chooses it.
-// lcr::Error for a width class the wgmma kernels do not serve (QK 64 / V 64, QK 128 / V 128 and
-// QK 128 / V 64 are served).
+// lcr::Error for a width class the wgmma kernels do not serve (QK 64 / V 64, QK 128 / V 128,
+// QK 128 / V 64 and QK 256 / V 128 are served).
 void sdpa_forward_wgmma_emu(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse,
                             int warpgroups);
 
