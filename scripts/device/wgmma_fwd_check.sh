@@ -2,7 +2,8 @@
 # One device call (nvidia-h200) for the wgmma SDPA forward (sdpa_forward_wgmma.cuh): the SDPA
 # suite (every forward tiling of a class against the float64 reference, CudaSdpaForwardVariants,
 # plus the defaults), then every forward tiling side by side at the benchmark shapes, plain,
-# with FoX-like bias lanes, with ALiBi, PoPE's QK 128 / V 64, and cuDNN's forward for scale;
+# with FoX-like bias lanes, with ALiBi, PoPE's QK 128 / V 64 and QK 256 / V 128, and cuDNN's
+# forward for scale;
 # an ncu summary of the wgmma kernels at (1,16,16384,64). Pack first (here):
 #   scripts/device/bundle.sh wgfwd build-nccl/tests/cuda/lcr_cuda_sdpa_tests
 #       build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip; tar | xz into
@@ -13,7 +14,7 @@ source "$(dirname "$0")/common.sh"
 packed_init wgfwd
 shard 0 "$B/lcr_cuda_sdpa_tests" sdpa "${SDPA_FILTER:-*}"
 suite_summary sdpa
-for s in 1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,64; do
+for s in 1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,64 1,16,16384,256,128; do
   IFS=, read -r b h l d dv <<<"$s"
   for extra in "" --bias --alibi; do
     timeout 120 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} \
