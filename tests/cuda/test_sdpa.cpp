@@ -146,6 +146,19 @@ RefProblem make_problem(const Case& c, std::mt19937_64& rng) {
   return p;
 }
 
+// SdpaArgs of a problem over the given q, k, v and option arrays (device or host pointers).
+SdpaArgs args_of(const RefProblem& p, const Case& c, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                 const __nv_bfloat16* v, const float* slopes, const float* bias_q,
+                 const float* bias_k) {
+  SdpaArgs a;
+  a.B = p.B, a.Lq = p.Lq, a.Lk = p.Lk, a.H = p.H, a.Hkv = p.Hkv, a.D = p.D, a.Dv = p.Dv;
+  a.q = q, a.k = k, a.v = v;
+  a.q_pos0 = p.q_pos0, a.k_pos0 = p.k_pos0, a.scale = float(p.scale), a.softcap = c.softcap;
+  if (c.alibi) a.alibi_slopes = slopes;
+  if (c.bias) a.bias_q = bias_q, a.bias_k = bias_k;
+  return a;
+}
+
 // One case on one implementation (lcr's kernels, or cuDNN through SdpaImpl::Cudnn, which
 // throws where cuDNN cannot serve the call).
 void run_case(const Case& c, SdpaImpl impl) {
@@ -157,12 +170,8 @@ void run_case(const Case& c, SdpaImpl impl) {
   auto dq_ = test::upload_bf16(p.q), dk_ = test::upload_bf16(p.k), dv_ = test::upload_bf16(p.v);
   auto ddo = test::upload_bf16(p.dout);
   DeviceBuffer<float> dslopes(p.slopes), dbq_in(p.bias_q), dbk_in(p.bias_k);
-  SdpaArgs a;
-  a.B = p.B, a.Lq = p.Lq, a.Lk = p.Lk, a.H = p.H, a.Hkv = p.Hkv, a.D = p.D, a.Dv = p.Dv;
-  a.q = dq_.data(), a.k = dk_.data(), a.v = dv_.data();
-  a.q_pos0 = p.q_pos0, a.k_pos0 = p.k_pos0, a.scale = float(p.scale), a.softcap = c.softcap;
-  if (c.alibi) a.alibi_slopes = dslopes.data();
-  if (c.bias) a.bias_q = dbq_in.data(), a.bias_k = dbk_in.data();
+  SdpaArgs a = args_of(p, c, dq_.data(), dk_.data(), dv_.data(), dslopes.data(), dbq_in.data(),
+                       dbk_in.data());
   a.impl = impl;
   const int out_rounding = impl != SdpaImpl::Lcr ? 1 : 0;  // cuDNN's bf16 dQ, dK, dV
 
@@ -397,19 +406,6 @@ TEST_P(CudaSdpaAuto, MatchesFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaAuto, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
-
-// SdpaArgs of a problem over the given q, k, v and option arrays (device or host pointers).
-SdpaArgs args_of(const RefProblem& p, const Case& c, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                 const __nv_bfloat16* v, const float* slopes, const float* bias_q,
-                 const float* bias_k) {
-  SdpaArgs a;
-  a.B = p.B, a.Lq = p.Lq, a.Lk = p.Lk, a.H = p.H, a.Hkv = p.Hkv, a.D = p.D, a.Dv = p.Dv;
-  a.q = q, a.k = k, a.v = v;
-  a.q_pos0 = p.q_pos0, a.k_pos0 = p.k_pos0, a.scale = float(p.scale), a.softcap = c.softcap;
-  if (c.alibi) a.alibi_slopes = slopes;
-  if (c.bias) a.bias_q = bias_q, a.bias_k = bias_k;
-  return a;
-}
 
 // The wgmma kernel's cases for the emulator (each CUDA thread a fiber, so small): the suite's
 // cases at the width classes it serves (QK / V 64 / 64, 128 / 128, 128 / 64, 256 / 128) with at

@@ -146,8 +146,7 @@ __global__ void row_delta_kernel(int B, int Lq, int H, int Dv, const __nv_bfloat
 bool launch_forward(const KernelParams& p, int variant, cudaStream_t s) {
   const auto [v, n] = variants(p.a.D, p.a.Dv);
   if (variant < 0 || variant >= n) return false;
-  // The plain path finds the row max on unscaled S, which needs scale > 0.
-  const bool opts = has_options(p.a) || !(p.a.scale > 0.f);
+  const bool opts = forward_needs_options(p.a);
   auto fn = opts || !v[variant].plain ? v[variant].opts : v[variant].plain;
   if (row_col_terms_only(p.a) && v[variant].bias) fn = v[variant].bias;
   if (!fn) return false;  // a plain-only tuning variant asked to run options

@@ -325,7 +325,14 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
   }
 }
 
-// Threads and dynamic shared memory of one instantiation (the launchers of both builds).
+// Query tiles (into p.n_tiles) and CTAs of a launch with NWG warpgroups (both builds' launchers).
+template <int NWG>
+inline int64_t wg_fwd_grid(KernelParams& p) {
+  p.n_tiles = (p.a.Lq + 64 * NWG - 1) / (64 * NWG);
+  return int64_t(p.n_tiles) * p.a.B * p.a.H;
+}
+
+// Dynamic shared memory of one instantiation (the launchers of both builds).
 template <int DP, int DVP, int NWG>
 inline std::size_t wg_fwd_smem_bytes() {
   SmemCarver c;
@@ -343,9 +350,7 @@ namespace lcr::cuda::detail {
 // at least MB CTAs per SM (the register budget), mode as sdpa_forward.cu's dispatch picks.
 template <int DP, int DVP, int NWG, int MB, bool kQRegs, int kMode>
 void launch_fwd_wg(KernelParams p, cudaStream_t s) {
-  constexpr int BM = 64 * NWG;
-  p.n_tiles = (p.a.Lq + BM - 1) / BM;
-  const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
+  const int64_t grid = LCR_SDPAWG::wg_fwd_grid<NWG>(p);
   if (grid == 0) return;
   auto kern = LCR_SDPAWG::sdpa_fwd_wg_kernel<DP, DVP, NWG, MB, kMode, kQRegs>;
   const std::size_t smem = LCR_SDPAWG::wg_fwd_smem_bytes<DP, DVP, NWG>();

@@ -114,6 +114,9 @@ bool vendor_backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o
 inline bool has_options(const SdpaArgs& a) {
   return a.alibi_slopes || a.bias_q || a.bias_k || a.softcap > 0.f;
 }
+// Whether a forward call takes the option path (kOpts): options, or a scale the plain path
+// cannot take (it finds the row max on unscaled S, which needs scale > 0).
+inline bool forward_needs_options(const SdpaArgs& a) { return has_options(a) || !(a.scale > 0.f); }
 // Options that split into a row term and a column term of the logit (FoX's bias lanes,
 // ALiBi) and no softcap: the kernels' kBias form serves these.
 inline bool row_col_terms_only(const SdpaArgs& a) {

@@ -13,8 +13,7 @@ namespace K = ::lcr::cuda::sdpawg_emu;
 
 template <int DP, int DVP, int NWG, int kMode, bool kQRegs>
 void run(KernelParams p) {
-  p.n_tiles = (p.a.Lq + 64 * NWG - 1) / (64 * NWG);
-  const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
+  const int64_t grid = K::wg_fwd_grid<NWG>(p);
   if (grid == 0) return;
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
                      K::wg_fwd_smem_bytes<DP, DVP, NWG>(),
@@ -23,7 +22,7 @@ void run(KernelParams p) {
 
 template <int DP, int DVP, int NWG>
 void by_mode(const KernelParams& p) {
-  const bool opts = has_options(p.a) || !(p.a.scale > 0.f);  // as launch_forward decides
+  const bool opts = forward_needs_options(p.a);  // as launch_forward decides
   // Q from registers with two warpgroups, from shared memory with one: both forms run (QK 256:
   // from shared memory, its fragments would take 64 registers).
   constexpr bool kQRegs = NWG == 2 && DP <= 128;
