@@ -489,6 +489,101 @@ TEST_P(CudaSdpaWgmmaEmu, ForwardMatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaWgmmaEmu, ::testing::ValuesIn(wgmma_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// The wgmma backward (sdpa_backward_wgmma.cuh, plain path) on the SIMT emulator, CPU only: dq,
+// dk, dv against the float64 reference for every CTA shape the tables use (warpgroups, query
+// step, K / V fragments in registers), from the emulated wgmma forward's o and lse as training
+// uses them; dk and dv (one owner, no atomics) the same bits from every shape with the same
+// query step.
+struct WgBwdShape {
+  int nwg, bm;
+  bool kv_regs;
+};
+std::vector<WgBwdShape> wg_bwd_shapes(int D, int Dv) {
+  if (detail::width_class(D) == 64 && detail::width_class(Dv) == 64)
+    return {{1, 64, true}, {2, 64, false}, {2, 128, true}};
+  return {{1, 64, false}, {2, 64, true}};
+}
+
+class CudaSdpaWgmmaBwdEmu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
+  const Case& c = GetParam();
+  const uint64_t seed = test::case_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const RefProblem p = make_problem(c, rng);
+  const auto exact = test::sdpa_reference(p, RefMode::kExact);
+  const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
+  const auto q = test::to_bf16(p.q), k = test::to_bf16(p.k), v = test::to_bf16(p.v);
+  const auto dout = test::to_bf16(p.dout);
+  const SdpaArgs a = args_of(p, c, q.data(), k.data(), v.data(), nullptr, nullptr, nullptr);
+  std::vector<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv);
+  std::vector<float> lse(size_t(p.B) * p.H * p.Lq), delta(lse.size());
+  detail::sdpa_forward_wgmma_emu(a, o.data(), nullptr, lse.data(), 2);
+  for (int b = 0; b < p.B; ++b)  // delta = rowsum(dO o), as sdpa_row_delta forms it
+    for (int i = 0; i < p.Lq; ++i)
+      for (int h = 0; h < p.H; ++h) {
+        double s = 0;
+        const size_t row = ((size_t(b) * p.Lq + i) * p.H + h) * p.Dv;
+        for (int e = 0; e < p.Dv; ++e)
+          s += double(__bfloat162float(o[row + e])) * double(__bfloat162float(dout[row + e]));
+        delta[(size_t(b) * p.H + h) * p.Lq + i] = float(s);
+      }
+  std::vector<float> dk_first, dv_first;
+  int bm_first = 0;
+  for (const WgBwdShape& sh : wg_bwd_shapes(p.D, p.Dv)) {
+    SCOPED_TRACE(std::to_string(sh.nwg) + " warpgroup(s), " + std::to_string(sh.bm) +
+                 "-query steps, K/V fragments " + (sh.kv_regs ? "in registers" : "in shared"));
+    std::vector<float> gq(p.q.size(), std::nanf("")), gk(p.k.size(), std::nanf("")),
+        gv(p.v.size(), std::nanf(""));
+    std::vector<std::vector<float>> init;
+    if (c.accumulate)  // start from random values: the kernel must add to them
+      for (auto* buf : {&gq, &gk, &gv}) {
+        init.push_back(test::random_normal(buf->size(), rng));
+        *buf = init.back();
+      }
+    detail::sdpa_backward_wgmma_emu(a, lse.data(), delta.data(), dout.data(), gq.data(), gk.data(),
+                                    gv.data(), c.accumulate, sh.nwg, sh.bm, sh.kv_regs);
+    auto got = [&](const std::vector<float>& x, int idx) {
+      std::vector<double> d = to_double(x);
+      if (c.accumulate)
+        for (size_t e = 0; e < d.size(); ++e) d[e] -= init[idx][e];
+      return d;
+    };
+    compare(got(gq, 0), naive.dq, exact.dq, "dq");
+    compare(got(gk, 1), naive.dk, exact.dk, "dk");
+    compare(got(gv, 2), naive.dv, exact.dv, "dv");
+    if (c.accumulate) continue;
+    if (dk_first.empty() || sh.bm != bm_first) {
+      dk_first = gk, dv_first = gv, bm_first = sh.bm;
+    } else {
+      EXPECT_TRUE(gk == dk_first) << "dk differs between CTA shapes of the same query step";
+      EXPECT_TRUE(gv == dv_first) << "dv differs between CTA shapes of the same query step";
+    }
+  }
+}
+
+// The plain-path cases of the forward's emulator list at the backward's width classes, and a
+// GQA group of 4 and an accumulating call at L = 200.
+std::vector<Case> wgmma_bwd_cases() {
+  std::vector<Case> v;
+  for (const Case& c : wgmma_cases()) {
+    const int dp = detail::width_class(c.D), dvp = detail::width_class(c.Dv);
+    const bool served = (dp == dvp && dp <= 128) || (dp == 128 && dvp == 64);
+    if (served && !c.alibi && !c.bias && c.softcap == 0.f && !c.o_f32) v.push_back(c);
+  }
+  Case c{"gqa4_L200_pope128_64", 200, 200, 128, 64};
+  c.Hkv = 1;
+  v.push_back(c);
+  c = {"accumulate_L200_d64", 200, 200, 64, 64};
+  c.accumulate = true;
+  v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaWgmmaBwdEmu, ::testing::ValuesIn(wgmma_bwd_cases()),
+                         [](const auto& info) { return info.param.name; });
+
 // Every forward tiling of a width class (sdpa_forward.cu's tables: the default, the tuning
 // alternatives, the wgmma kernels) on the GPU against the float64 reference, o and lse: the
 // suite above runs only each class's default.
@@ -548,6 +643,83 @@ std::vector<Case> variant_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaForwardVariants, ::testing::ValuesIn(variant_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// Every backward tiling of a width class (sdpa_backward.cu's tables: the default, the tuning
+// alternatives, the wgmma kernels) on the GPU against the float64 reference, dq, dk, dv from
+// the default forward's o and lse; the suite above runs only each class's default.
+class CudaSdpaBackwardVariants : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaSdpaBackwardVariants, MatchesFloat64Reference) {
+  LCR_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const uint64_t seed = test::case_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const RefProblem p = make_problem(c, rng);
+  const auto exact = test::sdpa_reference(p, RefMode::kExact);
+  const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
+  auto dq_ = test::upload_bf16(p.q), dk_ = test::upload_bf16(p.k), dv_ = test::upload_bf16(p.v);
+  auto ddo = test::upload_bf16(p.dout);
+  DeviceBuffer<float> dslopes(p.slopes), dbq_in(p.bias_q), dbk_in(p.bias_k);
+  const SdpaArgs a = args_of(p, c, dq_.data(), dk_.data(), dv_.data(), dslopes.data(),
+                             dbq_in.data(), dbk_in.data());
+  DeviceBuffer<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv);
+  DeviceBuffer<float> lse(size_t(p.B) * p.H * p.Lq), delta(lse.size());
+  sdpa_forward(a, o.data(), nullptr, lse.data(), 0);
+  sdpa_row_delta(p.B, p.Lq, p.H, p.Dv, o.data(), ddo.data(), delta.data(), 0);
+  DeviceBuffer<float> gq(p.q.size()), gk(p.k.size()), gv(p.v.size());
+  DeviceBuffer<float> gbk(c.bias ? p.bias_k.size() : 0);
+  detail::KernelParams kp;
+  kp.a = a;
+  kp.lse_in = lse.data(), kp.delta = delta.data(), kp.dout = ddo.data();
+  kp.dq = gq.data(), kp.dk = gk.data(), kp.dv = gv.data();
+  kp.dbias_k = c.bias ? gbk.data() : nullptr;  // FoX's call (dbias_k only)
+  int ran = 0;
+  for (int var = 0; detail::backward_variant_name(p.D, p.Dv, var); ++var) {
+    SCOPED_TRACE(std::string("variant ") + detail::backward_variant_name(p.D, p.Dv, var));
+    for (auto* buf : {&gq, &gk, &gv, &gbk}) buf->fill_bytes(0xFF);
+    if (!detail::launch_backward(kp, var, 0)) continue;  // a plain-only variant, options asked
+    LCR_CUDA_CHECK(cudaDeviceSynchronize());
+    compare(to_double(gq.download()), naive.dq, exact.dq, "dq");
+    compare(to_double(gk.download()), naive.dk, exact.dk, "dk");
+    compare(to_double(gv.download()), naive.dv, exact.dv, "dv");
+    if (c.bias) compare(to_double(gbk.download()), naive.dbk, exact.dbk, "dbias_k");
+    ++ran;
+  }
+  EXPECT_GE(ran, 1) << "no variant ran";
+}
+
+std::vector<Case> backward_variant_cases() {
+  std::vector<Case> v;
+  for (int L : {1, 129, 1000}) v.push_back({"d64_L" + std::to_string(L), L, L, 64, 64});
+  v.push_back({"d128_L1000", 1000, 1000, 128, 128});
+  v.push_back({"d128_L129", 129, 129, 128, 128});
+  v.push_back({"pope128_64_L1000", 1000, 1000, 128, 64});
+  v.push_back({"pope256_128_L129", 129, 129, 256, 128});
+  v.push_back({"goat72_64_L1000", 1000, 1000, 72, 64});
+  v.push_back({"d24_40_L129", 129, 129, 24, 40});
+  v.push_back({"ring_past_q129_k1000", 129, 1000, 64, 64, 5000, 1000});
+  v.push_back({"tail_q129_k1000_d128", 129, 1000, 128, 128, 871, 0});
+  v.push_back({"rows_see_none_q129_k129", 129, 129, 128, 128, 0, 50});
+  v.push_back({"partial_q1000_k7", 1000, 7, 64, 64, 0, 3});
+  Case c{"mqa_L1000_d128", 1000, 1000, 128, 128};
+  c.Hkv = 1;
+  v.push_back(c);
+  c = {"gqa4_L1000_pope128_64", 1000, 1000, 128, 64};
+  c.Hkv = 1;
+  v.push_back(c);
+  c = {"fox_L1000", 1000, 1000, 64, 64};
+  c.bias = true, c.dbq = false;
+  v.push_back(c);
+  c = {"fox_large_lanes_L1000_d128", 1000, 1000, 128, 128};
+  c.bias = true, c.dbq = false, c.bias_slope = 0.7f;
+  v.push_back(c);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaBackwardVariants,
+                         ::testing::ValuesIn(backward_variant_cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(CudaSdpaCudnnRefusal, NamesTheReason) {

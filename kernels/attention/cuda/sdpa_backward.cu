@@ -11,6 +11,7 @@
 
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/sdpa_backward_kernel.cuh"
+#include "kernels/attention/cuda/sdpa_backward_wgmma.cuh"
 
 namespace lcr::cuda {
 namespace detail {
@@ -41,6 +42,18 @@ struct BwdVariant {
 // 1x8x65536x64 (H200, one run, scripts/device/sdpa_check.sh). At D = 128 the dQ product
 // also takes two m-tiles per warp (DQM = 2, sdpa_backward_kernel.cuh): 293 vs 283 TFLOP/s
 // at 1x16x16384x128; at D = 64 it lost (260 vs 265, 262 vs 275 at 1x8x65536).
+// The wgmma kernel (sdpa_backward_wgmma.cuh) for the plain path: NWG warpgroups of 64 keys,
+// BM-query steps, at least MB CTAs per SM, K / V fragments in registers (KV); the option and
+// bias paths keep the mma.sync kernels OPTS and BIAS.
+#define LCR_BWD_WG(DP, DVP, NWG, BM, MB, KV, OPTS, BIAS)                                         \
+  BwdVariant {                                                                                   \
+    "wg" #NWG "_q" #BM "_mb" #MB "_kv" #KV, &launch_bwd_wg<DP, DVP, NWG, BM, MB, KV>, OPTS, BIAS \
+  }
+#define LCR_BWD_OPTS64 &launch_bwd<64, 64, 64, 8, 1, true>
+#define LCR_BWD_BIAS64 &launch_bwd<64, 64, 128, 8, false, true, 1, true>
+#define LCR_BWD_OPTS128 &launch_bwd<128, 128, 64, 8, true, true, 2>
+#define LCR_BWD_BIAS128 &launch_bwd<128, 128, 64, 8, false, true, 2, true>
+
 const BwdVariant k64_64[] = {
     BwdVariant{"q128_w8_pipe/opts_q64", &launch_bwd<64, 64, 128, 8, false, true>,
                &launch_bwd<64, 64, 64, 8, true, true>,
@@ -50,7 +63,12 @@ const BwdVariant k64_64[] = {
     BwdVariant{"q64_w8_pipe", &launch_bwd<64, 64, 64, 8, false, true>, nullptr},
     LCR_BWD_PLAIN(64, 64, 64, 8),
     LCR_BWD_PLAIN(64, 64, 64, 4),
-    LCR_BWD_PLAIN(64, 64, 32, 8)};
+    LCR_BWD_PLAIN(64, 64, 32, 8),
+    LCR_BWD_WG(64, 64, 1, 64, 2, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
+    LCR_BWD_WG(64, 64, 1, 64, 3, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
+    LCR_BWD_WG(64, 64, 2, 64, 1, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
+    LCR_BWD_WG(64, 64, 2, 128, 1, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
+    LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64)};
 const BwdVariant k128_128[] = {
     BwdVariant{"q64_w8_pipe_dq2", &launch_bwd<128, 128, 64, 8, false, true, 2>,
                &launch_bwd<128, 128, 64, 8, true, true, 2>,
@@ -60,8 +78,14 @@ const BwdVariant k128_128[] = {
     LCR_BWD(128, 128, 64, 8),
     LCR_BWD_PLAIN(128, 128, 64, 4),
     LCR_BWD_PLAIN(128, 128, 32, 8),
-    LCR_BWD_PLAIN(128, 128, 32, 4)};
-const BwdVariant k128_64[] = {LCR_BWD(128, 64, 64, 8)};
+    LCR_BWD_PLAIN(128, 128, 32, 4),
+    LCR_BWD_WG(128, 128, 2, 64, 1, 0, LCR_BWD_OPTS128, LCR_BWD_BIAS128),
+    LCR_BWD_WG(128, 128, 1, 64, 2, 0, LCR_BWD_OPTS128, LCR_BWD_BIAS128)};
+const BwdVariant k128_64[] = {
+    LCR_BWD(128, 64, 64, 8),
+    LCR_BWD_WG(128, 64, 2, 64, 1, 1, (&launch_bwd<128, 64, 64, 8, true>), nullptr),
+    LCR_BWD_WG(128, 64, 2, 64, 1, 0, (&launch_bwd<128, 64, 64, 8, true>), nullptr),
+    LCR_BWD_WG(128, 64, 1, 64, 2, 0, (&launch_bwd<128, 64, 64, 8, true>), nullptr)};
 // PoPE at d = 128 (QK 256 / V 128): 16-query steps and 8 warps keep dK, dV of 16 keys x 384
 // lanes per warp with few spills (measured 177 vs 151 (q16_w4) vs 128 (q32_w4) TFLOP/s at
 // 1x16x16384, H200, 2026-11-29); the option path keeps q32_w4.

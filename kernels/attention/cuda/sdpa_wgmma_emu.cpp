@@ -1,9 +1,13 @@
-// The wgmma SDPA forward built for the SIMT emulator (sdpa_wgmma_emu.hpp).
+// The wgmma SDPA kernels (forward, plain-path backward) built for the SIMT emulator
+// (sdpa_wgmma_emu.hpp).
 #define LCR_CUDA_EMU 1
 
 #include "kernels/attention/cuda/sdpa_wgmma_emu.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
+#include "kernels/attention/cuda/sdpa_backward_wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_forward_wgmma.cuh"
 
 namespace lcr::cuda::detail {
@@ -46,7 +50,56 @@ void by_width(const KernelParams& p) {
               "QK 256 / V 128 (padded classes)");
 }
 
+template <int DP, int DVP, int NWG, int BM, bool kKVRegs>
+void run_bwd(KernelParams p) {
+  const int64_t grid = K::wg_bwd_grid<NWG>(p);
+  if (grid == 0) return;
+  ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
+                     K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(),
+                     [&] { K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs>(p); });
+}
+
+template <int DP, int DVP>
+void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs) {
+  auto fail = [&] {
+    throw_error("cuda sdpa backward (wgmma, emulator): no instantiation for ", nwg,
+                " warpgroup(s), ", bm, "-query steps, K/V fragments ", kv_regs ? "in" : "not in",
+                " registers at QK ", DP, " / V ", DVP);
+  };
+  if (bm == 64) {
+    if (nwg == 1)
+      return kv_regs ? run_bwd<DP, DVP, 1, 64, true>(p) : run_bwd<DP, DVP, 1, 64, false>(p);
+    return kv_regs ? run_bwd<DP, DVP, 2, 64, true>(p) : run_bwd<DP, DVP, 2, 64, false>(p);
+  }
+  if constexpr (DP == 64) {  // 128-query steps: the 64-wide class only (registers)
+    if (bm == 128 && nwg == 2) return kv_regs ? run_bwd<DP, DVP, 2, 128, true>(p) : fail();
+  }
+  fail();
+}
+
 }  // namespace
+
+void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* delta,
+                             const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
+                             bool accumulate, int warpgroups, int query_step, bool kv_regs) {
+  KernelParams p;
+  p.a = a;
+  p.lse_in = lse;
+  p.delta = delta;
+  p.dout = dout;
+  p.dq = dq, p.dk = dk, p.dv = dv;
+  p.accumulate = accumulate;
+  require(!has_options(a),
+          "cuda sdpa backward (wgmma, emulator): the plain path only (no ALiBi, "
+          "bias lanes or softcap)");
+  if (!accumulate) std::fill(dq, dq + int64_t(a.B) * a.Lq * a.H * a.D, 0.f);
+  const int dp = width_class(a.D), dvp = width_class(a.Dv);
+  if (dp == 64 && dvp == 64) return bwd_by_shape<64, 64>(p, warpgroups, query_step, kv_regs);
+  if (dp == 128 && dvp == 128) return bwd_by_shape<128, 128>(p, warpgroups, query_step, kv_regs);
+  if (dp == 128 && dvp == 64) return bwd_by_shape<128, 64>(p, warpgroups, query_step, kv_regs);
+  throw_error("cuda sdpa backward (wgmma, emulator): no kernel for QK width ", a.D, " / V width ",
+              a.Dv, "; it serves QK 64 / V 64, QK 128 / V 128 and QK 128 / V 64 (padded classes)");
+}
 
 void sdpa_forward_wgmma_emu(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse,
                             int warpgroups) {

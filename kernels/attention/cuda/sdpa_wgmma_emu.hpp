@@ -1,5 +1,6 @@
 #pragma once
-// The wgmma forward kernel of the CUDA SDPA (sdpa_forward_wgmma.cuh) on the SIMT emulator
+// The wgmma kernels of the CUDA SDPA (sdpa_forward_wgmma.cuh, sdpa_backward_wgmma.cuh) on the
+// SIMT emulator
 // (device/emu.hpp): the very kernel source, compiled as host C++, run on the CPU with host
 // pointers. For the tests on machines without a GPU (tests/cuda/test_sdpa.cpp).
 #include <cuda_bf16.h>
@@ -14,5 +15,13 @@ namespace lcr::cuda::detail {
 // QK 128 / V 64 and QK 256 / V 128 are served).
 void sdpa_forward_wgmma_emu(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse,
                             int warpgroups);
+
+// sdpa_backward's contract for the plain path (no ALiBi, bias lanes or softcap; delta given)
+// with host pointers, on the wgmma backward of `warpgroups` (1 or 2) warpgroups per CTA and
+// `query_step` (64, or 128 for the 64-wide class with two warpgroups and kv_regs) queries per
+// step, K / V fragments in registers or not. dq is zeroed first unless accumulate.
+void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* delta,
+                             const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
+                             bool accumulate, int warpgroups, int query_step, bool kv_regs);
 
 }  // namespace lcr::cuda::detail

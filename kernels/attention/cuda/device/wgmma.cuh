@@ -191,24 +191,25 @@ LCR_DEV void fence_regs(float* d) {
       "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #endif
 
-// d[32] = (acc ? d : 0) + A B, A K-major from shared memory (da), B from shared memory (db),
-// K-major when !kTransB, MN-major when kTransB.
-template <int kTransB>
+// d[32] = (acc ? d : 0) + A B, A and B from shared memory (descriptors da, db): A K-major
+// (desc_k) unless kTransA, then MN-major (desc_mn of a tile holding A^T: the SDPA backward's
+// dQ = dS K with dS stored as dS^T); B K-major when !kTransB, MN-major when kTransB.
+template <int kTransB, int kTransA = 0>
 LCR_DEV void wgmma_ss(float* d, uint64_t da, uint64_t db, bool acc) {
 #if defined(LCR_CUDA_EMU)
   const int w = warp() % 4, l = lane();
   emu::async_op([=] {
     emu_detail::wgmma_thread(
-        d, [&](int r, int k) { return emu_detail::desc_elem(da, false, r, k); }, db, kTransB, acc,
-        w, l);
+        d, [&](int r, int k) { return emu_detail::desc_elem(da, kTransA != 0, r, k); }, db, kTransB,
+        acc, w, l);
   });
 #else
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " LCR_WGMMA_D_REGS
-      ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+      ", %32, %33, p, 1, 1, %36, %35;\n}\n"
       : LCR_WGMMA_D_OUTS(d)
-      : "l"(da), "l"(db), "r"(int(acc)), "n"(kTransB));
+      : "l"(da), "l"(db), "r"(int(acc)), "n"(kTransB), "n"(kTransA));
 #endif
 }
 

@@ -1,0 +1,354 @@
+#pragma once
+// Backward kernel of the CUDA SDPA on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a): the
+// plain path (no ALiBi, bias lanes or softcap; NoPE, RoPE, GOAT's and PoPE's lanes) of
+// sdpa_backward_kernel.cuh, the same math and outputs, for the width classes QK 64 / V 64,
+// QK 128 / V 128 and QK 128 / V 64 (PoPE at d = 64).
+//
+// One CTA = one (key tile of 64 NWG rows, batch b, KV head hk), NWG warpgroups of 64 keys
+// each; a warpgroup keeps its keys' dK [64 x D] and dV [64 x Dv] in fp32 registers while
+// the CTA walks every (query head of the GQA group, query tile of BM rows) that can see the
+// tile, Q / dO / lse / delta double-buffered in shared memory (cp.async, the next step's copy
+// overlapping this step's math). Per step, P recomputed from the final lse:
+//   S^T = K Q^T, dP^T = V dO^T   [64 x BM] per warpgroup, keys as rows (K, V from shared
+//                                memory, or register fragments loaded once: kKVRegs)
+//   P^T = 2^(S^T scale log2 e - lse log2 e), dS^T = P^T (dP^T - delta)   (in registers)
+//   dV += P^T dO, dK += dS^T Q   P^T, dS^T as bf16 register fragments (the accumulator
+//                                layout is the A fragment's), dO and Q read MN-major
+//   dS^T -> shared memory (bf16, 128-byte swizzled), CTA barrier, then
+//   dQ += dS K                   [BM x D] split over the warpgroups in 64 x 64 blocks, dS
+//                                read MN-major (the stored dS^T), K MN-major; added to global
+//                                fp32 dq with 8-byte atomics (sdpa_backward_kernel.cuh says
+//                                why atomics). With one 64 x 64 block and two warpgroups
+//                                (D = 64, BM = 64) each warpgroup adds its own keys' share.
+// dK, dV are owned by one CTA and written once (deterministic); dq's last bits depend on the
+// order the key tiles finish, as in the mma.sync kernel.
+//
+// The source builds twice (device/simt.cuh): nvcc for the GPU and the host compiler with
+// LCR_CUDA_EMU for the SIMT emulator (tests/cuda/test_sdpa.cpp, CudaSdpaWgmmaEmu).
+#include <cmath>
+
+#include "kernels/attention/cuda/device/wgmma.cuh"
+#include "kernels/attention/cuda/sdpa_internal.hpp"
+
+#if defined(LCR_CUDA_EMU)
+#define LCR_SDPAWG sdpawg_emu
+#else
+#define LCR_SDPAWG sdpawg
+#endif
+
+namespace lcr::cuda::LCR_SDPAWG {
+
+using namespace ::lcr::cuda::LCR_PATHK;
+using ::lcr::cuda::detail::KernelParams;
+
+template <int DP, int DVP, int NWG, int BM>
+struct WgBwdShape {
+  static constexpr int BN = 64 * NWG;  // keys per CTA
+  // dQ [BM x DP] in 64 x 64 blocks; each warpgroup takes kDqBlocks of them over all BN keys,
+  // or (kDqSplitK: one block, two warpgroups) the one block over its own 64 keys.
+  static constexpr int kBlocks = (BM / 64) * (DP / 64);
+  static constexpr bool kDqSplitK = kBlocks < NWG;
+  static constexpr int kDqBlocks = kDqSplitK ? 1 : kBlocks / NWG;
+  static_assert(kDqSplitK || kBlocks % NWG == 0, "dQ blocks must split over the warpgroups");
+};
+
+template <int DP, int DVP, int NWG, int BM>
+struct WgBwdSmem {
+  bf16 *K, *V, *Q, *dO, *dS;  // Swz tiles: K [BN x DP], V [BN x DVP], Q [2][BM x DP],
+                              // dO [2][BM x DVP], dS^T [BN x BM]
+  float *lse2, *del;          // [2][BM]: lse log2 e (+inf: the row sees nothing), delta
+  static LCR_HD std::size_t carve(SmemCarver& c, WgBwdSmem* s) {
+    constexpr int BN = 64 * NWG;
+    WgBwdSmem t;
+    t.K = c.take_1k<bf16>(BN * DP);
+    t.V = c.take_1k<bf16>(BN * DVP);
+    t.Q = c.take_1k<bf16>(2 * BM * DP);
+    t.dO = c.take_1k<bf16>(2 * BM * DVP);
+    t.dS = c.take_1k<bf16>(BN * BM);
+    t.lse2 = c.take<float>(2 * BM);
+    t.del = c.take<float>(2 * BM);
+    if (s) *s = t;
+    return c.off;
+  }
+};
+
+template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs>
+LCR_KERNEL_BOUNDS(128 * NWG, MB)
+void sdpa_bwd_wg_kernel(const KernelParams p) {
+  static_assert((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP &&
+                    (NWG == 1 || NWG == 2) && (BM == 64 || BM == 128),
+                "tile shape");
+  using Shape = WgBwdShape<DP, DVP, NWG, BM>;
+  constexpr int BN = Shape::BN, NT = 128 * NWG, NQB = BM / 64;  // NQB: 64-query blocks
+  check_smem_base();
+  using Smem = WgBwdSmem<DP, DVP, NWG, BM>;
+  Smem s;
+  SmemCarver carver{smem_base()};
+  Smem::carve(carver, &s);
+
+  const SdpaArgs& a = p.a;
+  const int wg = warp() / 4, w = warp() % 4, g = lane() >> 2, t = lane() & 3;
+  const int G = a.H / a.Hkv, bh_count = a.B * a.Hkv;
+  const int kt = bid_x() / bh_count;  // key tile 0 sees the most queries: first
+  const int bh = bid_x() % bh_count, b = bh / a.Hkv, hk = bh % a.Hkv;
+  const int j0 = kt * BN, nk = a.Lk - j0 < BN ? a.Lk - j0 : BN;
+  const int64_t dpos = a.q_pos0 - a.k_pos0;  // p_i - p_j = dpos + i - j
+  // First query tile that sees key j0 (dpos + i - j0 >= 0).
+  const int64_t istart64 = j0 - dpos;
+  const int nqt = (a.Lq + BM - 1) / BM;
+  const int qt0 = istart64 <= 0 ? 0 : int(istart64 >= a.Lq ? nqt : istart64 / BM);
+  const int n_steps = G * (nqt - qt0);
+  const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
+  const int64_t v_ld = int64_t(a.Hkv) * a.Dv, o_ld = int64_t(a.H) * a.Dv;
+
+  // Stage (query head h, query tile qt) into buffer st: Q, dO, lse log2 e and delta.
+  auto stage = [&](int h, int qt, int st) {
+    const int i0 = qt * BM, nq = a.Lq - i0 < BM ? a.Lq - i0 : BM;
+    async_swz<BM, DP, NT>(s.Q + st * BM * DP,
+                          a.q + (int64_t(b) * a.Lq + i0) * q_ld + int64_t(h) * a.D, q_ld, nq, a.D);
+    async_swz<BM, DVP, NT>(s.dO + st * BM * DVP,
+                           p.dout + (int64_t(b) * a.Lq + i0) * o_ld + int64_t(h) * a.Dv, o_ld, nq,
+                           a.Dv);
+    for (int r = tid(); r < BM; r += NT) {
+      const int i = i0 + r;
+      float l2 = INFINITY, del = 0.f;  // padding rows: P = 2^(x - inf) = 0
+      if (i < a.Lq) {
+        const float l = p.lse_in[(int64_t(b) * a.H + h) * a.Lq + i];
+        l2 = l == -INFINITY ? INFINITY : l * kLog2e;  // a row that saw no key has P = 0
+        del = p.delta[(int64_t(b) * a.H + h) * a.Lq + i];
+      }
+      s.lse2[st * BM + r] = l2;
+      s.del[st * BM + r] = del;
+    }
+  };
+
+  if (n_steps > 0) {
+    async_swz<BN, DP, NT>(s.K, a.k + (int64_t(b) * a.Lk + j0) * k_ld + int64_t(hk) * a.D, k_ld, nk,
+                          a.D);
+    async_swz<BN, DVP, NT>(s.V, a.v + (int64_t(b) * a.Lk + j0) * v_ld + int64_t(hk) * a.Dv, v_ld,
+                           nk, a.Dv);
+    stage(hk * G, qt0, 0);
+  }
+  cp_async_commit();
+
+  float dk[DP / 8][4], dv[DVP / 8][4];
+  LCR_UNROLL
+  for (int n = 0; n < DP / 8; ++n) LCR_UNROLL
+  for (int e = 0; e < 4; ++e) dk[n][e] = 0.f;
+  LCR_UNROLL
+  for (int n = 0; n < DVP / 8; ++n) LCR_UNROLL
+  for (int e = 0; e < 4; ++e) dv[n][e] = 0.f;
+  const float sl2 = a.scale * kLog2e;
+  const int krow = 64 * wg + 16 * w + g;  // this thread's key rows in the tile: krow, krow + 8
+  const int jw0 = j0 + 64 * wg;           // this warpgroup's first key
+
+  // kKVRegs: this warp's 16 key rows of K and V as A fragments, loaded once.
+  uint32_t ak[kKVRegs ? DP / 16 : 1][4], av[kKVRegs ? DVP / 16 : 1][4];
+  auto load_kv_frags = [&] {
+    if constexpr (kKVRegs) {
+      const int r = 64 * wg + 16 * w + (lane() & 15), c = 8 * (lane() >> 4);
+      LCR_UNROLL
+      for (int kk = 0; kk < DP / 16; ++kk) ldsm_x4(ak[kk], s.K + swz(BN, r, 16 * kk + c));
+      LCR_UNROLL
+      for (int kk = 0; kk < DVP / 16; ++kk) ldsm_x4(av[kk], s.V + swz(BN, r, 16 * kk + c));
+    }
+  };
+
+  // dQ += dS K for the warpgroup's blocks, scaled, into global dq (query tile at i0, head h).
+  auto dq_step = [&](int h, int i0) {
+    float dq[Shape::kDqBlocks][32];
+    wgmma_fence();
+    LCR_UNROLL
+    for (int u = 0; u < Shape::kDqBlocks; ++u) {
+      const int blk = Shape::kDqSplitK ? 0 : wg * Shape::kDqBlocks + u;
+      const int mb = blk % NQB, nb = blk / NQB;  // 64-query block, 64-column block
+      constexpr int kKeys = Shape::kDqSplitK ? 64 : BN;
+      const int kbase = Shape::kDqSplitK ? 64 * wg : 0;
+      LCR_UNROLL
+      for (int k0 = 0; k0 < kKeys; k0 += 16)
+        wgmma_ss<1, 1>(dq[u], desc_mn(s.dS, BN, kbase + k0, 64 * mb),
+                       desc_mn(s.K, BN, kbase + k0, 64 * nb), k0 > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();  // also completes this step's dK, dV products
+    LCR_UNROLL
+    for (int u = 0; u < Shape::kDqBlocks; ++u) fence_regs<32>(dq[u]);
+    LCR_UNROLL
+    for (int u = 0; u < Shape::kDqBlocks; ++u) {
+      const int blk = Shape::kDqSplitK ? 0 : wg * Shape::kDqBlocks + u;
+      const int mb = blk % NQB, nb = blk / NQB;
+      const int r0 = i0 + 64 * mb + 16 * w + g;  // query row of half 0
+      float* dq0 = p.dq + (int64_t(b) * a.Lq + r0) * q_ld + int64_t(h) * a.D + 64 * nb + 2 * t;
+      const bool whole = a.D == DP && i0 + BM <= a.Lq;
+      LCR_UNROLL
+      for (int r = 0; r < 2; ++r) LCR_UNROLL
+      for (int n = 0; n < 8; ++n)
+        if (whole || (r0 + 8 * r < a.Lq && 64 * nb + 8 * n + 2 * t < a.D))
+          atomic_add2(dq0 + 8 * r * q_ld + 8 * n, dq[u][4 * n + 2 * r] * a.scale,
+                      dq[u][4 * n + 2 * r + 1] * a.scale);
+    }
+  };
+
+  if (kKVRegs && n_steps > 0) {  // K and V landed (with step 0's tiles): their fragments
+    cp_async_wait<0>();
+    sync_cta();
+    load_kv_frags();
+  }
+  int h = hk * G, qt = qt0;
+  for (int it = 0; it < n_steps; ++it) {
+    const int st = it & 1, i0 = qt * BM;
+    const bool head_done = qt == nqt - 1;
+    // This step's tiles landed and visible to the tensor cores; every warpgroup is past
+    // step it - 1 (its products complete), so buffer st ^ 1 and dS^T are free.
+    cp_async_wait<0>();
+    fence_async_smem();
+    sync_cta();
+    if (it + 1 < n_steps) stage(head_done ? h + 1 : h, head_done ? qt0 : qt + 1, st ^ 1);
+    cp_async_commit();
+    const bf16 *Q = s.Q + st * BM * DP, *dO = s.dO + st * BM * DVP;
+    const float *cL = s.lse2 + st * BM, *cDel = s.del + st * BM;
+
+    // S^T = K Q^T and dP^T = V dO^T: 64 keys x BM queries per warpgroup.
+    float sr[BM / 8][4], dp[BM / 8][4];
+    wgmma_fence();
+    LCR_UNROLL
+    for (int nb = 0; nb < NQB; ++nb) {
+      LCR_UNROLL
+      for (int k0 = 0; k0 < DP; k0 += 16) {
+        if constexpr (kKVRegs)
+          wgmma_rs<0>(&sr[8 * nb][0], ak[k0 / 16], desc_k(Q, BM, k0, 64 * nb), k0 > 0);
+        else
+          wgmma_ss<0>(&sr[8 * nb][0], desc_k(s.K, BN, k0, 64 * wg), desc_k(Q, BM, k0, 64 * nb),
+                      k0 > 0);
+      }
+      LCR_UNROLL
+      for (int k0 = 0; k0 < DVP; k0 += 16) {
+        if constexpr (kKVRegs)
+          wgmma_rs<0>(&dp[8 * nb][0], av[k0 / 16], desc_k(dO, BM, k0, 64 * nb), k0 > 0);
+        else
+          wgmma_ss<0>(&dp[8 * nb][0], desc_k(s.V, BN, k0, 64 * wg), desc_k(dO, BM, k0, 64 * nb),
+                      k0 > 0);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs<BM / 2>(&sr[0][0]);
+    fence_regs<BM / 2>(&dp[0][0]);
+
+    // P^T and dS^T; element (key row krow + 8 (e / 2), query column 8 n + 2 t + e % 2).
+    // Visibility: column >= thr[r] (causality and j < Lk folded, sdpa_backward_kernel.cuh),
+    // tested only where the warpgroup's keys straddle the diagonal or the sequence end.
+    const bool full = (jw0 + 64 <= a.Lk) && (dpos + i0 - (jw0 + 63) >= 0);
+    int thr[2] = {0, 0};
+    if (!full) LCR_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int j = j0 + krow + 8 * r;
+      const int64_t first = j - dpos - i0;
+      thr[r] = (j >= a.Lk ? BM + 1 : int(first < 0 ? 0 : (first > BM ? BM : first))) - 2 * t;
+    }
+    LCR_UNROLL
+    for (int n = 0; n < BM / 8; ++n) {
+      const float l0 = cL[8 * n + 2 * t], l1 = cL[8 * n + 2 * t + 1];
+      const float d0 = cDel[8 * n + 2 * t], d1 = cDel[8 * n + 2 * t + 1];
+      LCR_UNROLL
+      for (int e = 0; e < 4; ++e) {
+        float pr = fast_exp2(fmaf(sr[n][e], sl2, -(e & 1 ? l1 : l0)));
+        if (!full && 8 * n + (e & 1) < thr[e >> 1]) pr = 0.f;
+        dp[n][e] = pr * (dp[n][e] - (e & 1 ? d1 : d0));
+        sr[n][e] = pr;
+      }
+    }
+    // As bf16 A fragments (16 query columns each); dS^T also to shared memory for dQ.
+    uint32_t pf[BM / 16][4], sf[BM / 16][4];
+    LCR_UNROLL
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      c_to_a(pf[kk], sr[2 * kk], sr[2 * kk + 1]);
+      c_to_a(sf[kk], dp[2 * kk], dp[2 * kk + 1]);
+      const int c = 16 * kk + 2 * t;
+      *reinterpret_cast<uint32_t*>(s.dS + swz(BN, krow, c)) = sf[kk][0];
+      *reinterpret_cast<uint32_t*>(s.dS + swz(BN, krow + 8, c)) = sf[kk][1];
+      *reinterpret_cast<uint32_t*>(s.dS + swz(BN, krow, c + 8)) = sf[kk][2];
+      *reinterpret_cast<uint32_t*>(s.dS + swz(BN, krow + 8, c + 8)) = sf[kk][3];
+    }
+    // dV += P^T dO, dK += dS^T Q (k index: the query), running while dS^T is exchanged.
+    wgmma_fence();
+    LCR_UNROLL
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      LCR_UNROLL
+      for (int hf = 0; hf < DVP / 64; ++hf)
+        wgmma_rs<1>(&dv[8 * hf][0], pf[kk], desc_mn(dO, BM, 16 * kk, 64 * hf), true);
+      LCR_UNROLL
+      for (int hf = 0; hf < DP / 64; ++hf)
+        wgmma_rs<1>(&dk[8 * hf][0], sf[kk], desc_mn(Q, BM, 16 * kk, 64 * hf), true);
+    }
+    wgmma_commit();
+    fence_async_smem();  // dS^T, for the tensor cores
+    sync_cta();          // every warpgroup's dS^T rows
+    dq_step(h, i0);
+    h += head_done, qt = head_done ? qt0 : qt + 1;
+  }
+  cp_async_wait<0>();
+  fence_regs<DP / 2>(&dk[0][0]);
+  fence_regs<DVP / 2>(&dv[0][0]);
+
+  // dK = scale * sum dS^T Q, dV = sum P^T dO for this thread's key rows.
+  LCR_UNROLL
+  for (int r = 0; r < 2; ++r) {
+    const int j = j0 + krow + 8 * r;
+    if (j >= a.Lk) continue;
+    float* dkrow = p.dk + (int64_t(b) * a.Lk + j) * k_ld + int64_t(hk) * a.D;
+    float* dvrow = p.dv + (int64_t(b) * a.Lk + j) * v_ld + int64_t(hk) * a.Dv;
+    LCR_UNROLL
+    for (int n = 0; n < DP / 8; ++n) {
+      const int c = 8 * n + 2 * t;
+      if (c >= a.D) continue;
+      float x0 = dk[n][2 * r] * a.scale, x1 = dk[n][2 * r + 1] * a.scale;
+      if (p.accumulate) x0 += dkrow[c], x1 += dkrow[c + 1];
+      store_f32x2(dkrow + c, x0, x1);
+    }
+    LCR_UNROLL
+    for (int n = 0; n < DVP / 8; ++n) {
+      const int c = 8 * n + 2 * t;
+      if (c >= a.Dv) continue;
+      float x0 = dv[n][2 * r], x1 = dv[n][2 * r + 1];
+      if (p.accumulate) x0 += dvrow[c], x1 += dvrow[c + 1];
+      store_f32x2(dvrow + c, x0, x1);
+    }
+  }
+}
+
+// Key tiles (into p.n_tiles) and CTAs of a launch with NWG warpgroups (both builds' launchers).
+template <int NWG>
+inline int64_t wg_bwd_grid(KernelParams& p) {
+  p.n_tiles = (p.a.Lk + 64 * NWG - 1) / (64 * NWG);
+  return int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
+}
+
+template <int DP, int DVP, int NWG, int BM>
+inline std::size_t wg_bwd_smem_bytes() {
+  SmemCarver c;
+  return WgBwdSmem<DP, DVP, NWG, BM>::carve(c, nullptr);
+}
+
+}  // namespace lcr::cuda::LCR_SDPAWG
+
+#if !defined(LCR_CUDA_EMU)
+#include "kernels/attention/cuda/cuda_check.hpp"
+
+namespace lcr::cuda::detail {
+
+// The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path.
+template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs>
+void launch_bwd_wg(KernelParams p, cudaStream_t s) {
+  const int64_t grid = LCR_SDPAWG::wg_bwd_grid<NWG>(p);
+  if (grid == 0) return;
+  auto kern = LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs>;
+  const std::size_t smem = LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>();
+  LCR_CUDA_CHECK(
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kern<<<unsigned(grid), 128 * NWG, smem, s>>>(p);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace lcr::cuda::detail
+#endif
