@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One device call (nvidia-h200) for the wgmma SDPA backward (sdpa_backward_wgmma.cuh): the SDPA
+# suite on the GPU (CudaSdpaBackwardVariants runs every backward tiling against the float64
+# reference; the emulator suites are left to the build machine), then every backward tiling
+# side by side at the benchmark shapes and PoPE's QK 128 / V 64, cuDNN's backward for scale,
+# and an ncu summary of the backward kernels at (1,16,16384,64) and (1,16,16384,128). Pack
+# first (here):
+#   scripts/device/bundle.sh wgbwd build-nccl/tests/cuda/lcr_cuda_sdpa_tests
+#       build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip; tar | xz into
+#       .devbundle/gpack/wgbwd.tar.xz
+#   run(command="bash scripts/device/wgmma_bwd_check.sh", carry=[".devbundle/gpack"])
+set -u
+source "$(dirname "$0")/common.sh"
+packed_init wgbwd
+shard 0 "$B/lcr_cuda_sdpa_tests" sdpa "${SDPA_FILTER:--*Emu*}"
+suite_summary sdpa
+for s in ${BWD_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,64}; do
+  IFS=, read -r b h l d dv <<<"$s"
+  timeout 150 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} \
+    --variants all --bwd-only --reps 10
+  timeout 60 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only \
+    --reps 10 --impl cudnn
+done >"$OUT/variants.csv" 2>&1
+echo "=== bwd variants (ms, TFLOP/s)" | tee -a "$OUT/summary.txt"
+grep -v '^impl' "$OUT/variants.csv" | tee -a "$OUT/summary.txt"
+for d in 64 128; do
+  timeout 120 ncu --clock-control none --kernel-name regex:sdpa_bwd --metrics \
+    gpu__time_duration.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,smsp__average_warp_latency_issue_stalled_barrier.pct,sm__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,lts__t_sectors_op_red.sum \
+    "$B/bench_cuda_sdpa" --B 1 --H 16 --L 16384 --D $d --variants all --bwd-only --reps 1 \
+    --warmup 0 --sets 1 >"$OUT/ncu_d$d.txt" 2>&1
+  grep -E "sdpa_bwd|gpu__time|gmma|warps_active|registers|stalled_barrier|sm__throughput|wavefronts|red.sum" \
+    "$OUT/ncu_d$d.txt" | sed 's/  */ /g' | cut -c1-160 | head -120 >"$OUT/ncu_summary_d$d.txt"
+done
+echo "elapsed $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
