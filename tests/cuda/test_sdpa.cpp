@@ -500,7 +500,7 @@ struct WgBwdShape {
 };
 std::vector<WgBwdShape> wg_bwd_shapes(int D, int Dv) {
   if (detail::width_class(D) == 64 && detail::width_class(Dv) == 64)
-    return {{1, 64, true}, {2, 64, false}, {2, 128, true}};
+    return {{1, 64, false}, {2, 64, true}, {2, 128, false}};
   return {{1, 64, false}, {2, 64, true}};
 }
 

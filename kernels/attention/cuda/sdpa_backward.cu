@@ -64,10 +64,8 @@ const BwdVariant k64_64[] = {
     LCR_BWD_PLAIN(64, 64, 64, 8),
     LCR_BWD_PLAIN(64, 64, 64, 4),
     LCR_BWD_PLAIN(64, 64, 32, 8),
-    LCR_BWD_WG(64, 64, 1, 64, 2, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
-    LCR_BWD_WG(64, 64, 1, 64, 3, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
+    LCR_BWD_WG(64, 64, 1, 64, 2, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
     LCR_BWD_WG(64, 64, 2, 64, 1, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
-    LCR_BWD_WG(64, 64, 2, 128, 1, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
     LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64)};
 const BwdVariant k128_128[] = {
     BwdVariant{"q64_w8_pipe_dq2", &launch_bwd<128, 128, 64, 8, false, true, 2>,
@@ -79,13 +77,11 @@ const BwdVariant k128_128[] = {
     LCR_BWD_PLAIN(128, 128, 64, 4),
     LCR_BWD_PLAIN(128, 128, 32, 8),
     LCR_BWD_PLAIN(128, 128, 32, 4),
-    LCR_BWD_WG(128, 128, 2, 64, 1, 0, LCR_BWD_OPTS128, LCR_BWD_BIAS128),
-    LCR_BWD_WG(128, 128, 1, 64, 2, 0, LCR_BWD_OPTS128, LCR_BWD_BIAS128)};
+    LCR_BWD_WG(128, 128, 2, 64, 1, 0, LCR_BWD_OPTS128, LCR_BWD_BIAS128)};
 const BwdVariant k128_64[] = {
     LCR_BWD(128, 64, 64, 8),
     LCR_BWD_WG(128, 64, 2, 64, 1, 1, (&launch_bwd<128, 64, 64, 8, true>), nullptr),
-    LCR_BWD_WG(128, 64, 2, 64, 1, 0, (&launch_bwd<128, 64, 64, 8, true>), nullptr),
-    LCR_BWD_WG(128, 64, 1, 64, 2, 0, (&launch_bwd<128, 64, 64, 8, true>), nullptr)};
+    LCR_BWD_WG(128, 64, 2, 64, 1, 0, (&launch_bwd<128, 64, 64, 8, true>), nullptr)};
 // PoPE at d = 128 (QK 256 / V 128): 16-query steps and 8 warps keep dK, dV of 16 keys x 384
 // lanes per warp with few spills (measured 177 vs 151 (q16_w4) vs 128 (q32_w4) TFLOP/s at
 // 1x16x16384, H200, 2026-11-29); the option path keeps q32_w4.

@@ -52,21 +52,24 @@ struct WgBwdShape {
   static_assert(kDqSplitK || kBlocks % NWG == 0, "dQ blocks must split over the warpgroups");
 };
 
+constexpr int kWgBwdStages = 2;  // Q / dO / lse / delta buffers
+
 template <int DP, int DVP, int NWG, int BM>
 struct WgBwdSmem {
-  bf16 *K, *V, *Q, *dO, *dS;  // Swz tiles: K [BN x DP], V [BN x DVP], Q [2][BM x DP],
-                              // dO [2][BM x DVP], dS^T [BN x BM]
-  float *lse2, *del;          // [2][BM]: lse log2 e (+inf: the row sees nothing), delta
+  static constexpr int S = kWgBwdStages;
+  bf16 *K, *V, *Q, *dO, *dS;  // Swz tiles: K [BN x DP], V [BN x DVP], Q [S][BM x DP],
+                              // dO [S][BM x DVP], dS^T [BN x BM]
+  float *lse2, *del;          // [S][BM]: lse log2 e (+inf: the row sees nothing), delta
   static LCR_HD std::size_t carve(SmemCarver& c, WgBwdSmem* s) {
     constexpr int BN = 64 * NWG;
     WgBwdSmem t;
     t.K = c.take_1k<bf16>(BN * DP);
     t.V = c.take_1k<bf16>(BN * DVP);
-    t.Q = c.take_1k<bf16>(2 * BM * DP);
-    t.dO = c.take_1k<bf16>(2 * BM * DVP);
+    t.Q = c.take_1k<bf16>(S * BM * DP);
+    t.dO = c.take_1k<bf16>(S * BM * DVP);
     t.dS = c.take_1k<bf16>(BN * BM);
-    t.lse2 = c.take<float>(2 * BM);
-    t.del = c.take<float>(2 * BM);
+    t.lse2 = c.take<float>(S * BM);
+    t.del = c.take<float>(S * BM);
     if (s) *s = t;
     return c.off;
   }
@@ -76,10 +79,11 @@ template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_bwd_wg_kernel(const KernelParams p) {
   static_assert((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP &&
-                    (NWG == 1 || NWG == 2) && (BM == 64 || BM == 128),
+                    (NWG == 1 || NWG == 2) && (BM == 64 || BM == 128) && BM <= 128 * NWG,
                 "tile shape");
   using Shape = WgBwdShape<DP, DVP, NWG, BM>;
   constexpr int BN = Shape::BN, NT = 128 * NWG, NQB = BM / 64;  // NQB: 64-query blocks
+  constexpr int NS = kWgBwdStages;
   check_smem_base();
   using Smem = WgBwdSmem<DP, DVP, NWG, BM>;
   Smem s;
@@ -101,33 +105,48 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   const int64_t q_ld = int64_t(a.H) * a.D, k_ld = int64_t(a.Hkv) * a.D;
   const int64_t v_ld = int64_t(a.Hkv) * a.Dv, o_ld = int64_t(a.H) * a.Dv;
 
-  // Stage (query head h, query tile qt) into buffer st: Q, dO, lse log2 e and delta.
-  auto stage = [&](int h, int qt, int st) {
+  // Q and dO of (query head h, query tile qt) into stage st (cp.async).
+  auto stage_tiles = [&](int h, int qt, int st) {
     const int i0 = qt * BM, nq = a.Lq - i0 < BM ? a.Lq - i0 : BM;
     async_swz<BM, DP, NT>(s.Q + st * BM * DP,
                           a.q + (int64_t(b) * a.Lq + i0) * q_ld + int64_t(h) * a.D, q_ld, nq, a.D);
     async_swz<BM, DVP, NT>(s.dO + st * BM * DVP,
                            p.dout + (int64_t(b) * a.Lq + i0) * o_ld + int64_t(h) * a.Dv, o_ld, nq,
                            a.Dv);
-    for (int r = tid(); r < BM; r += NT) {
-      const int i = i0 + r;
-      float l2 = INFINITY, del = 0.f;  // padding rows: P = 2^(x - inf) = 0
-      if (i < a.Lq) {
-        const float l = p.lse_in[(int64_t(b) * a.H + h) * a.Lq + i];
-        l2 = l == -INFINITY ? INFINITY : l * kLog2e;  // a row that saw no key has P = 0
-        del = p.delta[(int64_t(b) * a.H + h) * a.Lq + i];
-      }
-      s.lse2[st * BM + r] = l2;
-      s.del[st * BM + r] = del;
+  };
+  // lse and delta of row tid() of (h, qt), read a step ahead into registers (plain loads do
+  // not stall until their value is used) and stored to the stage at the end of the step.
+  struct RowStats {
+    float l2 = INFINITY, del = 0.f;  // padding rows: P = 2^(x - inf) = 0
+  };
+  auto fetch_stats = [&](int h, int qt) {
+    RowStats r;
+    const int i = qt * BM + tid();
+    if (tid() < BM && i < a.Lq) {
+      r.l2 = load_ro(p.lse_in + (int64_t(b) * a.H + h) * a.Lq + i);
+      r.del = load_ro(p.delta + (int64_t(b) * a.H + h) * a.Lq + i);
+    }
+    return r;
+  };
+  auto store_stats = [&](RowStats r, int st) {
+    if (tid() < BM) {  // a row that saw no key (lse = -inf) has P = 0
+      s.lse2[st * BM + tid()] = r.l2 == -INFINITY ? INFINITY : r.l2 * kLog2e;
+      s.del[st * BM + tid()] = r.del;
     }
   };
 
+  int h = hk * G, qt = qt0;
+  auto next_of = [&](int& nh, int& nqt_) {  // the step after (h, qt)
+    const bool head_done = qt == nqt - 1;
+    nh = h + head_done, nqt_ = head_done ? qt0 : qt + 1;
+  };
   if (n_steps > 0) {
     async_swz<BN, DP, NT>(s.K, a.k + (int64_t(b) * a.Lk + j0) * k_ld + int64_t(hk) * a.D, k_ld, nk,
                           a.D);
     async_swz<BN, DVP, NT>(s.V, a.v + (int64_t(b) * a.Lk + j0) * v_ld + int64_t(hk) * a.Dv, v_ld,
                            nk, a.Dv);
-    stage(hk * G, qt0, 0);
+    stage_tiles(h, qt, 0);
+    store_stats(fetch_stats(h, qt), 0);
   }
   cp_async_commit();
 
@@ -144,35 +163,35 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
 
   // kKVRegs: this warp's 16 key rows of K and V as A fragments, loaded once.
   uint32_t ak[kKVRegs ? DP / 16 : 1][4], av[kKVRegs ? DVP / 16 : 1][4];
-  auto load_kv_frags = [&] {
-    if constexpr (kKVRegs) {
-      const int r = 64 * wg + 16 * w + (lane() & 15), c = 8 * (lane() >> 4);
-      LCR_UNROLL
-      for (int kk = 0; kk < DP / 16; ++kk) ldsm_x4(ak[kk], s.K + swz(BN, r, 16 * kk + c));
-      LCR_UNROLL
-      for (int kk = 0; kk < DVP / 16; ++kk) ldsm_x4(av[kk], s.V + swz(BN, r, 16 * kk + c));
-    }
-  };
+  if (kKVRegs && n_steps > 0) {  // K and V landed (with step 0's tiles): their fragments
+    cp_async_wait<0>();
+    sync_cta();
+    const int r = 64 * wg + 16 * w + (lane() & 15), c = 8 * (lane() >> 4);
+    LCR_UNROLL
+    for (int kk = 0; kk < DP / 16; ++kk) ldsm_x4(ak[kk], s.K + swz(BN, r, 16 * kk + c));
+    LCR_UNROLL
+    for (int kk = 0; kk < DVP / 16; ++kk) ldsm_x4(av[kk], s.V + swz(BN, r, 16 * kk + c));
+  }
 
-  // dQ += dS K for the warpgroup's blocks, scaled, into global dq (query tile at i0, head h).
-  auto dq_step = [&](int h, int i0) {
-    float dq[Shape::kDqBlocks][32];
-    wgmma_fence();
+  // dQ of a step: issued after the step's dS^T exchange, completed and added to global dq
+  // (scaled, 8-byte atomics) early in the next step, while that step's S^T runs.
+  float dq[Shape::kDqBlocks][32];
+  auto issue_dq = [&](const bf16* dS) {
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) {
+      LCR_UNROLL
+      for (int e = 0; e < 32; ++e) dq[u][e] = 0.f;  // ends the registers' last use (ptxas)
       const int blk = Shape::kDqSplitK ? 0 : wg * Shape::kDqBlocks + u;
       const int mb = blk % NQB, nb = blk / NQB;  // 64-query block, 64-column block
       constexpr int kKeys = Shape::kDqSplitK ? 64 : BN;
       const int kbase = Shape::kDqSplitK ? 64 * wg : 0;
       LCR_UNROLL
       for (int k0 = 0; k0 < kKeys; k0 += 16)
-        wgmma_ss<1, 1>(dq[u], desc_mn(s.dS, BN, kbase + k0, 64 * mb),
+        wgmma_ss<1, 1>(dq[u], desc_mn(dS, BN, kbase + k0, 64 * mb),
                        desc_mn(s.K, BN, kbase + k0, 64 * nb), k0 > 0);
     }
-    wgmma_commit();
-    wgmma_wait<0>();  // also completes this step's dK, dV products
-    LCR_UNROLL
-    for (int u = 0; u < Shape::kDqBlocks; ++u) fence_regs<32>(dq[u]);
+  };
+  auto add_dq = [&](int h, int i0) {
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) {
       const int blk = Shape::kDqSplitK ? 0 : wg * Shape::kDqBlocks + u;
@@ -189,55 +208,59 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     }
   };
 
-  if (kKVRegs && n_steps > 0) {  // K and V landed (with step 0's tiles): their fragments
-    cp_async_wait<0>();
-    sync_cta();
-    load_kv_frags();
-  }
-  int h = hk * G, qt = qt0;
+  // The pipeline of step it (stage it % 2), products in issue order:
+  //   top barrier: step it's tiles landed (and visible to the tensor cores); every warpgroup
+  //     is done with step it - 1, so stage (it + 1) % 2 and dS^T are free: step it + 1's copy
+  //     starts (its lse and delta into registers, stored at the end of the step)
+  //   S^T, dP^T; wait for S^T -> P^T (exp) -> P^T fragments
+  //   dV += P^T dO; wait for dP^T -> dS^T -> fragments, shared memory
+  //   dK += dS^T Q; second barrier (every warpgroup's dS^T rows); dQ = dS K; wait for all,
+  //   dq to global
+  // so the exponentials run beside dP^T, dS^T beside dV, and the other warpgroup's (or CTA's)
+  // products beside this one's waits.
   for (int it = 0; it < n_steps; ++it) {
-    const int st = it & 1, i0 = qt * BM;
-    const bool head_done = qt == nqt - 1;
-    // This step's tiles landed and visible to the tensor cores; every warpgroup is past
-    // step it - 1 (its products complete), so buffer st ^ 1 and dS^T are free.
+    const int st = it % NS, i0 = qt * BM;
+    int nh, nq_t;
+    next_of(nh, nq_t);
     cp_async_wait<0>();
     fence_async_smem();
     sync_cta();
-    if (it + 1 < n_steps) stage(head_done ? h + 1 : h, head_done ? qt0 : qt + 1, st ^ 1);
+    const bool more = it + 1 < n_steps;
+    if (more) stage_tiles(nh, nq_t, (it + 1) % NS);
     cp_async_commit();
+    const RowStats next_stats = more ? fetch_stats(nh, nq_t) : RowStats{};
     const bf16 *Q = s.Q + st * BM * DP, *dO = s.dO + st * BM * DVP;
+    bf16* dS = s.dS;
     const float *cL = s.lse2 + st * BM, *cDel = s.del + st * BM;
 
-    // S^T = K Q^T and dP^T = V dO^T: 64 keys x BM queries per warpgroup.
     float sr[BM / 8][4], dp[BM / 8][4];
     wgmma_fence();
     LCR_UNROLL
-    for (int nb = 0; nb < NQB; ++nb) {
-      LCR_UNROLL
-      for (int k0 = 0; k0 < DP; k0 += 16) {
-        if constexpr (kKVRegs)
-          wgmma_rs<0>(&sr[8 * nb][0], ak[k0 / 16], desc_k(Q, BM, k0, 64 * nb), k0 > 0);
-        else
-          wgmma_ss<0>(&sr[8 * nb][0], desc_k(s.K, BN, k0, 64 * wg), desc_k(Q, BM, k0, 64 * nb),
-                      k0 > 0);
-      }
-      LCR_UNROLL
-      for (int k0 = 0; k0 < DVP; k0 += 16) {
-        if constexpr (kKVRegs)
-          wgmma_rs<0>(&dp[8 * nb][0], av[k0 / 16], desc_k(dO, BM, k0, 64 * nb), k0 > 0);
-        else
-          wgmma_ss<0>(&dp[8 * nb][0], desc_k(s.V, BN, k0, 64 * wg), desc_k(dO, BM, k0, 64 * nb),
-                      k0 > 0);
-      }
+    for (int nb = 0; nb < NQB; ++nb) LCR_UNROLL
+    for (int k0 = 0; k0 < DP; k0 += 16) {
+      if constexpr (kKVRegs)
+        wgmma_rs<0>(&sr[8 * nb][0], ak[k0 / 16], desc_k(Q, BM, k0, 64 * nb), k0 > 0);
+      else
+        wgmma_ss<0>(&sr[8 * nb][0], desc_k(s.K, BN, k0, 64 * wg), desc_k(Q, BM, k0, 64 * nb),
+                    k0 > 0);
     }
     wgmma_commit();
-    wgmma_wait<0>();
+    LCR_UNROLL
+    for (int nb = 0; nb < NQB; ++nb) LCR_UNROLL
+    for (int k0 = 0; k0 < DVP; k0 += 16) {
+      if constexpr (kKVRegs)
+        wgmma_rs<0>(&dp[8 * nb][0], av[k0 / 16], desc_k(dO, BM, k0, 64 * nb), k0 > 0);
+      else
+        wgmma_ss<0>(&dp[8 * nb][0], desc_k(s.V, BN, k0, 64 * wg), desc_k(dO, BM, k0, 64 * nb),
+                    k0 > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // S^T
     fence_regs<BM / 2>(&sr[0][0]);
-    fence_regs<BM / 2>(&dp[0][0]);
 
-    // P^T and dS^T; element (key row krow + 8 (e / 2), query column 8 n + 2 t + e % 2).
-    // Visibility: column >= thr[r] (causality and j < Lk folded, sdpa_backward_kernel.cuh),
-    // tested only where the warpgroup's keys straddle the diagonal or the sequence end.
+    // P^T; element (key row krow + 8 (e / 2), query column 8 n + 2 t + e % 2). Visibility:
+    // column >= thr[r] (causality and j < Lk folded, sdpa_backward_kernel.cuh), tested only
+    // where the warpgroup's keys straddle the diagonal or the sequence end.
     const bool full = (jw0 + 64 <= a.Lk) && (dpos + i0 - (jw0 + 63) >= 0);
     int thr[2] = {0, 0};
     if (!full) LCR_UNROLL
@@ -246,50 +269,69 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       const int64_t first = j - dpos - i0;
       thr[r] = (j >= a.Lk ? BM + 1 : int(first < 0 ? 0 : (first > BM ? BM : first))) - 2 * t;
     }
+    uint32_t pf[BM / 16][4], sf[BM / 16][4];
     LCR_UNROLL
     for (int n = 0; n < BM / 8; ++n) {
       const float l0 = cL[8 * n + 2 * t], l1 = cL[8 * n + 2 * t + 1];
-      const float d0 = cDel[8 * n + 2 * t], d1 = cDel[8 * n + 2 * t + 1];
       LCR_UNROLL
       for (int e = 0; e < 4; ++e) {
         float pr = fast_exp2(fmaf(sr[n][e], sl2, -(e & 1 ? l1 : l0)));
         if (!full && 8 * n + (e & 1) < thr[e >> 1]) pr = 0.f;
-        dp[n][e] = pr * (dp[n][e] - (e & 1 ? d1 : d0));
         sr[n][e] = pr;
       }
     }
-    // As bf16 A fragments (16 query columns each); dS^T also to shared memory for dQ.
-    uint32_t pf[BM / 16][4], sf[BM / 16][4];
     LCR_UNROLL
-    for (int kk = 0; kk < BM / 16; ++kk) {
-      c_to_a(pf[kk], sr[2 * kk], sr[2 * kk + 1]);
-      c_to_a(sf[kk], dp[2 * kk], dp[2 * kk + 1]);
-      const int c = 16 * kk + 2 * t;
-      *reinterpret_cast<uint32_t*>(s.dS + swz(BN, krow, c)) = sf[kk][0];
-      *reinterpret_cast<uint32_t*>(s.dS + swz(BN, krow + 8, c)) = sf[kk][1];
-      *reinterpret_cast<uint32_t*>(s.dS + swz(BN, krow, c + 8)) = sf[kk][2];
-      *reinterpret_cast<uint32_t*>(s.dS + swz(BN, krow + 8, c + 8)) = sf[kk][3];
-    }
-    // dV += P^T dO, dK += dS^T Q (k index: the query), running while dS^T is exchanged.
+    for (int kk = 0; kk < BM / 16; ++kk) c_to_a(pf[kk], sr[2 * kk], sr[2 * kk + 1]);
     wgmma_fence();
     LCR_UNROLL
-    for (int kk = 0; kk < BM / 16; ++kk) {
-      LCR_UNROLL
-      for (int hf = 0; hf < DVP / 64; ++hf)
-        wgmma_rs<1>(&dv[8 * hf][0], pf[kk], desc_mn(dO, BM, 16 * kk, 64 * hf), true);
-      LCR_UNROLL
-      for (int hf = 0; hf < DP / 64; ++hf)
-        wgmma_rs<1>(&dk[8 * hf][0], sf[kk], desc_mn(Q, BM, 16 * kk, 64 * hf), true);
-    }
+    for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
+    for (int hf = 0; hf < DVP / 64; ++hf)
+      wgmma_rs<1>(&dv[8 * hf][0], pf[kk], desc_mn(dO, BM, 16 * kk, 64 * hf), true);
     wgmma_commit();
+    wgmma_wait<1>();  // dP^T
+    fence_regs<BM / 2>(&dp[0][0]);
+
+    // dS^T = P^T (dP^T - delta), as fragments and into shared memory for dQ.
+    LCR_UNROLL
+    for (int n = 0; n < BM / 8; ++n) {
+      const float d0 = cDel[8 * n + 2 * t], d1 = cDel[8 * n + 2 * t + 1];
+      LCR_UNROLL
+      for (int e = 0; e < 4; ++e) dp[n][e] = sr[n][e] * (dp[n][e] - (e & 1 ? d1 : d0));
+    }
+    LCR_UNROLL
+    for (int kk = 0; kk < BM / 16; ++kk) c_to_a(sf[kk], dp[2 * kk], dp[2 * kk + 1]);
+    wgmma_fence();
+    LCR_UNROLL
+    for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
+    for (int hf = 0; hf < DP / 64; ++hf)
+      wgmma_rs<1>(&dk[8 * hf][0], sf[kk], desc_mn(Q, BM, 16 * kk, 64 * hf), true);
+    wgmma_commit();
+    LCR_UNROLL
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      const int c = 16 * kk + 2 * t;
+      *reinterpret_cast<uint32_t*>(dS + swz(BN, krow, c)) = sf[kk][0];
+      *reinterpret_cast<uint32_t*>(dS + swz(BN, krow + 8, c)) = sf[kk][1];
+      *reinterpret_cast<uint32_t*>(dS + swz(BN, krow, c + 8)) = sf[kk][2];
+      *reinterpret_cast<uint32_t*>(dS + swz(BN, krow + 8, c + 8)) = sf[kk][3];
+    }
     fence_async_smem();  // dS^T, for the tensor cores
     sync_cta();          // every warpgroup's dS^T rows
-    dq_step(h, i0);
-    h += head_done, qt = head_done ? qt0 : qt + 1;
+    wgmma_fence();
+    issue_dq(dS);
+    wgmma_commit();
+    if (more) store_stats(next_stats, (it + 1) % NS);
+    // Every product of the step completes within it: one pending across the loop's back
+    // edge makes ptxas serialise every wgmma of the kernel (C7514; reading dq under a
+    // condition instead, C7518).
+    wgmma_wait<0>();
+    LCR_UNROLL
+    for (int u = 0; u < Shape::kDqBlocks; ++u) fence_regs<32>(dq[u]);
+    add_dq(h, i0);
+    h = nh, qt = nq_t;
   }
-  cp_async_wait<0>();
   fence_regs<DP / 2>(&dk[0][0]);
   fence_regs<DVP / 2>(&dv[0][0]);
+  cp_async_wait<0>();
 
   // dK = scale * sum dS^T Q, dV = sum P^T dO for this thread's key rows.
   LCR_UNROLL

@@ -72,7 +72,7 @@ void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs) {
     return kv_regs ? run_bwd<DP, DVP, 2, 64, true>(p) : run_bwd<DP, DVP, 2, 64, false>(p);
   }
   if constexpr (DP == 64) {  // 128-query steps: the 64-wide class only (registers)
-    if (bm == 128 && nwg == 2) return kv_regs ? run_bwd<DP, DVP, 2, 128, true>(p) : fail();
+    if (bm == 128 && nwg == 2) return kv_regs ? fail() : run_bwd<DP, DVP, 2, 128, false>(p);
   }
   fail();
 }
