@@ -1,5 +1,7 @@
 // Public backward entry point of the CUDA SDPA (sdpa.hpp) and its tile shapes per
 // head-width class (BM query rows per step; the key tile is 16 rows per warp):
+//   plain path at D, Dv <= 64, D, Dv <= 128 and QK 128 / V 64: wgmma (sdpa_backward_wgmma.cuh),
+//                  two warpgroups of 64 keys x queries 128 (64-wide) or 64
 //   D, Dv <= 64  : keys 128 (8 warps) x queries 128 (option path: x 64), dQ pipelined
 //   D, Dv <= 128 : keys 128 (8 warps) x queries 64 (dK, dV, S^T, dP^T in ~200 registers),
 //                  dQ pipelined (sdpa_backward_kernel.cuh, kPipe), 32-row dQ blocks
@@ -54,7 +56,12 @@ struct BwdVariant {
 #define LCR_BWD_OPTS128 &launch_bwd<128, 128, 64, 8, true, true, 2>
 #define LCR_BWD_BIAS128 &launch_bwd<128, 128, 64, 8, false, true, 2, true>
 
+// Defaults since 2026-12-02 (H200, scripts/device/wgmma_bwd_check.sh, ~03:45 UTC): the plain
+// path on wgmma, 310 against 262 TFLOP/s (q128_w8_pipe) at 1x16x16384x64 (321 vs 272 at
+// 1x8x65536 in the ~03:30 run), 355 vs 296 (q64_w8_pipe_dq2) at D = 128, 300 vs 233 at QK 128 /
+// V 64; the option and bias paths keep their mma.sync kernels.
 const BwdVariant k64_64[] = {
+    LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
     BwdVariant{"q128_w8_pipe/opts_q64", &launch_bwd<64, 64, 128, 8, false, true>,
                &launch_bwd<64, 64, 64, 8, true, true>,
                &launch_bwd<64, 64, 128, 8, false, true, 1, true>},
@@ -65,9 +72,9 @@ const BwdVariant k64_64[] = {
     LCR_BWD_PLAIN(64, 64, 64, 4),
     LCR_BWD_PLAIN(64, 64, 32, 8),
     LCR_BWD_WG(64, 64, 1, 64, 2, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
-    LCR_BWD_WG(64, 64, 2, 64, 1, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
-    LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64)};
+    LCR_BWD_WG(64, 64, 2, 64, 1, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64)};
 const BwdVariant k128_128[] = {
+    LCR_BWD_WG(128, 128, 2, 64, 1, 0, LCR_BWD_OPTS128, LCR_BWD_BIAS128),
     BwdVariant{"q64_w8_pipe_dq2", &launch_bwd<128, 128, 64, 8, false, true, 2>,
                &launch_bwd<128, 128, 64, 8, true, true, 2>,
                &launch_bwd<128, 128, 64, 8, false, true, 2, true>},
@@ -76,11 +83,10 @@ const BwdVariant k128_128[] = {
     LCR_BWD(128, 128, 64, 8),
     LCR_BWD_PLAIN(128, 128, 64, 4),
     LCR_BWD_PLAIN(128, 128, 32, 8),
-    LCR_BWD_PLAIN(128, 128, 32, 4),
-    LCR_BWD_WG(128, 128, 2, 64, 1, 0, LCR_BWD_OPTS128, LCR_BWD_BIAS128)};
+    LCR_BWD_PLAIN(128, 128, 32, 4)};
 const BwdVariant k128_64[] = {
-    LCR_BWD(128, 64, 64, 8),
     LCR_BWD_WG(128, 64, 2, 64, 1, 1, (&launch_bwd<128, 64, 64, 8, true>), nullptr),
+    LCR_BWD(128, 64, 64, 8),
     LCR_BWD_WG(128, 64, 2, 64, 1, 0, (&launch_bwd<128, 64, 64, 8, true>), nullptr)};
 // PoPE at d = 128 (QK 256 / V 128): 16-query steps and 8 warps keep dK, dV of 16 keys x 384
 // lanes per warp with few spills (measured 177 vs 151 (q16_w4) vs 128 (q32_w4) TFLOP/s at

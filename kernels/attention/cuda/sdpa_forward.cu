@@ -6,7 +6,8 @@
 //   D, Dv <= 128 : wgmma, every path (two warpgroups, Q in registers); also QK 128 / V 64
 //                  (PoPE at d = 64: wgmma, Q from shared memory)
 //   wider        : mma.sync 64 x 64, 4 warps (Q re-read from shared memory: registers hold
-//                  O); PoPE's QK 256 / V 128 plain path: 128 x 32, 4 warps of 32 rows
+//                  O); PoPE's QK 256 / V 128 plain path: wgmma (two warpgroups, Q from
+//                  shared memory)
 // The alternatives below exist for the benchmark's tuning runs (--variants all).
 #include <utility>
 
@@ -95,14 +96,17 @@ const FwdVariant k128_128[] = {
 const FwdVariant k128_64[] = {LCR_FWD_WG(128, 64, 2, 2, 0), LCR_FWD_SPLIT(128, 64, 128, 64, 4, 8),
                               LCR_FWD_PLAIN(128, 64, 128, 64, 8), LCR_FWD_WG(128, 64, 2, 2, 1),
                               LCR_FWD_WG(128, 64, 2, 1, 1)};
-// PoPE at d = 128 (QK 256, V 128), plain path: 128 x 32 tiles, two m-tiles per warp, 4.75 vs
-// 6.43 ms (128x64_w8: 5.47) at 1x16x16384 (H200, 2026-11-30 08:19 UTC, --variants all); the
-// option path keeps 64 x 64.
+// PoPE at d = 128 (QK 256, V 128), plain path: wgmma, two warpgroups, Q from shared memory,
+// 3.66 vs 4.69 ms for the mma.sync 128 x 32 tiles (two m-tiles per warp; 64x64_w4 6.47,
+// 128x64_w8 5.61) at 1x16x16384 (H200, 2026-12-02 ~03:30 UTC, --variants all); the option
+// path keeps the mma.sync 64 x 64 tiles.
 const FwdVariant k256_128[] = {
+    FwdVariant{"wg2x64_mb1_qr0/opts_64x64_w4",
+               &launch_fwd_wg<256, 128, 2, 1, false, sdpawg::kWgPlain>,
+               &launch_fwd<256, 128, 64, 64, 4, true>},
     FwdVariant{"128x32_w4/opts_64x64_w4", &launch_fwd<256, 128, 128, 32, 4, false>,
                &launch_fwd<256, 128, 64, 64, 4, true>},
     LCR_FWD(256, 128, 64, 64, 4), LCR_FWD_PLAIN(256, 128, 128, 64, 8),
-    // wgmma (2026-12-02): emulator- and GPU-tested (CudaSdpaForwardVariants), not yet timed.
     LCR_FWD_WG(256, 128, 2, 1, 0)};
 // Generic widths: the option path serves plain calls too (a few % slower, rarely used).
 const FwdVariant k64_128[] = {LCR_FWD_OPTS(64, 128, 128, 64, 8)};
