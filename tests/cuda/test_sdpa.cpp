@@ -501,6 +501,7 @@ struct WgBwdShape {
 std::vector<WgBwdShape> wg_bwd_shapes(int D, int Dv) {
   if (detail::width_class(D) == 64 && detail::width_class(Dv) == 64)
     return {{1, 64, false}, {2, 64, true}, {2, 128, false}};
+  if (detail::width_class(D) == 256) return {{2, 64, false}};  // the column-split form
   return {{1, 64, false}, {2, 64, true}};
 }
 
@@ -569,7 +570,8 @@ std::vector<Case> wgmma_bwd_cases() {
   std::vector<Case> v;
   for (const Case& c : wgmma_cases()) {
     const int dp = detail::width_class(c.D), dvp = detail::width_class(c.Dv);
-    const bool served = (dp == dvp && dp <= 128) || (dp == 128 && dvp == 64);
+    const bool served =
+        (dp == dvp && dp <= 128) || (dp == 128 && dvp == 64) || (dp == 256 && dvp == 128);
     if (served && !c.alibi && !c.bias && c.softcap == 0.f && !c.o_f32) v.push_back(c);
   }
   Case c{"gqa4_L200_pope128_64", 200, 200, 128, 64};
@@ -577,6 +579,9 @@ std::vector<Case> wgmma_bwd_cases() {
   v.push_back(c);
   c = {"accumulate_L200_d64", 200, 200, 64, 64};
   c.accumulate = true;
+  v.push_back(c);
+  c = {"accumulate_gqa4_L200_pope200_120", 200, 200, 200, 120};  // padded into 256 / 128
+  c.accumulate = true, c.Hkv = 1;
   v.push_back(c);
   return v;
 }

@@ -91,7 +91,10 @@ const BwdVariant k128_64[] = {
 // PoPE at d = 128 (QK 256 / V 128): 16-query steps and 8 warps keep dK, dV of 16 keys x 384
 // lanes per warp with few spills (measured 177 vs 151 (q16_w4) vs 128 (q32_w4) TFLOP/s at
 // 1x16x16384, H200, 2026-11-29); the option path keeps q32_w4.
+// wgmma (2026-12-02, not yet timed when made the default; docs/cuda.md "Backward on wgmma"):
+// the two warpgroups split dK's and dV's columns over one 64-key tile.
 const BwdVariant k256_128[] = {
+    LCR_BWD_WG(256, 128, 2, 64, 1, 0, (&launch_bwd<256, 128, 32, 4, true>), nullptr),
     // dQ one step late (kPipe): 21.55 vs 23.39 ms at 1x16x16384, 169.5 vs 185.5 at
     // 1x8x65536 (H200, 2026-11-30 08:28 UTC); the default since the SDPA suite ran it.
     BwdVariant{"q16_w8_pipe/opts_q32_w4", &launch_bwd<256, 128, 16, 8, false, true>,

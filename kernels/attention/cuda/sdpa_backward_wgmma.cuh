@@ -2,7 +2,8 @@
 // Backward kernel of the CUDA SDPA on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a): the
 // plain path (no ALiBi, bias lanes or softcap; NoPE, RoPE, GOAT's and PoPE's lanes) of
 // sdpa_backward_kernel.cuh, the same math and outputs, for the width classes QK 64 / V 64,
-// QK 128 / V 128 and QK 128 / V 64 (PoPE at d = 64).
+// QK 128 / V 128, QK 128 / V 64 (PoPE at d = 64) and QK 256 / V 128 (PoPE at d = 128: there
+// the warpgroups split dK's and dV's columns instead of the keys, WgBwdShape::kColSplit).
 //
 // One CTA = one (key tile of 64 NWG rows, batch b, KV head hk), NWG warpgroups of 64 keys
 // each; a warpgroup keeps its keys' dK [64 x D] and dV [64 x Dv] in fp32 registers while
@@ -43,7 +44,14 @@ using ::lcr::cuda::detail::KernelParams;
 
 template <int DP, int DVP, int NWG, int BM>
 struct WgBwdShape {
-  static constexpr int BN = 64 * NWG;  // keys per CTA
+  // kColSplit (QK 256 / V 128): the warpgroups share one tile of 64 keys and split the columns
+  // of dK and dV (dK of 64 keys x 256 lanes alone is 128 registers per thread); each forms the
+  // whole S^T, dP^T and dS^T itself (the products are 3/8 of the step), so no exchange is
+  // needed before dV and dK. Otherwise warpgroup wg owns keys 64 wg .. 64 wg + 63.
+  static constexpr bool kColSplit = DP == 256;
+  static constexpr int BN = kColSplit ? 64 : 64 * NWG;         // keys per CTA
+  static constexpr int kDkCols = kColSplit ? DP / NWG : DP;    // dK columns per warpgroup
+  static constexpr int kDvCols = kColSplit ? DVP / NWG : DVP;  // dV columns per warpgroup
   // dQ [BM x DP] in 64 x 64 blocks; each warpgroup takes kDqBlocks of them over all BN keys,
   // or (kDqSplitK: one block, two warpgroups) the one block over its own 64 keys.
   static constexpr int kBlocks = (BM / 64) * (DP / 64);
@@ -61,7 +69,7 @@ struct WgBwdSmem {
                               // dO [S][BM x DVP], dS^T [BN x BM]
   float *lse2, *del;          // [S][BM]: lse log2 e (+inf: the row sees nothing), delta
   static LCR_HD std::size_t carve(SmemCarver& c, WgBwdSmem* s) {
-    constexpr int BN = 64 * NWG;
+    constexpr int BN = WgBwdShape<DP, DVP, NWG, BM>::BN;
     WgBwdSmem t;
     t.K = c.take_1k<bf16>(BN * DP);
     t.V = c.take_1k<bf16>(BN * DVP);
@@ -78,10 +86,13 @@ struct WgBwdSmem {
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_bwd_wg_kernel(const KernelParams p) {
-  static_assert((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP &&
-                    (NWG == 1 || NWG == 2) && (BM == 64 || BM == 128) && BM <= 128 * NWG,
+  static_assert(((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP) ||
+                    (DP == 256 && DVP == 128 && NWG == 2 && BM == 64),
                 "tile shape");
+  static_assert((NWG == 1 || NWG == 2) && (BM == 64 || BM == 128) && BM <= 128 * NWG, "tile shape");
   using Shape = WgBwdShape<DP, DVP, NWG, BM>;
+  constexpr bool kSplit = Shape::kColSplit;
+  constexpr int DKW = Shape::kDkCols, DVW = Shape::kDvCols;
   constexpr int BN = Shape::BN, NT = 128 * NWG, NQB = BM / 64;  // NQB: 64-query blocks
   constexpr int NS = kWgBwdStages;
   check_smem_base();
@@ -150,23 +161,26 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   }
   cp_async_commit();
 
-  float dk[DP / 8][4], dv[DVP / 8][4];
+  // This warpgroup's columns of dK and dV (kColSplit: columns DKW wg .., DVW wg ..).
+  float dk[DKW / 8][4], dv[DVW / 8][4];
   LCR_UNROLL
-  for (int n = 0; n < DP / 8; ++n) LCR_UNROLL
+  for (int n = 0; n < DKW / 8; ++n) LCR_UNROLL
   for (int e = 0; e < 4; ++e) dk[n][e] = 0.f;
   LCR_UNROLL
-  for (int n = 0; n < DVP / 8; ++n) LCR_UNROLL
+  for (int n = 0; n < DVW / 8; ++n) LCR_UNROLL
   for (int e = 0; e < 4; ++e) dv[n][e] = 0.f;
+  const int kw = kSplit ? 0 : 64 * wg;  // this warpgroup's first key row in the tile
+  const int dk0 = kSplit ? DKW * wg : 0, dv0 = kSplit ? DVW * wg : 0;
   const float sl2 = a.scale * kLog2e;
-  const int krow = 64 * wg + 16 * w + g;  // this thread's key rows in the tile: krow, krow + 8
-  const int jw0 = j0 + 64 * wg;           // this warpgroup's first key
+  const int krow = kw + 16 * w + g;  // this thread's key rows in the tile: krow, krow + 8
+  const int jw0 = j0 + kw;           // this warpgroup's first key
 
   // kKVRegs: this warp's 16 key rows of K and V as A fragments, loaded once.
   uint32_t ak[kKVRegs ? DP / 16 : 1][4], av[kKVRegs ? DVP / 16 : 1][4];
   if (kKVRegs && n_steps > 0) {  // K and V landed (with step 0's tiles): their fragments
     cp_async_wait<0>();
     sync_cta();
-    const int r = 64 * wg + 16 * w + (lane() & 15), c = 8 * (lane() >> 4);
+    const int r = kw + 16 * w + (lane() & 15), c = 8 * (lane() >> 4);
     LCR_UNROLL
     for (int kk = 0; kk < DP / 16; ++kk) ldsm_x4(ak[kk], s.K + swz(BN, r, 16 * kk + c));
     LCR_UNROLL
@@ -241,8 +255,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       if constexpr (kKVRegs)
         wgmma_rs<0>(&sr[8 * nb][0], ak[k0 / 16], desc_k(Q, BM, k0, 64 * nb), k0 > 0);
       else
-        wgmma_ss<0>(&sr[8 * nb][0], desc_k(s.K, BN, k0, 64 * wg), desc_k(Q, BM, k0, 64 * nb),
-                    k0 > 0);
+        wgmma_ss<0>(&sr[8 * nb][0], desc_k(s.K, BN, k0, kw), desc_k(Q, BM, k0, 64 * nb), k0 > 0);
     }
     wgmma_commit();
     LCR_UNROLL
@@ -251,8 +264,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       if constexpr (kKVRegs)
         wgmma_rs<0>(&dp[8 * nb][0], av[k0 / 16], desc_k(dO, BM, k0, 64 * nb), k0 > 0);
       else
-        wgmma_ss<0>(&dp[8 * nb][0], desc_k(s.V, BN, k0, 64 * wg), desc_k(dO, BM, k0, 64 * nb),
-                    k0 > 0);
+        wgmma_ss<0>(&dp[8 * nb][0], desc_k(s.V, BN, k0, kw), desc_k(dO, BM, k0, 64 * nb), k0 > 0);
     }
     wgmma_commit();
     wgmma_wait<1>();  // S^T
@@ -285,8 +297,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     wgmma_fence();
     LCR_UNROLL
     for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
-    for (int hf = 0; hf < DVP / 64; ++hf)
-      wgmma_rs<1>(&dv[8 * hf][0], pf[kk], desc_mn(dO, BM, 16 * kk, 64 * hf), true);
+    for (int hf = 0; hf < DVW / 64; ++hf)
+      wgmma_rs<1>(&dv[8 * hf][0], pf[kk], desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
     wgmma_commit();
     wgmma_wait<1>();  // dP^T
     fence_regs<BM / 2>(&dp[0][0]);
@@ -303,11 +315,12 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     wgmma_fence();
     LCR_UNROLL
     for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
-    for (int hf = 0; hf < DP / 64; ++hf)
-      wgmma_rs<1>(&dk[8 * hf][0], sf[kk], desc_mn(Q, BM, 16 * kk, 64 * hf), true);
+    for (int hf = 0; hf < DKW / 64; ++hf)
+      wgmma_rs<1>(&dk[8 * hf][0], sf[kk], desc_mn(Q, BM, 16 * kk, dk0 + 64 * hf), true);
     wgmma_commit();
     LCR_UNROLL
     for (int kk = 0; kk < BM / 16; ++kk) {
+      if (kSplit && wg > 0) break;  // kColSplit: one copy (the warpgroups' dS^T are equal)
       const int c = 16 * kk + 2 * t;
       *reinterpret_cast<uint32_t*>(dS + swz(BN, krow, c)) = sf[kk][0];
       *reinterpret_cast<uint32_t*>(dS + swz(BN, krow + 8, c)) = sf[kk][1];
@@ -329,8 +342,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     add_dq(h, i0);
     h = nh, qt = nq_t;
   }
-  fence_regs<DP / 2>(&dk[0][0]);
-  fence_regs<DVP / 2>(&dv[0][0]);
+  fence_regs<DKW / 2>(&dk[0][0]);
+  fence_regs<DVW / 2>(&dv[0][0]);
   cp_async_wait<0>();
 
   // dK = scale * sum dS^T Q, dV = sum P^T dO for this thread's key rows.
@@ -341,16 +354,16 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     float* dkrow = p.dk + (int64_t(b) * a.Lk + j) * k_ld + int64_t(hk) * a.D;
     float* dvrow = p.dv + (int64_t(b) * a.Lk + j) * v_ld + int64_t(hk) * a.Dv;
     LCR_UNROLL
-    for (int n = 0; n < DP / 8; ++n) {
-      const int c = 8 * n + 2 * t;
+    for (int n = 0; n < DKW / 8; ++n) {
+      const int c = dk0 + 8 * n + 2 * t;
       if (c >= a.D) continue;
       float x0 = dk[n][2 * r] * a.scale, x1 = dk[n][2 * r + 1] * a.scale;
       if (p.accumulate) x0 += dkrow[c], x1 += dkrow[c + 1];
       store_f32x2(dkrow + c, x0, x1);
     }
     LCR_UNROLL
-    for (int n = 0; n < DVP / 8; ++n) {
-      const int c = 8 * n + 2 * t;
+    for (int n = 0; n < DVW / 8; ++n) {
+      const int c = dv0 + 8 * n + 2 * t;
       if (c >= a.Dv) continue;
       float x0 = dv[n][2 * r], x1 = dv[n][2 * r + 1];
       if (p.accumulate) x0 += dvrow[c], x1 += dvrow[c + 1];
@@ -359,10 +372,11 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   }
 }
 
-// Key tiles (into p.n_tiles) and CTAs of a launch with NWG warpgroups (both builds' launchers).
-template <int NWG>
+// Key tiles (into p.n_tiles) and CTAs of a launch of one instantiation (both builds' launchers).
+template <int DP, int DVP, int NWG, int BM>
 inline int64_t wg_bwd_grid(KernelParams& p) {
-  p.n_tiles = (p.a.Lk + 64 * NWG - 1) / (64 * NWG);
+  constexpr int BN = WgBwdShape<DP, DVP, NWG, BM>::BN;
+  p.n_tiles = (p.a.Lk + BN - 1) / BN;
   return int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
 }
 
@@ -382,7 +396,7 @@ namespace lcr::cuda::detail {
 // The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path.
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs>
 void launch_bwd_wg(KernelParams p, cudaStream_t s) {
-  const int64_t grid = LCR_SDPAWG::wg_bwd_grid<NWG>(p);
+  const int64_t grid = LCR_SDPAWG::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
   auto kern = LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs>;
   const std::size_t smem = LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>();

@@ -52,7 +52,7 @@ void by_width(const KernelParams& p) {
 
 template <int DP, int DVP, int NWG, int BM, bool kKVRegs>
 void run_bwd(KernelParams p) {
-  const int64_t grid = K::wg_bwd_grid<NWG>(p);
+  const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
                      K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(),
@@ -66,13 +66,16 @@ void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs) {
                 " warpgroup(s), ", bm, "-query steps, K/V fragments ", kv_regs ? "in" : "not in",
                 " registers at QK ", DP, " / V ", DVP);
   };
-  if (bm == 64) {
-    if (nwg == 1)
-      return kv_regs ? run_bwd<DP, DVP, 1, 64, true>(p) : run_bwd<DP, DVP, 1, 64, false>(p);
-    return kv_regs ? run_bwd<DP, DVP, 2, 64, true>(p) : run_bwd<DP, DVP, 2, 64, false>(p);
-  }
-  if constexpr (DP == 64) {  // 128-query steps: the 64-wide class only (registers)
-    if (bm == 128 && nwg == 2) return kv_regs ? fail() : run_bwd<DP, DVP, 2, 128, false>(p);
+  if constexpr (DP == 256) {  // the column-split form: two warpgroups, 64-query steps
+    if (bm == 64 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 64, false>(p);
+  } else {
+    if (bm == 64) {
+      if (nwg == 1)
+        return kv_regs ? run_bwd<DP, DVP, 1, 64, true>(p) : run_bwd<DP, DVP, 1, 64, false>(p);
+      return kv_regs ? run_bwd<DP, DVP, 2, 64, true>(p) : run_bwd<DP, DVP, 2, 64, false>(p);
+    }
+    if constexpr (DP == 64)  // 128-query steps: the 64-wide class only (registers)
+      if (bm == 128 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 128, false>(p);
   }
   fail();
 }
@@ -97,8 +100,11 @@ void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* d
   if (dp == 64 && dvp == 64) return bwd_by_shape<64, 64>(p, warpgroups, query_step, kv_regs);
   if (dp == 128 && dvp == 128) return bwd_by_shape<128, 128>(p, warpgroups, query_step, kv_regs);
   if (dp == 128 && dvp == 64) return bwd_by_shape<128, 64>(p, warpgroups, query_step, kv_regs);
+  if (dp == 256 && dvp == 128) return bwd_by_shape<256, 128>(p, warpgroups, query_step, kv_regs);
   throw_error("cuda sdpa backward (wgmma, emulator): no kernel for QK width ", a.D, " / V width ",
-              a.Dv, "; it serves QK 64 / V 64, QK 128 / V 128 and QK 128 / V 64 (padded classes)");
+              a.Dv,
+              "; it serves QK 64 / V 64, QK 128 / V 128, QK 128 / V 64 and QK 256 / V 128 "
+              "(padded classes)");
 }
 
 void sdpa_forward_wgmma_emu(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse,
