@@ -489,11 +489,11 @@ TEST_P(CudaSdpaWgmmaEmu, ForwardMatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaWgmmaEmu, ::testing::ValuesIn(wgmma_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// The wgmma backward (sdpa_backward_wgmma.cuh, plain path) on the SIMT emulator, CPU only: dq,
-// dk, dv against the float64 reference for every CTA shape the tables use (warpgroups, query
-// step, K / V fragments in registers), from the emulated wgmma forward's o and lse as training
-// uses them; dk and dv (one owner, no atomics) the same bits from every shape with the same
-// query step.
+// The wgmma backward (sdpa_backward_wgmma.cuh: plain path, kBias path) on the SIMT emulator,
+// CPU only: dq, dk, dv (and dbias_k for FoX's lanes) against the float64 reference for every CTA
+// shape the tables use (warpgroups, query step, K / V fragments in registers), from the emulated
+// wgmma forward's o and lse as training uses them; dk and dv (one owner, no atomics) the same bits
+// from every shape with the same query step.
 struct WgBwdShape {
   int nwg, bm;
   bool kv_regs;
@@ -517,7 +517,8 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
   const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
   const auto q = test::to_bf16(p.q), k = test::to_bf16(p.k), v = test::to_bf16(p.v);
   const auto dout = test::to_bf16(p.dout);
-  const SdpaArgs a = args_of(p, c, q.data(), k.data(), v.data(), nullptr, nullptr, nullptr);
+  const SdpaArgs a = args_of(p, c, q.data(), k.data(), v.data(), p.slopes.data(), p.bias_q.data(),
+                             p.bias_k.data());
   std::vector<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv);
   std::vector<float> lse(size_t(p.B) * p.H * p.Lq), delta(lse.size());
   detail::sdpa_forward_wgmma_emu(a, o.data(), nullptr, lse.data(), 2);
@@ -536,15 +537,16 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
     SCOPED_TRACE(std::to_string(sh.nwg) + " warpgroup(s), " + std::to_string(sh.bm) +
                  "-query steps, K/V fragments " + (sh.kv_regs ? "in registers" : "in shared"));
     std::vector<float> gq(p.q.size(), std::nanf("")), gk(p.k.size(), std::nanf("")),
-        gv(p.v.size(), std::nanf(""));
+        gv(p.v.size(), std::nanf("")), gbk(p.bias_k.size(), std::nanf(""));
     std::vector<std::vector<float>> init;
     if (c.accumulate)  // start from random values: the kernel must add to them
-      for (auto* buf : {&gq, &gk, &gv}) {
+      for (auto* buf : {&gq, &gk, &gv, &gbk}) {
         init.push_back(test::random_normal(buf->size(), rng));
         *buf = init.back();
       }
     detail::sdpa_backward_wgmma_emu(a, lse.data(), delta.data(), dout.data(), gq.data(), gk.data(),
-                                    gv.data(), c.accumulate, sh.nwg, sh.bm, sh.kv_regs);
+                                    gv.data(), c.accumulate, sh.nwg, sh.bm, sh.kv_regs,
+                                    c.bias ? gbk.data() : nullptr);
     auto got = [&](const std::vector<float>& x, int idx) {
       std::vector<double> d = to_double(x);
       if (c.accumulate)
@@ -554,7 +556,10 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
     compare(got(gq, 0), naive.dq, exact.dq, "dq");
     compare(got(gk, 1), naive.dk, exact.dk, "dk");
     compare(got(gv, 2), naive.dv, exact.dv, "dv");
-    if (c.accumulate) continue;
+    if (c.bias) compare(got(gbk, 3), naive.dbk, exact.dbk, "dbias_k");
+    // The kBias form takes its terms relative to the key tile's first key, which the CTA shape
+    // moves, so only the plain path promises the same bits.
+    if (c.accumulate || c.bias || c.alibi) continue;
     if (dk_first.empty() || sh.bm != bm_first) {
       dk_first = gk, dv_first = gv, bm_first = sh.bm;
     } else {
@@ -572,7 +577,8 @@ std::vector<Case> wgmma_bwd_cases() {
     const int dp = detail::width_class(c.D), dvp = detail::width_class(c.Dv);
     const bool served =
         (dp == dvp && dp <= 128) || (dp == 128 && dvp == 64) || (dp == 256 && dvp == 128);
-    if (served && !c.alibi && !c.bias && c.softcap == 0.f && !c.o_f32) v.push_back(c);
+    // the plain path, and the kBias one (FoX's call: no dbias_q, no softcap)
+    if (served && (!c.bias || !c.dbq) && c.softcap == 0.f && !c.o_f32) v.push_back(c);
   }
   Case c{"gqa4_L200_pope128_64", 200, 200, 128, 64};
   c.Hkv = 1;
@@ -582,6 +588,12 @@ std::vector<Case> wgmma_bwd_cases() {
   v.push_back(c);
   c = {"accumulate_gqa4_L200_pope200_120", 200, 200, 200, 120};  // padded into 256 / 128
   c.accumulate = true, c.Hkv = 1;
+  v.push_back(c);
+  c = {"fox_accumulate_gqa4_L200_d128_64", 200, 200, 128, 64, 0, 0, false, true};
+  c.dbq = false, c.accumulate = true, c.Hkv = 1;
+  v.push_back(c);
+  c = {"fox_L200_pope256", 200, 200, 256, 128};
+  c.bias = true, c.dbq = false, c.bias_slope = 0.7f;
   v.push_back(c);
   return v;
 }

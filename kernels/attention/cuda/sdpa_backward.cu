@@ -45,8 +45,9 @@ struct BwdVariant {
 // also takes two m-tiles per warp (DQM = 2, sdpa_backward_kernel.cuh): 293 vs 283 TFLOP/s
 // at 1x16x16384x128; at D = 64 it lost (260 vs 265, 262 vs 275 at 1x8x65536).
 // The wgmma kernel (sdpa_backward_wgmma.cuh) for the plain path: NWG warpgroups of 64 keys,
-// BM-query steps, at least MB CTAs per SM, K / V fragments in registers (KV); the option and
-// bias paths keep the mma.sync kernels OPTS and BIAS.
+// BM-query steps, at least MB CTAs per SM, K / V fragments in registers (KV); the option path
+// keeps the mma.sync kernel OPTS, the bias path (kBias) takes BIAS: the wgmma kernel's kBias
+// form in the defaults, the mma.sync one in the others.
 #define LCR_BWD_WG(DP, DVP, NWG, BM, MB, KV, OPTS, BIAS)                                         \
   BwdVariant {                                                                                   \
     "wg" #NWG "_q" #BM "_mb" #MB "_kv" #KV, &launch_bwd_wg<DP, DVP, NWG, BM, MB, KV>, OPTS, BIAS \
@@ -59,9 +60,10 @@ struct BwdVariant {
 // Defaults since 2026-12-02 (H200, scripts/device/wgmma_bwd_check.sh, ~03:45 UTC): the plain
 // path on wgmma, 310 against 262 TFLOP/s (q128_w8_pipe) at 1x16x16384x64 (321 vs 272 at
 // 1x8x65536 in the ~03:30 run), 355 vs 296 (q64_w8_pipe_dq2) at D = 128, 300 vs 233 at QK 128 /
-// V 64; the option and bias paths keep their mma.sync kernels.
+// V 64; the bias-lane / ALiBi path (kBias) on wgmma too (not yet timed when made the default);
+// the option path (softcap, dbias_q) keeps its mma.sync kernel.
 const BwdVariant k64_64[] = {
-    LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
+    LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, (&launch_bwd_wg<64, 64, 2, 128, 1, 0, 1>)),
     BwdVariant{"q128_w8_pipe/opts_q64", &launch_bwd<64, 64, 128, 8, false, true>,
                &launch_bwd<64, 64, 64, 8, true, true>,
                &launch_bwd<64, 64, 128, 8, false, true, 1, true>},
@@ -74,7 +76,7 @@ const BwdVariant k64_64[] = {
     LCR_BWD_WG(64, 64, 1, 64, 2, 0, LCR_BWD_OPTS64, LCR_BWD_BIAS64),
     LCR_BWD_WG(64, 64, 2, 64, 1, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64)};
 const BwdVariant k128_128[] = {
-    LCR_BWD_WG(128, 128, 2, 64, 1, 0, LCR_BWD_OPTS128, LCR_BWD_BIAS128),
+    LCR_BWD_WG(128, 128, 2, 64, 1, 0, LCR_BWD_OPTS128, (&launch_bwd_wg<128, 128, 2, 64, 1, 0, 1>)),
     BwdVariant{"q64_w8_pipe_dq2", &launch_bwd<128, 128, 64, 8, false, true, 2>,
                &launch_bwd<128, 128, 64, 8, true, true, 2>,
                &launch_bwd<128, 128, 64, 8, false, true, 2, true>},
@@ -85,7 +87,8 @@ const BwdVariant k128_128[] = {
     LCR_BWD_PLAIN(128, 128, 32, 8),
     LCR_BWD_PLAIN(128, 128, 32, 4)};
 const BwdVariant k128_64[] = {
-    LCR_BWD_WG(128, 64, 2, 64, 1, 1, (&launch_bwd<128, 64, 64, 8, true>), nullptr),
+    LCR_BWD_WG(128, 64, 2, 64, 1, 1, (&launch_bwd<128, 64, 64, 8, true>),
+               (&launch_bwd_wg<128, 64, 2, 64, 1, 0, 1>)),
     LCR_BWD(128, 64, 64, 8),
     LCR_BWD_WG(128, 64, 2, 64, 1, 0, (&launch_bwd<128, 64, 64, 8, true>), nullptr)};
 // PoPE at d = 128 (QK 256 / V 128): 16-query steps and 8 warps keep dK, dV of 16 keys x 384
@@ -94,7 +97,8 @@ const BwdVariant k128_64[] = {
 // wgmma (2026-12-02, not yet timed when made the default; docs/cuda.md "Backward on wgmma"):
 // the two warpgroups split dK's and dV's columns over one 64-key tile.
 const BwdVariant k256_128[] = {
-    LCR_BWD_WG(256, 128, 2, 64, 1, 0, (&launch_bwd<256, 128, 32, 4, true>), nullptr),
+    LCR_BWD_WG(256, 128, 2, 64, 1, 0, (&launch_bwd<256, 128, 32, 4, true>),
+               (&launch_bwd_wg<256, 128, 2, 64, 1, 0, 1>)),
     // dQ one step late (kPipe): 21.55 vs 23.39 ms at 1x16x16384, 169.5 vs 185.5 at
     // 1x8x65536 (H200, 2026-11-30 08:28 UTC); the default since the SDPA suite ran it.
     BwdVariant{"q16_w8_pipe/opts_q32_w4", &launch_bwd<256, 128, 16, 8, false, true>,

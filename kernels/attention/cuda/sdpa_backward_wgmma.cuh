@@ -83,7 +83,11 @@ struct WgBwdSmem {
   }
 };
 
-template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs>
+// kBias: x = s scale + R_i - C_j (FoX's bias lanes and/or ALiBi, no softcap, no dbias_q), the
+// mma.sync kernel's kBias form (sdpa_backward_kernel.cuh): the row term folded into the staged
+// lse, the column term one value per key row, both relative to c0 = C of the tile's first key;
+// dbias_k = -sum_i dS, written when a query head's last step is done.
+template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_bwd_wg_kernel(const KernelParams p) {
   static_assert(((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP) ||
@@ -127,8 +131,13 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   };
   // lse and delta of row tid() of (h, qt), read a step ahead into registers (plain loads do
   // not stall until their value is used) and stored to the stage at the end of the step.
+  // kBias: the key lane of the tile's first key for query head h (0 without a key lane).
+  auto bias_ref = [&](int h) {
+    return a.bias_k && j0 < a.Lk ? load_ro(a.bias_k + (int64_t(b) * a.Lk + j0) * a.H + h) : 0.f;
+  };
   struct RowStats {
     float l2 = INFINITY, del = 0.f;  // padding rows: P = 2^(x - inf) = 0
+    float rterm = 0.f;               // kBias: R_i - c0 (bias_q_i - c0 - slope (p_i - p_j0))
   };
   auto fetch_stats = [&](int h, int qt) {
     RowStats r;
@@ -136,12 +145,18 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     if (tid() < BM && i < a.Lq) {
       r.l2 = load_ro(p.lse_in + (int64_t(b) * a.H + h) * a.Lq + i);
       r.del = load_ro(p.delta + (int64_t(b) * a.H + h) * a.Lq + i);
+      if constexpr (kBias) {
+        const float sl = a.alibi_slopes ? load_ro(a.alibi_slopes + h) : 0.f;
+        const float bqi = a.bias_q ? load_ro(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h) : 0.f;
+        r.rterm = fmaf(-sl, float(dpos + i - j0), bqi - bias_ref(h));
+      }
     }
     return r;
   };
   auto store_stats = [&](RowStats r, int st) {
     if (tid() < BM) {  // a row that saw no key (lse = -inf) has P = 0
-      s.lse2[st * BM + tid()] = r.l2 == -INFINITY ? INFINITY : r.l2 * kLog2e;
+      s.lse2[st * BM + tid()] =
+          r.l2 == -INFINITY || r.l2 == INFINITY ? INFINITY : (r.l2 - r.rterm) * kLog2e;
       s.del[st * BM + tid()] = r.del;
     }
   };
@@ -173,6 +188,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   const int dk0 = kSplit ? DKW * wg : 0, dv0 = kSplit ? DVW * wg : 0;
   const float sl2 = a.scale * kLog2e;
   const int krow = kw + 16 * w + g;  // this thread's key rows in the tile: krow, krow + 8
+  float dbk[2] = {0.f, 0.f};         // kBias: -sum_i dS of the head's steps so far, rows krow, +8
   const int jw0 = j0 + kw;           // this warpgroup's first key
 
   // kKVRegs: this warp's 16 key rows of K and V as A fragments, loaded once.
@@ -245,6 +261,19 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     const RowStats next_stats = more ? fetch_stats(nh, nq_t) : RowStats{};
     const bf16 *Q = s.Q + st * BM * DP, *dO = s.dO + st * BM * DVP;
     bf16* dS = s.dS;
+    // kBias: C_j - c0 of this thread's key rows for head h, log2 units (read here, used after
+    // the S^T wait).
+    float ck[2] = {0.f, 0.f};
+    if constexpr (kBias) {
+      const float sl = a.alibi_slopes ? load_ro(a.alibi_slopes + h) : 0.f, c0 = bias_ref(h);
+      LCR_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        const int j = j0 + krow + 8 * r;
+        const float bkj =
+            a.bias_k && j < a.Lk ? load_ro(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) : 0.f;
+        ck[r] = fmaf(-sl, float(j - j0), bkj - c0) * kLog2e;
+      }
+    }
     const float *cL = s.lse2 + st * BM, *cDel = s.del + st * BM;
 
     float sr[BM / 8][4], dp[BM / 8][4];
@@ -287,7 +316,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       const float l0 = cL[8 * n + 2 * t], l1 = cL[8 * n + 2 * t + 1];
       LCR_UNROLL
       for (int e = 0; e < 4; ++e) {
-        float pr = fast_exp2(fmaf(sr[n][e], sl2, -(e & 1 ? l1 : l0)));
+        float pr = fast_exp2(fmaf(sr[n][e], sl2, -((e & 1 ? l1 : l0) + ck[e >> 1])));
         if (!full && 8 * n + (e & 1) < thr[e >> 1]) pr = 0.f;
         sr[n][e] = pr;
       }
@@ -308,7 +337,10 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     for (int n = 0; n < BM / 8; ++n) {
       const float d0 = cDel[8 * n + 2 * t], d1 = cDel[8 * n + 2 * t + 1];
       LCR_UNROLL
-      for (int e = 0; e < 4; ++e) dp[n][e] = sr[n][e] * (dp[n][e] - (e & 1 ? d1 : d0));
+      for (int e = 0; e < 4; ++e) {
+        dp[n][e] = sr[n][e] * (dp[n][e] - (e & 1 ? d1 : d0));
+        if constexpr (kBias) dbk[e >> 1] -= dp[n][e];
+      }
     }
     LCR_UNROLL
     for (int kk = 0; kk < BM / 16; ++kk) c_to_a(sf[kk], dp[2 * kk], dp[2 * kk + 1]);
@@ -340,7 +372,28 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) fence_regs<32>(dq[u]);
     add_dq(h, i0);
+    // kBias: the end of a query head; its dbias_k column is complete (one writer per key row:
+    // kColSplit's warpgroups hold the same sums).
+    if constexpr (kBias) {
+      if (p.dbias_k && nh != h) {
+        LCR_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const float v = quad_sum(dbk[r]);
+          const int j = j0 + krow + 8 * r;
+          if (t == 0 && j < a.Lk && (!kSplit || wg == 0)) {
+            float* dst = p.dbias_k + (int64_t(b) * a.Lk + j) * a.H + h;
+            *dst = p.accumulate ? *dst + v : v;
+          }
+          dbk[r] = 0.f;
+        }
+      }
+    }
     h = nh, qt = nq_t;
+  }
+  if constexpr (kBias) {  // nothing sees this tile: its bias gradient is zero
+    if (p.dbias_k && n_steps == 0 && !p.accumulate)
+      for (int x = tid(); x < nk * G; x += NT)
+        p.dbias_k[(int64_t(b) * a.Lk + j0 + x / G) * a.H + hk * G + x % G] = 0.f;
   }
   fence_regs<DKW / 2>(&dk[0][0]);
   fence_regs<DVW / 2>(&dv[0][0]);
@@ -394,11 +447,11 @@ inline std::size_t wg_bwd_smem_bytes() {
 namespace lcr::cuda::detail {
 
 // The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path.
-template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs>
+template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
 void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = LCR_SDPAWG::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
-  auto kern = LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs>;
+  auto kern = LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias>;
   const std::size_t smem = LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>();
   LCR_CUDA_CHECK(
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

@@ -54,9 +54,14 @@ template <int DP, int DVP, int NWG, int BM, bool kKVRegs>
 void run_bwd(KernelParams p) {
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
+  const bool bias = row_col_terms_only(p.a);  // the kBias form, as the variant tables pick it
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
-                     K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(),
-                     [&] { K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs>(p); });
+                     K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), [&] {
+                       if (bias)
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true>(p);
+                       else
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false>(p);
+                     });
 }
 
 template <int DP, int DVP>
@@ -84,7 +89,8 @@ void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs) {
 
 void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* delta,
                              const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
-                             bool accumulate, int warpgroups, int query_step, bool kv_regs) {
+                             bool accumulate, int warpgroups, int query_step, bool kv_regs,
+                             float* dbias_k) {
   KernelParams p;
   p.a = a;
   p.lse_in = lse;
@@ -92,9 +98,9 @@ void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* d
   p.dout = dout;
   p.dq = dq, p.dk = dk, p.dv = dv;
   p.accumulate = accumulate;
-  require(!has_options(a),
-          "cuda sdpa backward (wgmma, emulator): the plain path only (no ALiBi, "
-          "bias lanes or softcap)");
+  p.dbias_k = dbias_k;
+  require(!has_options(a) || row_col_terms_only(a),
+          "cuda sdpa backward (wgmma, emulator): the plain and kBias paths only (no softcap)");
   if (!accumulate) std::fill(dq, dq + int64_t(a.B) * a.Lq * a.H * a.D, 0.f);
   const int dp = width_class(a.D), dvp = width_class(a.Dv);
   if (dp == 64 && dvp == 64) return bwd_by_shape<64, 64>(p, warpgroups, query_step, kv_regs);
