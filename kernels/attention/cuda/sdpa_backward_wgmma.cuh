@@ -1,6 +1,7 @@
 #pragma once
 // Backward kernel of the CUDA SDPA on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a): the
-// plain path (no ALiBi, bias lanes or softcap; NoPE, RoPE, GOAT's and PoPE's lanes) of
+// plain path (no ALiBi, bias lanes or softcap; NoPE, RoPE, GOAT's and PoPE's lanes) and the
+// kBias path (FoX's bias lanes and / or ALiBi, dbias_k; no softcap, no dbias_q) of
 // sdpa_backward_kernel.cuh, the same math and outputs, for the width classes QK 64 / V 64,
 // QK 128 / V 128, QK 128 / V 64 (PoPE at d = 64) and QK 256 / V 128 (PoPE at d = 128: there
 // the warpgroups split dK's and dV's columns instead of the keys, WgBwdShape::kColSplit).
@@ -21,21 +22,16 @@
 //                                fp32 dq with 8-byte atomics (sdpa_backward_kernel.cuh says
 //                                why atomics). With one 64 x 64 block and two warpgroups
 //                                (D = 64, BM = 64) each warpgroup adds its own keys' share.
-// dK, dV are owned by one CTA and written once (deterministic); dq's last bits depend on the
-// order the key tiles finish, as in the mma.sync kernel.
+// dK, dV (and dbias_k) are owned by one CTA and written once (deterministic); dq's last bits
+// depend on the order the key tiles finish, as in the mma.sync kernel. The pipeline order and
+// why every product completes within its step: the comment above the step loop.
 //
 // The source builds twice (device/simt.cuh): nvcc for the GPU and the host compiler with
-// LCR_CUDA_EMU for the SIMT emulator (tests/cuda/test_sdpa.cpp, CudaSdpaWgmmaEmu).
+// LCR_CUDA_EMU for the SIMT emulator (tests/cuda/test_sdpa.cpp, CudaSdpaWgmmaBwdEmu).
 #include <cmath>
 
 #include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
-
-#if defined(LCR_CUDA_EMU)
-#define LCR_SDPAWG sdpawg_emu
-#else
-#define LCR_SDPAWG sdpawg
-#endif
 
 namespace lcr::cuda::LCR_SDPAWG {
 

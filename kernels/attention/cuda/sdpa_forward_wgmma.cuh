@@ -28,12 +28,6 @@
 #include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
 
-#if defined(LCR_CUDA_EMU)
-#define LCR_SDPAWG sdpawg_emu
-#else
-#define LCR_SDPAWG sdpawg
-#endif
-
 namespace lcr::cuda::LCR_SDPAWG {
 
 using namespace ::lcr::cuda::LCR_PATHK;

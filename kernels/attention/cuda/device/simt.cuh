@@ -6,7 +6,8 @@
 //    kernels run (slowly, exactly) on a machine without a GPU and their tests check the
 //    fragment layouts, indexing and barriers there.
 // Kernels call only what is declared here, in mma.cuh and in wgmma.cuh. Their namespace is
-// lcr::cuda::LCR_PATHK (pathk, or pathk_emu in the emulator build), named after its first user.
+// lcr::cuda::LCR_PATHK (pathk, or pathk_emu in the emulator build), named after its first user;
+// the SDPA's wgmma kernels have theirs, lcr::cuda::LCR_SDPAWG (sdpawg / sdpawg_emu).
 #include <cuda_bf16.h>
 #include <vector_types.h>
 
@@ -17,6 +18,7 @@
 #include <cstring>
 // The emulator build lives in its own namespace, so both builds can link into one binary.
 #define LCR_PATHK pathk_emu
+#define LCR_SDPAWG sdpawg_emu
 
 #include "kernels/attention/cuda/device/emu.hpp"
 #define LCR_DEV inline
@@ -29,6 +31,7 @@
 #else
 #include <cuda_runtime.h>
 #define LCR_PATHK pathk
+#define LCR_SDPAWG sdpawg
 #define LCR_DEV __device__ __forceinline__
 #define LCR_HD __host__ __device__ __forceinline__
 #define LCR_KERNEL __global__
