@@ -1,12 +1,16 @@
 // Public backward entry point of the CUDA SDPA (sdpa.hpp) and its tile shapes per
-// head-width class (BM query rows per step; the key tile is 16 rows per warp):
-//   plain path at D, Dv <= 64, D, Dv <= 128 and QK 128 / V 64: wgmma (sdpa_backward_wgmma.cuh),
-//                  two warpgroups of 64 keys x queries 128 (64-wide) or 64
-//   D, Dv <= 64  : keys 128 (8 warps) x queries 128 (option path: x 64), dQ pipelined
+// head-width class (BM query rows per step; the mma.sync key tile is 16 rows per warp):
+//   plain and bias-lane / ALiBi (kBias) paths at QK / V 64 / 64, 128 / 128, 128 / 64 and
+//                  256 / 128: wgmma (sdpa_backward_wgmma.cuh), two warpgroups of 64 keys x
+//                  queries 128 (64-wide) or 64; at 256 / 128 the warpgroups share 64 keys
+//                  and split dK's and dV's columns
+//   option path (softcap, dbias_q), mma.sync (sdpa_backward_kernel.cuh):
+//   D, Dv <= 64  : keys 128 (8 warps) x queries 64, dQ pipelined
 //   D, Dv <= 128 : keys 128 (8 warps) x queries 64 (dK, dV, S^T, dP^T in ~200 registers),
-//                  dQ pipelined (sdpa_backward_kernel.cuh, kPipe), 32-row dQ blocks
-//   wider        : keys 64 (4 warps) x queries 32 (dK/dV of 256 lanes partly spill);
-//                  PoPE's 256 / 128 plain path: keys 128 (8 warps) x queries 16
+//                  dQ pipelined (kPipe), 32-row dQ blocks
+//   wider        : keys 64 (4 warps) x queries 32 (dK/dV of 256 lanes partly spill)
+// The mma.sync plain tilings (keys 128 x queries 128 at 64 wide, x 16 at 256 / 128, ...)
+// remain as variants for the benchmark.
 // dq, dbias_q and dbias_q_sums are accumulated with fp32 atomics (sdpa_backward_kernel.cuh
 // says why); without `accumulate` they are zeroed first on the same stream.
 #include <utility>
