@@ -4,6 +4,9 @@
 // a bad launch or an out-of-memory surfaces at the call that caused it, not later.
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <cstdint>
+
 #include "core/error.hpp"
 
 namespace lcr::cuda::detail {
@@ -23,3 +26,18 @@ inline void check_cuda(cudaError_t err, const char* what, const char* file, int 
 // call, which is checked too.
 #define LCR_CUDA_CHECK_LAUNCH() \
   ::lcr::cuda::detail::check_cuda(cudaGetLastError(), "kernel launch", __FILE__, __LINE__)
+
+#if defined(__CUDACC__)
+namespace lcr::cuda::detail {
+// kernel<<<grid, threads, smem, s>>>(args...), checked, with the opt-in to `smem` bytes of
+// dynamic shared memory set first (above 48 KiB a kernel must ask for it).
+template <class... P, class... A>
+void launch_with_smem(void (*kernel)(P...), int64_t grid, int threads, std::size_t smem,
+                      cudaStream_t s, const A&... args) {
+  LCR_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<unsigned(grid), threads, smem, s>>>(args...);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+}  // namespace lcr::cuda::detail
+#endif

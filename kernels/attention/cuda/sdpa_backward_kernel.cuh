@@ -21,6 +21,7 @@
 // S and dP (7 matrix products per tile pair instead of 5, ~40% more work): we chose speed.
 #include <cmath>
 
+#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/sdpa_device.cuh"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
 
@@ -509,11 +510,8 @@ void launch_bwd(KernelParams p, cudaStream_t s) {
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
   if (grid == 0) return;
   static_assert(!(kOpts && kBias), "kBias is the bias-lanes-only form of the plain path");
-  auto kern = sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe, DQM, kBias>;
-  LCR_CUDA_CHECK(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::kSmem)));
-  kern<<<unsigned(grid), T::kThreads, T::kSmem, s>>>(p);
-  LCR_CUDA_CHECK_LAUNCH();
+  launch_with_smem(sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe, DQM, kBias>, grid, T::kThreads,
+                   T::kSmem, s, p);
 }
 
 }  // namespace lcr::cuda::detail

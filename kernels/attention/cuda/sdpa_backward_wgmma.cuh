@@ -199,14 +199,12 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     for (int kk = 0; kk < DVP / 16; ++kk) ldsm_x4(av[kk], s.V + swz(BN, r, 16 * kk + c));
   }
 
-  // dQ of a step: issued after the step's dS^T exchange, completed and added to global dq
-  // (scaled, 8-byte atomics) early in the next step, while that step's S^T runs.
-  float dq[Shape::kDqBlocks][32];
-  auto issue_dq = [&](const bf16* dS) {
+  // dQ of a step (this warpgroup's 64 x 64 blocks): issued after the step's dS^T exchange,
+  // then, once complete, added to global dq (scaled, 8-byte atomics).
+  using DqAcc = float[Shape::kDqBlocks][32];
+  auto issue_dq = [&](DqAcc& dq, const bf16* dS) {
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) {
-      LCR_UNROLL
-      for (int e = 0; e < 32; ++e) dq[u][e] = 0.f;  // ends the registers' last use (ptxas)
       const int blk = Shape::kDqSplitK ? 0 : wg * Shape::kDqBlocks + u;
       const int mb = blk % NQB, nb = blk / NQB;  // 64-query block, 64-column block
       constexpr int kKeys = Shape::kDqSplitK ? 64 : BN;
@@ -217,7 +215,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
                        desc_mn(s.K, BN, kbase + k0, 64 * nb), k0 > 0);
     }
   };
-  auto add_dq = [&](int h, int i0) {
+  auto add_dq = [&](const DqAcc& dq, int h, int i0) {
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) {
       const int blk = Shape::kDqSplitK ? 0 : wg * Shape::kDqBlocks + u;
@@ -357,8 +355,9 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     }
     fence_async_smem();  // dS^T, for the tensor cores
     sync_cta();          // every warpgroup's dS^T rows
+    float dq[Shape::kDqBlocks][32];
     wgmma_fence();
-    issue_dq(dS);
+    issue_dq(dq, dS);
     wgmma_commit();
     if (more) store_stats(next_stats, (it + 1) % NS);
     // Every product of the step completes within it: one pending across the loop's back
@@ -367,7 +366,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     wgmma_wait<0>();
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) fence_regs<32>(dq[u]);
-    add_dq(h, i0);
+    add_dq(dq, h, i0);
     // kBias: the end of a query head; its dbias_k column is complete (one writer per key row:
     // kColSplit's warpgroups hold the same sums).
     if constexpr (kBias) {
@@ -442,17 +441,14 @@ inline std::size_t wg_bwd_smem_bytes() {
 
 namespace lcr::cuda::detail {
 
-// The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path.
+// The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path and
+// (kBias) the bias-lane / ALiBi path.
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
 void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = LCR_SDPAWG::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
-  auto kern = LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias>;
-  const std::size_t smem = LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>();
-  LCR_CUDA_CHECK(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kern<<<unsigned(grid), 128 * NWG, smem, s>>>(p);
-  LCR_CUDA_CHECK_LAUNCH();
+  launch_with_smem(LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias>, grid,
+                   128 * NWG, LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p);
 }
 
 }  // namespace lcr::cuda::detail

@@ -13,6 +13,7 @@
 // Query tiles are issued last-first: in causal attention they carry the most key tiles.
 #include <cmath>
 
+#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/sdpa_device.cuh"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
 
@@ -333,12 +334,8 @@ void launch_fwd(KernelParams p, cudaStream_t s) {
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
   if (grid == 0) return;
   static_assert(!(kOpts && kBias), "kBias is a form of the plain path");
-  auto kern = sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts, kBias>;
-  constexpr size_t smem = T::smem(kOpts || kBias);
-  LCR_CUDA_CHECK(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kern<<<unsigned(grid), T::kThreads, smem, s>>>(p);
-  LCR_CUDA_CHECK_LAUNCH();
+  launch_with_smem(sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts, kBias>, grid, T::kThreads,
+                   T::smem(kOpts || kBias), s, p);
 }
 
 }  // namespace lcr::cuda::detail

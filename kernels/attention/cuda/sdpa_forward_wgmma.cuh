@@ -346,12 +346,8 @@ template <int DP, int DVP, int NWG, int MB, bool kQRegs, int kMode>
 void launch_fwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = LCR_SDPAWG::wg_fwd_grid<NWG>(p);
   if (grid == 0) return;
-  auto kern = LCR_SDPAWG::sdpa_fwd_wg_kernel<DP, DVP, NWG, MB, kMode, kQRegs>;
-  const std::size_t smem = LCR_SDPAWG::wg_fwd_smem_bytes<DP, DVP, NWG>();
-  LCR_CUDA_CHECK(
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  kern<<<unsigned(grid), 128 * NWG, smem, s>>>(p);
-  LCR_CUDA_CHECK_LAUNCH();
+  launch_with_smem(LCR_SDPAWG::sdpa_fwd_wg_kernel<DP, DVP, NWG, MB, kMode, kQRegs>, grid, 128 * NWG,
+                   LCR_SDPAWG::wg_fwd_smem_bytes<DP, DVP, NWG>(), s, p);
 }
 
 }  // namespace lcr::cuda::detail
