@@ -1,4 +1,4 @@
-// The wgmma SDPA kernels (forward, plain-path backward) built for the SIMT emulator
+// The wgmma SDPA kernels (forward; backward, plain and kBias paths) built for the SIMT emulator
 // (sdpa_wgmma_emu.hpp).
 #define LCR_CUDA_EMU 1
 
