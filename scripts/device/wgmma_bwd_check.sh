@@ -3,8 +3,9 @@
 # suite on the GPU (CudaSdpaBackwardVariants runs every backward tiling against the float64
 # reference; the emulator suites are left to the build machine), then every backward tiling
 # side by side at the benchmark shapes and PoPE's QK 128 / V 64, cuDNN's backward for scale,
-# and an ncu summary of the backward kernels at (1,16,16384,64) and (1,16,16384,128). Pack
-# first (here):
+# and an ncu summary of the backward kernels at (1,16,16384,D) for each D[,Dv] of NCU_SHAPES
+# (default 64 128); with ATTN_SCHEMES (e.g. nope,pope) bench_cuda_attention at the benchmark
+# shapes too, when the bundle has it. Pack first (here):
 #   scripts/device/bundle.sh wgbwd build-nccl/tests/cuda/lcr_cuda_sdpa_tests
 #       build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip; tar | xz into
 #       .devbundle/gpack/wgbwd.tar.xz
@@ -23,12 +24,20 @@ for s in ${BWD_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,
 done >"$OUT/variants.csv" 2>&1
 echo "=== bwd variants (ms, TFLOP/s)" | tee -a "$OUT/summary.txt"
 grep -v '^impl' "$OUT/variants.csv" | tee -a "$OUT/summary.txt"
-for d in 64 128; do
+for s in ${NCU_SHAPES:-64 128}; do
+  IFS=, read -r d dv <<<"$s"
+  dv=${dv:-$d}
   timeout 120 ncu --clock-control none --kernel-name regex:sdpa_bwd --metrics \
     gpu__time_duration.sum,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,smsp__average_warp_latency_issue_stalled_barrier.pct,sm__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,lts__t_sectors_op_red.sum \
-    "$B/bench_cuda_sdpa" --B 1 --H 16 --L 16384 --D $d --variants all --bwd-only --reps 1 \
-    --warmup 0 --sets 1 >"$OUT/ncu_d$d.txt" 2>&1
+    "$B/bench_cuda_sdpa" --B 1 --H 16 --L 16384 --D $d --Dv $dv --variants all --bwd-only \
+    --reps 1 --warmup 0 --sets 1 >"$OUT/ncu_d${d}_$dv.txt" 2>&1
   grep -E "sdpa_bwd|gpu__time|gmma|warps_active|registers|stalled_barrier|sm__throughput|wavefronts|red.sum" \
-    "$OUT/ncu_d$d.txt" | sed 's/  */ /g' | cut -c1-160 | head -120 >"$OUT/ncu_summary_d$d.txt"
+    "$OUT/ncu_d${d}_$dv.txt" | sed 's/  */ /g' | cut -c1-160 | head -120 \
+    >"$OUT/ncu_summary_d${d}_$dv.txt"
 done
+if [[ -n ${ATTN_SCHEMES:-} && -x $B/bench_cuda_attention ]]; then
+  echo "=== bench_cuda_attention --schemes $ATTN_SCHEMES" | tee -a "$OUT/summary.txt"
+  timeout 200 "$B/bench_cuda_attention" --schemes "$ATTN_SCHEMES" --iters 7 2>&1 |
+    tee -a "$OUT/summary.txt"
+fi
 echo "elapsed $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"

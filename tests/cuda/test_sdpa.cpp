@@ -440,6 +440,21 @@ std::vector<Case> wgmma_cases() {
   c = {"softcap_L129_d128", 129, 129, 128, 128};
   c.softcap = 5.f;
   v.push_back(c);
+  // QK 256 / V 128 (PoPE at d = 128), where the backward's warpgroups split S^T's query
+  // columns: FoX's lanes with offsets (kBias, dbias_k summed over both warpgroups), ALiBi,
+  // GQA 4 at a length that leaves a partial key tile, one row accumulating.
+  c = {"pope256_fox_offsets_q129_k200", 129, 200, 256, 128, 300, 100};
+  c.bias = true, c.dbq = false;
+  v.push_back(c);
+  c = {"pope256_alibi_L7", 7, 7, 256, 128};
+  c.alibi = true;
+  v.push_back(c);
+  c = {"pope256_gqa4_L70", 70, 70, 256, 128};
+  c.Hkv = 1;
+  v.push_back(c);
+  c = {"pope256_accumulate_L1", 1, 1, 256, 128};
+  c.accumulate = true;
+  v.push_back(c);
   return v;
 }
 

@@ -4,7 +4,8 @@
 // kBias path (FoX's bias lanes and / or ALiBi, dbias_k; no softcap, no dbias_q) of
 // sdpa_backward_kernel.cuh, the same math and outputs, for the width classes QK 64 / V 64,
 // QK 128 / V 128, QK 128 / V 64 (PoPE at d = 64) and QK 256 / V 128 (PoPE at d = 128: there
-// the warpgroups split dK's and dV's columns instead of the keys, WgBwdShape::kColSplit).
+// the warpgroups split dK's and dV's columns instead of the keys, and S^T's and dP^T's query
+// columns, WgBwdShape::kColSplit).
 //
 // One CTA = one (key tile of 64 NWG rows, batch b, KV head hk), NWG warpgroups of 64 keys
 // each; a warpgroup keeps its keys' dK [64 x D] and dV [64 x Dv] in fp32 registers while
@@ -41,13 +42,16 @@ using ::lcr::cuda::detail::KernelParams;
 template <int DP, int DVP, int NWG, int BM>
 struct WgBwdShape {
   // kColSplit (QK 256 / V 128): the warpgroups share one tile of 64 keys and split the columns
-  // of dK and dV (dK of 64 keys x 256 lanes alone is 128 registers per thread); each forms the
-  // whole S^T, dP^T and dS^T itself (the products are 3/8 of the step), so no exchange is
-  // needed before dV and dK. Otherwise warpgroup wg owns keys 64 wg .. 64 wg + 63.
+  // of dK and dV (dK of 64 keys x 256 lanes alone is 128 registers per thread). S^T, dP^T and
+  // dS^T they split by query columns (m64n32 products, kQCols each): each warpgroup stores its
+  // half of P^T and dS^T to shared memory, and after one CTA barrier dV and dK read both
+  // halves from there (A operands from shared memory instead of registers). Otherwise
+  // warpgroup wg owns keys 64 wg .. 64 wg + 63 and all of S^T's query columns.
   static constexpr bool kColSplit = DP == 256;
   static constexpr int BN = kColSplit ? 64 : 64 * NWG;         // keys per CTA
   static constexpr int kDkCols = kColSplit ? DP / NWG : DP;    // dK columns per warpgroup
   static constexpr int kDvCols = kColSplit ? DVP / NWG : DVP;  // dV columns per warpgroup
+  static constexpr int kQCols = kColSplit ? BM / NWG : BM;     // S^T query columns per warpgroup
   // dQ [BM x DP] in 64 x 64 blocks; each warpgroup takes kDqBlocks of them over all BN keys,
   // or (kDqSplitK: one block, two warpgroups) the one block over its own 64 keys.
   static constexpr int kBlocks = (BM / 64) * (DP / 64);
@@ -63,17 +67,22 @@ struct WgBwdSmem {
   static constexpr int S = kWgBwdStages;
   bf16 *K, *V, *Q, *dO, *dS;  // Swz tiles: K [BN x DP], V [BN x DVP], Q [S][BM x DP],
                               // dO [S][BM x DVP], dS^T [BN x BM]
+  bf16* P;                    // kColSplit: P^T [BN x BM] (Swz)
   float *lse2, *del;          // [S][BM]: lse log2 e (+inf: the row sees nothing), delta
+  float* dbk;                 // kColSplit: warpgroup 1's dbias_k sums [BN] (kBias)
   static LCR_HD std::size_t carve(SmemCarver& c, WgBwdSmem* s) {
-    constexpr int BN = WgBwdShape<DP, DVP, NWG, BM>::BN;
+    using Shape = WgBwdShape<DP, DVP, NWG, BM>;
+    constexpr int BN = Shape::BN;
     WgBwdSmem t;
     t.K = c.take_1k<bf16>(BN * DP);
     t.V = c.take_1k<bf16>(BN * DVP);
     t.Q = c.take_1k<bf16>(S * BM * DP);
     t.dO = c.take_1k<bf16>(S * BM * DVP);
     t.dS = c.take_1k<bf16>(BN * BM);
+    t.P = Shape::kColSplit ? c.take_1k<bf16>(BN * BM) : nullptr;
     t.lse2 = c.take<float>(S * BM);
     t.del = c.take<float>(S * BM);
+    t.dbk = Shape::kColSplit ? c.take<float>(BN) : nullptr;
     if (s) *s = t;
     return c.off;
   }
@@ -90,9 +99,10 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
                     (DP == 256 && DVP == 128 && NWG == 2 && BM == 64),
                 "tile shape");
   static_assert((NWG == 1 || NWG == 2) && (BM == 64 || BM == 128) && BM <= 128 * NWG, "tile shape");
+  static_assert(!(DP == 256 && kKVRegs), "QK 256: K and V stay in shared memory");
   using Shape = WgBwdShape<DP, DVP, NWG, BM>;
   constexpr bool kSplit = Shape::kColSplit;
-  constexpr int DKW = Shape::kDkCols, DVW = Shape::kDvCols;
+  constexpr int DKW = Shape::kDkCols, DVW = Shape::kDvCols, QW = Shape::kQCols;
   constexpr int BN = Shape::BN, NT = 128 * NWG, NQB = BM / 64;  // NQB: 64-query blocks
   constexpr int NS = kWgBwdStages;
   check_smem_base();
@@ -182,6 +192,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   for (int e = 0; e < 4; ++e) dv[n][e] = 0.f;
   const int kw = kSplit ? 0 : 64 * wg;  // this warpgroup's first key row in the tile
   const int dk0 = kSplit ? DKW * wg : 0, dv0 = kSplit ? DVW * wg : 0;
+  const int qc0 = kSplit ? QW * wg : 0;  // this warpgroup's first query column of S^T
   const float sl2 = a.scale * kLog2e;
   const int krow = kw + 16 * w + g;  // this thread's key rows in the tile: krow, krow + 8
   float dbk[2] = {0.f, 0.f};         // kBias: -sum_i dS of the head's steps so far, rows krow, +8
@@ -198,6 +209,19 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     LCR_UNROLL
     for (int kk = 0; kk < DVP / 16; ++kk) ldsm_x4(av[kk], s.V + swz(BN, r, 16 * kk + c));
   }
+
+  // This warpgroup's P^T or dS^T fragments (key rows krow, krow + 8; query columns qc0 ..
+  // qc0 + QW - 1) into a Swz tile [BN x BM] of shared memory.
+  auto store_frags = [&](bf16* tile, const uint32_t(&f)[QW / 16][4]) {
+    LCR_UNROLL
+    for (int kk = 0; kk < QW / 16; ++kk) {
+      const int c = qc0 + 16 * kk + 2 * t;
+      *reinterpret_cast<uint32_t*>(tile + swz(BN, krow, c)) = f[kk][0];
+      *reinterpret_cast<uint32_t*>(tile + swz(BN, krow + 8, c)) = f[kk][1];
+      *reinterpret_cast<uint32_t*>(tile + swz(BN, krow, c + 8)) = f[kk][2];
+      *reinterpret_cast<uint32_t*>(tile + swz(BN, krow + 8, c + 8)) = f[kk][3];
+    }
+  };
 
   // dQ of a step (this warpgroup's 64 x 64 blocks): issued after the step's dS^T exchange,
   // then, once complete, added to global dq (scaled, 8-byte atomics).
@@ -241,7 +265,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   //   dK += dS^T Q; second barrier (every warpgroup's dS^T rows); dQ = dS K; wait for all,
   //   dq to global
   // so the exponentials run beside dP^T, dS^T beside dV, and the other warpgroup's (or CTA's)
-  // products beside this one's waits.
+  // products beside this one's waits. kColSplit: S^T, dP^T of this warpgroup's query
+  // columns; P^T and dS^T to shared memory; the second barrier; then dV, dK and dQ together.
   for (int it = 0; it < n_steps; ++it) {
     const int st = it % NS, i0 = qt * BM;
     int nh, nq_t;
@@ -270,28 +295,39 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     }
     const float *cL = s.lse2 + st * BM, *cDel = s.del + st * BM;
 
-    float sr[BM / 8][4], dp[BM / 8][4];
+    float sr[QW / 8][4], dp[QW / 8][4];
     wgmma_fence();
-    LCR_UNROLL
-    for (int nb = 0; nb < NQB; ++nb) LCR_UNROLL
-    for (int k0 = 0; k0 < DP; k0 += 16) {
-      if constexpr (kKVRegs)
-        wgmma_rs<0>(&sr[8 * nb][0], ak[k0 / 16], desc_k(Q, BM, k0, 64 * nb), k0 > 0);
-      else
-        wgmma_ss<0>(&sr[8 * nb][0], desc_k(s.K, BN, k0, kw), desc_k(Q, BM, k0, 64 * nb), k0 > 0);
+    if constexpr (kSplit) {  // this warpgroup's query columns qc0 .. qc0 + QW - 1 (m64n32)
+      LCR_UNROLL
+      for (int k0 = 0; k0 < DP; k0 += 16)
+        wgmma_ss<0, 0, QW>(&sr[0][0], desc_k(s.K, BN, k0), desc_k(Q, BM, k0, qc0), k0 > 0);
+      wgmma_commit();
+      LCR_UNROLL
+      for (int k0 = 0; k0 < DVP; k0 += 16)
+        wgmma_ss<0, 0, QW>(&dp[0][0], desc_k(s.V, BN, k0), desc_k(dO, BM, k0, qc0), k0 > 0);
+      wgmma_commit();
+    } else {
+      LCR_UNROLL
+      for (int nb = 0; nb < NQB; ++nb) LCR_UNROLL
+      for (int k0 = 0; k0 < DP; k0 += 16) {
+        if constexpr (kKVRegs)
+          wgmma_rs<0>(&sr[8 * nb][0], ak[k0 / 16], desc_k(Q, BM, k0, 64 * nb), k0 > 0);
+        else
+          wgmma_ss<0>(&sr[8 * nb][0], desc_k(s.K, BN, k0, kw), desc_k(Q, BM, k0, 64 * nb), k0 > 0);
+      }
+      wgmma_commit();
+      LCR_UNROLL
+      for (int nb = 0; nb < NQB; ++nb) LCR_UNROLL
+      for (int k0 = 0; k0 < DVP; k0 += 16) {
+        if constexpr (kKVRegs)
+          wgmma_rs<0>(&dp[8 * nb][0], av[k0 / 16], desc_k(dO, BM, k0, 64 * nb), k0 > 0);
+        else
+          wgmma_ss<0>(&dp[8 * nb][0], desc_k(s.V, BN, k0, kw), desc_k(dO, BM, k0, 64 * nb), k0 > 0);
+      }
+      wgmma_commit();
     }
-    wgmma_commit();
-    LCR_UNROLL
-    for (int nb = 0; nb < NQB; ++nb) LCR_UNROLL
-    for (int k0 = 0; k0 < DVP; k0 += 16) {
-      if constexpr (kKVRegs)
-        wgmma_rs<0>(&dp[8 * nb][0], av[k0 / 16], desc_k(dO, BM, k0, 64 * nb), k0 > 0);
-      else
-        wgmma_ss<0>(&dp[8 * nb][0], desc_k(s.V, BN, k0, kw), desc_k(dO, BM, k0, 64 * nb), k0 > 0);
-    }
-    wgmma_commit();
     wgmma_wait<1>();  // S^T
-    fence_regs<BM / 2>(&sr[0][0]);
+    fence_regs<QW / 2>(&sr[0][0]);
 
     // P^T; element (key row krow + 8 (e / 2), query column 8 n + 2 t + e % 2). Visibility:
     // column >= thr[r] (causality and j < Lk folded, sdpa_backward_kernel.cuh), tested only
@@ -302,12 +338,12 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     for (int r = 0; r < 2; ++r) {
       const int j = j0 + krow + 8 * r;
       const int64_t first = j - dpos - i0;
-      thr[r] = (j >= a.Lk ? BM + 1 : int(first < 0 ? 0 : (first > BM ? BM : first))) - 2 * t;
+      thr[r] = (j >= a.Lk ? BM + 1 : int(first < 0 ? 0 : (first > BM ? BM : first))) - 2 * t - qc0;
     }
-    uint32_t pf[BM / 16][4], sf[BM / 16][4];
+    uint32_t pf[QW / 16][4], sf[QW / 16][4];
     LCR_UNROLL
-    for (int n = 0; n < BM / 8; ++n) {
-      const float l0 = cL[8 * n + 2 * t], l1 = cL[8 * n + 2 * t + 1];
+    for (int n = 0; n < QW / 8; ++n) {
+      const float l0 = cL[qc0 + 8 * n + 2 * t], l1 = cL[qc0 + 8 * n + 2 * t + 1];
       LCR_UNROLL
       for (int e = 0; e < 4; ++e) {
         float pr = fast_exp2(fmaf(sr[n][e], sl2, -((e & 1 ? l1 : l0) + ck[e >> 1])));
@@ -316,20 +352,24 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       }
     }
     LCR_UNROLL
-    for (int kk = 0; kk < BM / 16; ++kk) c_to_a(pf[kk], sr[2 * kk], sr[2 * kk + 1]);
-    wgmma_fence();
-    LCR_UNROLL
-    for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
-    for (int hf = 0; hf < DVW / 64; ++hf)
-      wgmma_rs<1>(&dv[8 * hf][0], pf[kk], desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
-    wgmma_commit();
-    wgmma_wait<1>();  // dP^T
-    fence_regs<BM / 2>(&dp[0][0]);
+    for (int kk = 0; kk < QW / 16; ++kk) c_to_a(pf[kk], sr[2 * kk], sr[2 * kk + 1]);
+    if constexpr (kSplit) {
+      store_frags(s.P, pf);  // this warpgroup's columns of P^T, for dV after the barrier
+    } else {
+      wgmma_fence();
+      LCR_UNROLL
+      for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
+      for (int hf = 0; hf < DVW / 64; ++hf)
+        wgmma_rs<1>(&dv[8 * hf][0], pf[kk], desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
+      wgmma_commit();
+    }
+    wgmma_wait<kSplit ? 0 : 1>();  // dP^T (dV may still run)
+    fence_regs<QW / 2>(&dp[0][0]);
 
     // dS^T = P^T (dP^T - delta), as fragments and into shared memory for dQ.
     LCR_UNROLL
-    for (int n = 0; n < BM / 8; ++n) {
-      const float d0 = cDel[8 * n + 2 * t], d1 = cDel[8 * n + 2 * t + 1];
+    for (int n = 0; n < QW / 8; ++n) {
+      const float d0 = cDel[qc0 + 8 * n + 2 * t], d1 = cDel[qc0 + 8 * n + 2 * t + 1];
       LCR_UNROLL
       for (int e = 0; e < 4; ++e) {
         dp[n][e] = sr[n][e] * (dp[n][e] - (e & 1 ? d1 : d0));
@@ -337,26 +377,32 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       }
     }
     LCR_UNROLL
-    for (int kk = 0; kk < BM / 16; ++kk) c_to_a(sf[kk], dp[2 * kk], dp[2 * kk + 1]);
-    wgmma_fence();
-    LCR_UNROLL
-    for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
-    for (int hf = 0; hf < DKW / 64; ++hf)
-      wgmma_rs<1>(&dk[8 * hf][0], sf[kk], desc_mn(Q, BM, 16 * kk, dk0 + 64 * hf), true);
-    wgmma_commit();
-    LCR_UNROLL
-    for (int kk = 0; kk < BM / 16; ++kk) {
-      if (kSplit && wg > 0) break;  // kColSplit: one copy (the warpgroups' dS^T are equal)
-      const int c = 16 * kk + 2 * t;
-      *reinterpret_cast<uint32_t*>(dS + swz(BN, krow, c)) = sf[kk][0];
-      *reinterpret_cast<uint32_t*>(dS + swz(BN, krow + 8, c)) = sf[kk][1];
-      *reinterpret_cast<uint32_t*>(dS + swz(BN, krow, c + 8)) = sf[kk][2];
-      *reinterpret_cast<uint32_t*>(dS + swz(BN, krow + 8, c + 8)) = sf[kk][3];
+    for (int kk = 0; kk < QW / 16; ++kk) c_to_a(sf[kk], dp[2 * kk], dp[2 * kk + 1]);
+    if constexpr (!kSplit) {
+      wgmma_fence();
+      LCR_UNROLL
+      for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
+      for (int hf = 0; hf < DKW / 64; ++hf)
+        wgmma_rs<1>(&dk[8 * hf][0], sf[kk], desc_mn(Q, BM, 16 * kk, dk0 + 64 * hf), true);
+      wgmma_commit();
     }
-    fence_async_smem();  // dS^T, for the tensor cores
-    sync_cta();          // every warpgroup's dS^T rows
+    store_frags(dS, sf);
+    fence_async_smem();  // dS^T (kColSplit: and P^T), for the tensor cores
+    sync_cta();          // every warpgroup's dS^T rows (kColSplit: columns)
     float dq[Shape::kDqBlocks][32];
     wgmma_fence();
+    if constexpr (kSplit) {  // dV += P^T dO, dK += dS^T Q: this warpgroup's columns, all queries
+      LCR_UNROLL
+      for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
+      for (int hf = 0; hf < DVW / 64; ++hf)
+        wgmma_ss<1>(&dv[8 * hf][0], desc_k(s.P, BN, 16 * kk),
+                    desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
+      LCR_UNROLL
+      for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
+      for (int hf = 0; hf < DKW / 64; ++hf)
+        wgmma_ss<1>(&dk[8 * hf][0], desc_k(dS, BN, 16 * kk), desc_mn(Q, BM, 16 * kk, dk0 + 64 * hf),
+                    true);
+    }
     issue_dq(dq, dS);
     wgmma_commit();
     if (more) store_stats(next_stats, (it + 1) % NS);
@@ -370,14 +416,19 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     // kBias: the end of a query head; its dbias_k column is complete (one writer per key row:
     // kColSplit's warpgroups hold the same sums).
     if constexpr (kBias) {
-      if (p.dbias_k && nh != h) {
+      if (p.dbias_k && nh != h) {  // (the same branch in every thread of the CTA)
+        float v[2] = {quad_sum(dbk[0]), quad_sum(dbk[1])};
+        if constexpr (kSplit) {  // warpgroup 1's sums over its query columns, to warpgroup 0
+          if (wg == 1 && t == 0) s.dbk[krow] = v[0], s.dbk[krow + 8] = v[1];
+          sync_cta();
+          if (wg == 0) v[0] += s.dbk[krow], v[1] += s.dbk[krow + 8];
+        }
         LCR_UNROLL
         for (int r = 0; r < 2; ++r) {
-          const float v = quad_sum(dbk[r]);
           const int j = j0 + krow + 8 * r;
           if (t == 0 && j < a.Lk && (!kSplit || wg == 0)) {
             float* dst = p.dbias_k + (int64_t(b) * a.Lk + j) * a.H + h;
-            *dst = p.accumulate ? *dst + v : v;
+            *dst = p.accumulate ? *dst + v[r] : v[r];
           }
           dbk[r] = 0.f;
         }

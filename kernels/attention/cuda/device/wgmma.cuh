@@ -118,11 +118,11 @@ inline float desc_elem(uint64_t desc, bool mn_major, int mn, int k) {
   std::memcpy(&v, emu::shared_base() + a, 2);
   return __bfloat162float(v);
 }
-// This thread's share of one m64n64k16: A(r, k) from `a_of`, B(k, n) from the descriptor.
-template <class AOf>
+// This thread's share of one m64nNk16: A(r, k) from `a_of`, B(k, n) from the descriptor.
+template <int N = 64, class AOf>
 void wgmma_thread(float* d, AOf a_of, uint64_t db, bool trans_b, bool acc, int w, int l) {
   const int g = l / 4, t = l % 4;
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < N / 8; ++j)
     for (int i = 0; i < 4; ++i) {
       const int r = 16 * w + g + (i >= 2 ? 8 : 0), n = 8 * j + 2 * t + (i & 1);
       double s = acc ? d[4 * j + i] : 0.0;
@@ -183,33 +183,47 @@ LCR_DEV void fence_regs(float* d) {
 #define LCR_WGMMA_D_REGS                                                                        \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define LCR_WGMMA_D_OUTS(d)                                                                       \
+#define LCR_WGMMA_D16_OUTS(d)                                                                     \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),    \
-      "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),  \
-      "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),  \
-      "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      "+f"(d[15])
+#define LCR_WGMMA_D_OUTS(d)                                                                      \
+  LCR_WGMMA_D16_OUTS(d), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),        \
+      "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
+      "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #endif
 
-// d[32] = (acc ? d : 0) + A B, A and B from shared memory (descriptors da, db): A K-major
-// (desc_k) unless kTransA, then MN-major (desc_mn of a tile holding A^T: the SDPA backward's
-// dQ = dS K with dS stored as dS^T); B K-major when !kTransB, MN-major when kTransB.
-template <int kTransB, int kTransA = 0>
+// d[N / 2] = (acc ? d : 0) + A B (m64nNk16, N = 64 or 32), A and B from shared memory
+// (descriptors da, db): A K-major (desc_k) unless kTransA, then MN-major (desc_mn of a tile
+// holding A^T: the SDPA backward's dQ = dS K with dS stored as dS^T); B K-major when
+// !kTransB, MN-major when kTransB (N = 64 only: desc_mn names 64 columns). With N = 32 the
+// accumulators are the first four 8-column blocks of the m64n64 layout.
+template <int kTransB, int kTransA = 0, int N = 64>
 LCR_DEV void wgmma_ss(float* d, uint64_t da, uint64_t db, bool acc) {
+  static_assert(N == 64 || (N == 32 && kTransB == 0), "wgmma_ss: m64n64, or m64n32 with K-major B");
 #if defined(LCR_CUDA_EMU)
   const int w = warp() % 4, l = lane();
   emu::async_op([=] {
-    emu_detail::wgmma_thread(
+    emu_detail::wgmma_thread<N>(
         d, [&](int r, int k) { return emu_detail::desc_elem(da, kTransA != 0, r, k); }, db, kTransB,
         acc, w, l);
   });
 #else
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " LCR_WGMMA_D_REGS
-      ", %32, %33, p, 1, 1, %36, %35;\n}\n"
-      : LCR_WGMMA_D_OUTS(d)
-      : "l"(da), "l"(db), "r"(int(acc)), "n"(kTransB), "n"(kTransA));
+  if constexpr (N == 64)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " LCR_WGMMA_D_REGS
+        ", %32, %33, p, 1, 1, %36, %35;\n}\n"
+        : LCR_WGMMA_D_OUTS(d)
+        : "l"(da), "l"(db), "r"(int(acc)), "n"(kTransB), "n"(kTransA));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+        ", %16, %17, p, 1, 1, %20, %19;\n}\n"
+        : LCR_WGMMA_D16_OUTS(d)
+        : "l"(da), "l"(db), "r"(int(acc)), "n"(kTransB), "n"(kTransA));
 #endif
 }
 
