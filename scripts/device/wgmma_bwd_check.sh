@@ -24,7 +24,7 @@ for s in ${BWD_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,
 done >"$OUT/variants.csv" 2>&1
 echo "=== bwd variants (ms, TFLOP/s)" | tee -a "$OUT/summary.txt"
 grep -v '^impl' "$OUT/variants.csv" | tee -a "$OUT/summary.txt"
-for s in ${NCU_SHAPES:-64 128}; do
+for s in ${NCU_SHAPES-64 128}; do  # NCU_SHAPES="": no ncu
   IFS=, read -r d dv <<<"$s"
   dv=${dv:-$d}
   timeout 120 ncu --clock-control none --kernel-name regex:sdpa_bwd --metrics \

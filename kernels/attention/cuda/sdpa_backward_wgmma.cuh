@@ -30,6 +30,7 @@
 // The source builds twice (device/simt.cuh): nvcc for the GPU and the host compiler with
 // LCR_CUDA_EMU for the SIMT emulator (tests/cuda/test_sdpa.cpp, CudaSdpaWgmmaBwdEmu).
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
@@ -92,7 +93,10 @@ struct WgBwdSmem {
 // mma.sync kernel's kBias form (sdpa_backward_kernel.cuh): the row term folded into the staged
 // lse, the column term one value per key row, both relative to c0 = C of the tile's first key;
 // dbias_k = -sum_i dS, written when a query head's last step is done.
-template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
+// kDq4: dq's atomics 16 bytes wide (adjacent threads swap a row's pair, one shuffle per pair)
+// where dq is 16-byte aligned, else 8 bytes wide.
+template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
+          bool kDq4 = true>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_bwd_wg_kernel(const KernelParams p) {
   static_assert(((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP) ||
@@ -239,6 +243,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
                        desc_mn(s.K, BN, kbase + k0, 64 * nb), k0 > 0);
     }
   };
+  // 16-byte dq atomics need a 16-byte-aligned dq (its rows are then too: D % 8 == 0).
+  const bool dq_v4 = kDq4 && (reinterpret_cast<uintptr_t>(p.dq) & 15) == 0;
   auto add_dq = [&](const DqAcc& dq, int h, int i0) {
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) {
@@ -247,6 +253,24 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       const int r0 = i0 + 64 * mb + 16 * w + g;  // query row of half 0
       float* dq0 = p.dq + (int64_t(b) * a.Lq + r0) * q_ld + int64_t(h) * a.D + 64 * nb + 2 * t;
       const bool whole = a.D == DP && i0 + BM <= a.Lq;
+      if (dq_v4) {  // thread t takes row half t & 1, columns 2 (t & ~1) .. + 3 of each block
+        const int hr = t & 1, c0 = 64 * nb + 2 * (t & ~1);
+        float* dqr = p.dq + (int64_t(b) * a.Lq + r0 + 8 * hr) * q_ld + int64_t(h) * a.D + c0;
+        LCR_UNROLL
+        for (int n = 0; n < 8; ++n) {
+          const float* e = &dq[u][4 * n];
+          // Even t keeps row half 0 and sends half 1's pair; odd t the other way round.
+          const float y0 = shfl_xor(hr ? e[0] : e[2], 1), y1 = shfl_xor(hr ? e[1] : e[3], 1);
+          if (whole || (r0 + 8 * hr < a.Lq && c0 + 8 * n < a.D)) {
+            const float s = a.scale;
+            if (hr)
+              atomic_add4(dqr + 8 * n, y0 * s, y1 * s, e[2] * s, e[3] * s);
+            else
+              atomic_add4(dqr + 8 * n, e[0] * s, e[1] * s, y0 * s, y1 * s);
+          }
+        }
+        continue;
+      }
       LCR_UNROLL
       for (int r = 0; r < 2; ++r) LCR_UNROLL
       for (int n = 0; n < 8; ++n)
@@ -494,11 +518,12 @@ namespace lcr::cuda::detail {
 
 // The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path and
 // (kBias) the bias-lane / ALiBi path.
-template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
+template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
+          bool kDq4 = true>
 void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = LCR_SDPAWG::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
-  launch_with_smem(LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias>, grid,
+  launch_with_smem(LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias, kDq4>, grid,
                    128 * NWG, LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p);
 }
 
