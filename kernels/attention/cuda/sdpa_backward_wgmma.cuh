@@ -94,9 +94,11 @@ struct WgBwdSmem {
 // lse, the column term one value per key row, both relative to c0 = C of the tile's first key;
 // dbias_k = -sum_i dS, written when a query head's last step is done.
 // kDq4: dq's atomics 16 bytes wide (adjacent threads swap a row's pair, one shuffle per pair)
-// where dq is 16-byte aligned, else 8 bytes wide.
+// where dq is 16-byte aligned, else 8 bytes wide. Measured a variant only: 297 / 354 / 307 /
+// 291 / 216 against 303 / 346 / 315 / 301 / 217 TFLOP/s with 8 bytes (QK / V 64 / 64,
+// 128 / 128, 64 / 64 at 64K, 128 / 64, 256 / 128; H200, one run, docs/cuda.md).
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
-          bool kDq4 = true>
+          bool kDq4 = false>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_bwd_wg_kernel(const KernelParams p) {
   static_assert(((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP) ||
@@ -519,7 +521,7 @@ namespace lcr::cuda::detail {
 // The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path and
 // (kBias) the bias-lane / ALiBi path.
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
-          bool kDq4 = true>
+          bool kDq4 = false>
 void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = LCR_SDPAWG::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;

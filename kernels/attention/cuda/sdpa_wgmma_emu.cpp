@@ -51,36 +51,42 @@ void by_width(const KernelParams& p) {
 }
 
 template <int DP, int DVP, int NWG, int BM, bool kKVRegs>
-void run_bwd(KernelParams p) {
+void run_bwd(KernelParams p, bool dq4) {
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
   const bool bias = row_col_terms_only(p.a);  // the kBias form, as the variant tables pick it
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
                      K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), [&] {
-                       if (bias)
-                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true>(p);
+                       if (bias && dq4)
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true, true>(p);
+                       else if (bias)
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true, false>(p);
+                       else if (dq4)
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true>(p);
                        else
-                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false>(p);
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, false>(p);
                      });
 }
 
 template <int DP, int DVP>
-void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs) {
+void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs, bool dq4) {
   auto fail = [&] {
     throw_error("cuda sdpa backward (wgmma, emulator): no instantiation for ", nwg,
                 " warpgroup(s), ", bm, "-query steps, K/V fragments ", kv_regs ? "in" : "not in",
                 " registers at QK ", DP, " / V ", DVP);
   };
   if constexpr (DP == 256) {  // the column-split form: two warpgroups, 64-query steps
-    if (bm == 64 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 64, false>(p);
+    if (bm == 64 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 64, false>(p, dq4);
   } else {
     if (bm == 64) {
       if (nwg == 1)
-        return kv_regs ? run_bwd<DP, DVP, 1, 64, true>(p) : run_bwd<DP, DVP, 1, 64, false>(p);
-      return kv_regs ? run_bwd<DP, DVP, 2, 64, true>(p) : run_bwd<DP, DVP, 2, 64, false>(p);
+        return kv_regs ? run_bwd<DP, DVP, 1, 64, true>(p, dq4)
+                       : run_bwd<DP, DVP, 1, 64, false>(p, dq4);
+      return kv_regs ? run_bwd<DP, DVP, 2, 64, true>(p, dq4)
+                     : run_bwd<DP, DVP, 2, 64, false>(p, dq4);
     }
     if constexpr (DP == 64)  // 128-query steps: the 64-wide class only (registers)
-      if (bm == 128 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 128, false>(p);
+      if (bm == 128 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 128, false>(p, dq4);
   }
   fail();
 }
@@ -90,7 +96,7 @@ void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs) {
 void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* delta,
                              const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
                              bool accumulate, int warpgroups, int query_step, bool kv_regs,
-                             float* dbias_k) {
+                             float* dbias_k, bool dq4) {
   KernelParams p;
   p.a = a;
   p.lse_in = lse;
@@ -103,10 +109,11 @@ void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* d
           "cuda sdpa backward (wgmma, emulator): the plain and kBias paths only (no softcap)");
   if (!accumulate) std::fill(dq, dq + int64_t(a.B) * a.Lq * a.H * a.D, 0.f);
   const int dp = width_class(a.D), dvp = width_class(a.Dv);
-  if (dp == 64 && dvp == 64) return bwd_by_shape<64, 64>(p, warpgroups, query_step, kv_regs);
-  if (dp == 128 && dvp == 128) return bwd_by_shape<128, 128>(p, warpgroups, query_step, kv_regs);
-  if (dp == 128 && dvp == 64) return bwd_by_shape<128, 64>(p, warpgroups, query_step, kv_regs);
-  if (dp == 256 && dvp == 128) return bwd_by_shape<256, 128>(p, warpgroups, query_step, kv_regs);
+  const int nwg = warpgroups, bm = query_step;
+  if (dp == 64 && dvp == 64) return bwd_by_shape<64, 64>(p, nwg, bm, kv_regs, dq4);
+  if (dp == 128 && dvp == 128) return bwd_by_shape<128, 128>(p, nwg, bm, kv_regs, dq4);
+  if (dp == 128 && dvp == 64) return bwd_by_shape<128, 64>(p, nwg, bm, kv_regs, dq4);
+  if (dp == 256 && dvp == 128) return bwd_by_shape<256, 128>(p, nwg, bm, kv_regs, dq4);
   throw_error("cuda sdpa backward (wgmma, emulator): no kernel for QK width ", a.D, " / V width ",
               a.Dv,
               "; it serves QK 64 / V 64, QK 128 / V 128, QK 128 / V 64 and QK 256 / V 128 "
