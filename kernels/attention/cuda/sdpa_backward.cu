@@ -2,8 +2,8 @@
 // head-width class (BM query rows per step; the mma.sync key tile is 16 rows per warp):
 //   plain and bias-lane / ALiBi (kBias) paths at QK / V 64 / 64, 128 / 128, 128 / 64 and
 //                  256 / 128: wgmma (sdpa_backward_wgmma.cuh), two warpgroups of 64 keys x
-//                  queries 128 (64-wide) or 64; at 256 / 128 the warpgroups share 64 keys
-//                  and split dK's and dV's columns
+//                  queries 128 (64-wide) or 64; at 256 / 128 the warpgroups share 64 keys,
+//                  split dK's and dV's columns and S^T's query columns
 //   option path (softcap, dbias_q), mma.sync (sdpa_backward_kernel.cuh):
 //   D, Dv <= 64  : keys 128 (8 warps) x queries 64, dQ pipelined
 //   D, Dv <= 128 : keys 128 (8 warps) x queries 64 (dK, dV, S^T, dP^T in ~200 registers),
@@ -72,8 +72,10 @@ struct BwdVariant {
 // Defaults since 2026-12-02 (H200, scripts/device/wgmma_bwd_check.sh, ~03:45 UTC): the plain
 // path on wgmma, 310 against 262 TFLOP/s (q128_w8_pipe) at 1x16x16384x64 (321 vs 272 at
 // 1x8x65536 in the ~03:30 run), 355 vs 296 (q64_w8_pipe_dq2) at D = 128, 300 vs 233 at QK 128 /
-// V 64; the bias-lane / ALiBi path (kBias) on wgmma too (not yet timed when made the default);
-// the option path (softcap, dbias_q) keeps its mma.sync kernel.
+// V 64; the bias-lane / ALiBi path (kBias) on wgmma too (293 / 340 / 306 against the mma.sync
+// kBias kernel's 234 / 273 / 243 at the three benchmark shapes, ~04:47 UTC); the option path
+// (softcap, dbias_q) keeps its mma.sync kernel. 8-byte dq atomics: the _dq4 variants (16-byte)
+// measured 297 / 354 / 307 / 291 / 216 against 303 / 346 / 315 / 301 / 217 (~06:48 UTC).
 const BwdVariant k64_64[] = {
     LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, (&launch_bwd_wg<64, 64, 2, 128, 1, 0, 1>)),
     LCR_BWD_WG_DQ4(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, 0),
@@ -109,8 +111,10 @@ const BwdVariant k128_64[] = {
 // PoPE at d = 128 (QK 256 / V 128): 16-query steps and 8 warps keep dK, dV of 16 keys x 384
 // lanes per warp with few spills (measured 177 vs 151 (q16_w4) vs 128 (q32_w4) TFLOP/s at
 // 1x16x16384, H200, 2026-11-29); the option path keeps q32_w4.
-// wgmma (2026-12-02, not yet timed when made the default; docs/cuda.md "Backward on wgmma"):
-// the two warpgroups split dK's and dV's columns over one 64-key tile.
+// wgmma (2026-12-02; docs/cuda.md "QK 256 / V 128 backward by query columns"): the two
+// warpgroups split dK's and dV's columns over one 64-key tile and S^T's query columns: 222.3
+// against 191.1 (q16_w8_pipe) at 1x16x16384, 223.4 against 194.7 at 1x8x65536 (~06:36 UTC;
+// 198.4 / 196.8 when each warpgroup formed all of S^T, ~04:23).
 const BwdVariant k256_128[] = {
     LCR_BWD_WG(256, 128, 2, 64, 1, 0, (&launch_bwd<256, 128, 32, 4, true>),
                (&launch_bwd_wg<256, 128, 2, 64, 1, 0, 1>)),
