@@ -268,8 +268,9 @@ void run_case(const Case& c, SdpaImpl impl) {
     EXPECT_FALSE(ran) << "the bf16 form ran with impl = lcr";
     return;
   }
-  if (impl == SdpaImpl::Cudnn)
+  if (impl == SdpaImpl::Cudnn) {
     EXPECT_TRUE(ran) << "impl = cudnn served the call above but not here";
+  }
   if (!ran) return;
   compare(to_double(test::download_bf16(hq)), naive.dq, exact.dq, "dq (bf16 form)", false, 1);
   compare(to_double(test::download_bf16(hk)), naive.dk, exact.dk, "dk (bf16 form)", false, 1);
@@ -494,10 +495,11 @@ TEST_P(CudaSdpaWgmmaEmu, ForwardMatchesFloat64Reference) {
     // The kBias form takes its terms relative to the tile's first row, which the CTA shape
     // moves, so only the other modes promise the same bits.
     const bool tile_relative = (c.bias || c.alibi) && c.softcap == 0.f;
-    if (first_o.empty())
+    if (first_o.empty()) {
       first_o = o16;
-    else if (!tile_relative)
+    } else if (!tile_relative) {
       EXPECT_TRUE(o16 == first_o) << "one and two warpgroups per CTA give different o";
+    }
   }
 }
 
@@ -512,12 +514,13 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaWgmmaEmu, ::testing::ValuesIn(wgmma_case
 struct WgBwdShape {
   int nwg, bm;
   bool kv_regs, dq4 = false;  // dq4: the 16-byte dq atomics (the _dq4 variants)
+  bool early_dv = false;      // QK 256: dV issued before dS^T is formed (the _edv variant)
 };
 std::vector<WgBwdShape> wg_bwd_shapes(int D, int Dv) {
   if (detail::width_class(D) == 64 && detail::width_class(Dv) == 64)
     return {{1, 64, false}, {2, 64, true}, {2, 128, false}, {2, 128, false, true}};
   if (detail::width_class(D) == 256)  // the column-split form
-    return {{2, 64, false}, {2, 64, false, true}};
+    return {{2, 64, false}, {2, 64, false, true}, {2, 64, false, false, true}};
   return {{1, 64, false}, {2, 64, true}, {2, 64, false, true}};
 }
 
@@ -552,7 +555,7 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
   for (const WgBwdShape& sh : wg_bwd_shapes(p.D, p.Dv)) {
     SCOPED_TRACE(std::to_string(sh.nwg) + " warpgroup(s), " + std::to_string(sh.bm) +
                  "-query steps, K/V fragments " + (sh.kv_regs ? "in registers" : "in shared") +
-                 (sh.dq4 ? ", 16-byte dq atomics" : ""));
+                 (sh.dq4 ? ", 16-byte dq atomics" : "") + (sh.early_dv ? ", early dV" : ""));
     std::vector<float> gq(p.q.size(), std::nanf("")), gk(p.k.size(), std::nanf("")),
         gv(p.v.size(), std::nanf("")), gbk(p.bias_k.size(), std::nanf(""));
     std::vector<std::vector<float>> init;
@@ -563,7 +566,7 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
       }
     detail::sdpa_backward_wgmma_emu(a, lse.data(), delta.data(), dout.data(), gq.data(), gk.data(),
                                     gv.data(), c.accumulate, sh.nwg, sh.bm, sh.kv_regs,
-                                    c.bias ? gbk.data() : nullptr, sh.dq4);
+                                    c.bias ? gbk.data() : nullptr, sh.dq4, sh.early_dv);
     auto got = [&](const std::vector<float>& x, int idx) {
       std::vector<double> d = to_double(x);
       if (c.accumulate)

@@ -119,6 +119,10 @@ const BwdVariant k256_128[] = {
     LCR_BWD_WG(256, 128, 2, 64, 1, 0, (&launch_bwd<256, 128, 32, 4, true>),
                (&launch_bwd_wg<256, 128, 2, 64, 1, 0, 1>)),
     LCR_BWD_WG_DQ4(256, 128, 2, 64, 1, 0, (&launch_bwd<256, 128, 32, 4, true>), 0),
+    // dV issued once P^T is exchanged, beside dS^T (a second barrier per step, kEarlyDv)
+    BwdVariant{"wg2_q64_mb1_kv0_edv", &launch_bwd_wg<256, 128, 2, 64, 1, 0, false, false, true>,
+               &launch_bwd<256, 128, 32, 4, true>,
+               &launch_bwd_wg<256, 128, 2, 64, 1, 0, true, false, true>},
     // dQ one step late (kPipe): 21.55 vs 23.39 ms at 1x16x16384, 169.5 vs 185.5 at
     // 1x8x65536 (H200, 2026-11-30 08:28 UTC); the default since the SDPA suite ran it.
     BwdVariant{"q16_w8_pipe/opts_q32_w4", &launch_bwd<256, 128, 16, 8, false, true>,

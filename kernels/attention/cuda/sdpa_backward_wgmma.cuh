@@ -97,8 +97,10 @@ struct WgBwdSmem {
 // where dq is 16-byte aligned, else 8 bytes wide. Measured a variant only: 297 / 354 / 307 /
 // 291 / 216 against 303 / 346 / 315 / 301 / 217 TFLOP/s with 8 bytes (QK / V 64 / 64,
 // 128 / 128, 64 / 64 at 64K, 128 / 64, 256 / 128; H200, one run, docs/cuda.md).
+// kEarlyDv (kColSplit only): a CTA barrier once P^T is stored, so dV += P^T dO runs while
+// dS^T is formed, at the price of a second barrier per step.
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
-          bool kDq4 = false>
+          bool kDq4 = false, bool kEarlyDv = false>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_bwd_wg_kernel(const KernelParams p) {
   static_assert(((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP) ||
@@ -106,6 +108,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
                 "tile shape");
   static_assert((NWG == 1 || NWG == 2) && (BM == 64 || BM == 128) && BM <= 128 * NWG, "tile shape");
   static_assert(!(DP == 256 && kKVRegs), "QK 256: K and V stay in shared memory");
+  static_assert(!kEarlyDv || DP == 256, "kEarlyDv: the column-split form only");
   using Shape = WgBwdShape<DP, DVP, NWG, BM>;
   constexpr bool kSplit = Shape::kColSplit;
   constexpr int DKW = Shape::kDkCols, DVW = Shape::kDvCols, QW = Shape::kQCols;
@@ -379,8 +382,23 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     }
     LCR_UNROLL
     for (int kk = 0; kk < QW / 16; ++kk) c_to_a(pf[kk], sr[2 * kk], sr[2 * kk + 1]);
+    // kColSplit: dV += P^T dO, this warpgroup's columns over all queries, P^T from shared memory.
+    auto issue_dv_split = [&] {
+      LCR_UNROLL
+      for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
+      for (int hf = 0; hf < DVW / 64; ++hf)
+        wgmma_ss<1>(&dv[8 * hf][0], desc_k(s.P, BN, 16 * kk),
+                    desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
+    };
     if constexpr (kSplit) {
-      store_frags(s.P, pf);  // this warpgroup's columns of P^T, for dV after the barrier
+      store_frags(s.P, pf);  // this warpgroup's columns of P^T, for dV after a barrier
+      if constexpr (kEarlyDv) {
+        fence_async_smem();
+        sync_cta();  // both warpgroups' columns of P^T
+        wgmma_fence();
+        issue_dv_split();
+        wgmma_commit();
+      }
     } else {
       wgmma_fence();
       LCR_UNROLL
@@ -389,7 +407,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
         wgmma_rs<1>(&dv[8 * hf][0], pf[kk], desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
       wgmma_commit();
     }
-    wgmma_wait<kSplit ? 0 : 1>();  // dP^T (dV may still run)
+    wgmma_wait<(kSplit && !kEarlyDv) ? 0 : 1>();  // dP^T (dV may still run)
     fence_regs<QW / 2>(&dp[0][0]);
 
     // dS^T = P^T (dP^T - delta), as fragments and into shared memory for dQ.
@@ -417,12 +435,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     sync_cta();          // every warpgroup's dS^T rows (kColSplit: columns)
     float dq[Shape::kDqBlocks][32];
     wgmma_fence();
-    if constexpr (kSplit) {  // dV += P^T dO, dK += dS^T Q: this warpgroup's columns, all queries
-      LCR_UNROLL
-      for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
-      for (int hf = 0; hf < DVW / 64; ++hf)
-        wgmma_ss<1>(&dv[8 * hf][0], desc_k(s.P, BN, 16 * kk),
-                    desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
+    if constexpr (kSplit) {  // (dV,) dK += dS^T Q: this warpgroup's columns, all queries
+      if constexpr (!kEarlyDv) issue_dv_split();
       LCR_UNROLL
       for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
       for (int hf = 0; hf < DKW / 64; ++hf)
@@ -521,12 +535,13 @@ namespace lcr::cuda::detail {
 // The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path and
 // (kBias) the bias-lane / ALiBi path.
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
-          bool kDq4 = false>
+          bool kDq4 = false, bool kEarlyDv = false>
 void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = LCR_SDPAWG::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
-  launch_with_smem(LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias, kDq4>, grid,
-                   128 * NWG, LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p);
+  launch_with_smem(
+      LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias, kDq4, kEarlyDv>, grid,
+      128 * NWG, LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p);
 }
 
 }  // namespace lcr::cuda::detail

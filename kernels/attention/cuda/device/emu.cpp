@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,14 @@ struct Copy {
   long group;
 };
 
+// A queued wgmma: its commit group, the operation, and the async proxy's view of shared memory
+// when it was issued (what the hardware may read from then on).
+struct MmaOp {
+  long group;
+  std::function<void()> op;
+  std::shared_ptr<const std::vector<unsigned char>> view;
+};
+
 struct Fiber {
   void* sp = nullptr;
   unsigned char* stack = nullptr;  // mmap'ed, lowest page is a guard page
@@ -78,7 +87,7 @@ struct Fiber {
   std::vector<Copy> copies;
   bool fenced = false;     // fence.proxy.async since the last block barrier
   long mma_committed = 0;  // wgmma groups committed
-  std::vector<std::pair<long, std::function<void()>>> mma_ops;  // (group, operation)
+  std::vector<MmaOp> mma_ops;
 };
 
 struct Barrier {
@@ -94,8 +103,10 @@ struct Block {
   std::vector<Barrier> warp_bar;
   std::vector<std::array<unsigned char, 2 * 32 * kExchangeStride>> exch;
   int alive = 0;
-  int fenced = 0;                         // threads that fenced since the last block barrier
-  std::vector<unsigned char> async_view;  // shared memory as the async proxy (wgmma) sees it
+  int fenced = 0;  // threads that fenced since the last block barrier
+  // Shared memory as the async proxy (wgmma) sees it: a new snapshot at each publishing
+  // barrier, so an operation queued before it keeps the view it was issued against.
+  std::shared_ptr<const std::vector<unsigned char>> async_view;
 };
 
 std::vector<Fiber> g_fibers;
@@ -189,7 +200,8 @@ std::size_t shared_bytes() { return g_block.smem_bytes; }
 // the async proxy's view (wgmma reads compare the two: wgmma.cuh).
 void publish_async_view() {
   if (g_block.fenced >= g_block.alive)
-    std::memcpy(g_block.async_view.data(), g_block.smem, g_block.smem_bytes);
+    g_block.async_view = std::make_shared<const std::vector<unsigned char>>(
+        g_block.smem, g_block.smem + g_block.smem_bytes);
   g_block.fenced = 0;
   for (unsigned t = 0; t < g_block.bdim.x; ++t) g_fibers[t].fenced = false;
 }
@@ -200,7 +212,9 @@ void fence_async() {
   if (!g_cur->fenced) g_cur->fenced = true, ++g_block.fenced;
 }
 
-const unsigned char* async_view() { return g_block.async_view.data(); }
+// The view of the operation being performed (async_wait), else the current one.
+const std::vector<unsigned char>* g_op_view = nullptr;
+const unsigned char* async_view() { return (g_op_view ? *g_op_view : *g_block.async_view).data(); }
 
 void sync_warp() {
   Barrier& b = g_block.warp_bar[g_cur->tid / 32];
@@ -256,15 +270,19 @@ void cp_async_wait(int pending) {
 }
 
 void async_op(std::function<void()> op) {
-  g_cur->mma_ops.emplace_back(g_cur->mma_committed, std::move(op));
+  g_cur->mma_ops.push_back(MmaOp{g_cur->mma_committed, std::move(op), g_block.async_view});
 }
 
 void async_commit() { ++g_cur->mma_committed; }
 
 void async_wait(int pending) {
   drain(
-      g_cur->mma_ops, g_cur->mma_committed - pending, [](const auto& op) { return op.first; },
-      [](auto& op) { op.second(); });
+      g_cur->mma_ops, g_cur->mma_committed - pending, [](const MmaOp& m) { return m.group; },
+      [](MmaOp& m) {
+        g_op_view = m.view.get();
+        m.op();
+        g_op_view = nullptr;
+      });
 }
 
 void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<void()>& body) {
@@ -293,7 +311,8 @@ void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<v
         B.exch.resize(n / 32);
         B.alive = int(n);
         B.fenced = 0;
-        B.async_view.assign(smem, smem + smem_bytes);  // the poison, as the generic view
+        // the poison, as the generic view
+        B.async_view = std::make_shared<const std::vector<unsigned char>>(smem, smem + smem_bytes);
         for (unsigned t = 0; t < n; ++t) {
           Fiber& f = g_fibers[t];
           f.tid = t;

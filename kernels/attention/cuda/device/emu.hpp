@@ -67,7 +67,9 @@ void async_op(std::function<void()> op);
 // (async_view(), the block's shared_bytes()) is refreshed from the generic one at a block
 // barrier that every live thread reached after such a fence, a stricter rule than the PTX
 // ISA's (each writing thread fences, then a barrier) that lcr's kernels follow: every thread
-// fences before the barriers that precede a wgmma.
+// fences before the barriers that precede a wgmma. An operation reads the view of its issue
+// (async_view() while it is performed): an operand published only by a barrier after the
+// issue is a race on the hardware and differs from it here.
 void fence_async();
 const unsigned char* async_view();
 void async_commit();
