@@ -324,38 +324,29 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     }
     const float *cL = s.lse2 + st * BM, *cDel = s.del + st * BM;
 
+    // acc = X Y^T over `depth` lanes, one commit group: X this warpgroup's key rows of a
+    // key-side tile (K or V; its register fragments fr with kKVRegs), Y the step's query-side
+    // tile (Q or dO) read K-major, all its rows (kColSplit: this warpgroup's QW, m64n32).
+    auto issue_keys_x_queries = [&](float(&acc)[QW / 8][4], const uint32_t(*fr)[4],
+                                    const bf16* keys, const bf16* rows, int depth) {
+      LCR_UNROLL
+      for (int nb = 0; nb < (kSplit ? 1 : NQB); ++nb) LCR_UNROLL
+      for (int k0 = 0; k0 < depth; k0 += 16) {
+        if constexpr (kSplit)
+          wgmma_ss<0, 0, QW>(&acc[0][0], desc_k(keys, BN, k0), desc_k(rows, BM, k0, qc0), k0 > 0);
+        else if constexpr (kKVRegs)
+          wgmma_rs<0>(&acc[8 * nb][0], fr[k0 / 16], desc_k(rows, BM, k0, 64 * nb), k0 > 0);
+        else
+          wgmma_ss<0>(&acc[8 * nb][0], desc_k(keys, BN, k0, kw), desc_k(rows, BM, k0, 64 * nb),
+                      k0 > 0);
+      }
+      wgmma_commit();
+    };
     float sr[QW / 8][4], dp[QW / 8][4];
     wgmma_fence();
-    if constexpr (kSplit) {  // this warpgroup's query columns qc0 .. qc0 + QW - 1 (m64n32)
-      LCR_UNROLL
-      for (int k0 = 0; k0 < DP; k0 += 16)
-        wgmma_ss<0, 0, QW>(&sr[0][0], desc_k(s.K, BN, k0), desc_k(Q, BM, k0, qc0), k0 > 0);
-      wgmma_commit();
-      LCR_UNROLL
-      for (int k0 = 0; k0 < DVP; k0 += 16)
-        wgmma_ss<0, 0, QW>(&dp[0][0], desc_k(s.V, BN, k0), desc_k(dO, BM, k0, qc0), k0 > 0);
-      wgmma_commit();
-    } else {
-      LCR_UNROLL
-      for (int nb = 0; nb < NQB; ++nb) LCR_UNROLL
-      for (int k0 = 0; k0 < DP; k0 += 16) {
-        if constexpr (kKVRegs)
-          wgmma_rs<0>(&sr[8 * nb][0], ak[k0 / 16], desc_k(Q, BM, k0, 64 * nb), k0 > 0);
-        else
-          wgmma_ss<0>(&sr[8 * nb][0], desc_k(s.K, BN, k0, kw), desc_k(Q, BM, k0, 64 * nb), k0 > 0);
-      }
-      wgmma_commit();
-      LCR_UNROLL
-      for (int nb = 0; nb < NQB; ++nb) LCR_UNROLL
-      for (int k0 = 0; k0 < DVP; k0 += 16) {
-        if constexpr (kKVRegs)
-          wgmma_rs<0>(&dp[8 * nb][0], av[k0 / 16], desc_k(dO, BM, k0, 64 * nb), k0 > 0);
-        else
-          wgmma_ss<0>(&dp[8 * nb][0], desc_k(s.V, BN, k0, kw), desc_k(dO, BM, k0, 64 * nb), k0 > 0);
-      }
-      wgmma_commit();
-    }
-    wgmma_wait<1>();  // S^T
+    issue_keys_x_queries(sr, ak, s.K, Q, DP);    // S^T
+    issue_keys_x_queries(dp, av, s.V, dO, DVP);  // dP^T
+    wgmma_wait<1>();                             // S^T
     fence_regs<QW / 2>(&sr[0][0]);
 
     // P^T; element (key row krow + 8 (e / 2), query column 8 n + 2 t + e % 2). Visibility:
