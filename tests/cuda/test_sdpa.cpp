@@ -513,15 +513,13 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaWgmmaEmu, ::testing::ValuesIn(wgmma_case
 // from every shape with the same query step.
 struct WgBwdShape {
   int nwg, bm;
-  bool kv_regs, dq4 = false;  // dq4: the 16-byte dq atomics (the _dq4 variants)
-  bool early_dv = false;      // QK 256: dV issued before dS^T is formed (the _edv variant)
+  bool kv_regs;
 };
 std::vector<WgBwdShape> wg_bwd_shapes(int D, int Dv) {
   if (detail::width_class(D) == 64 && detail::width_class(Dv) == 64)
-    return {{1, 64, false}, {2, 64, true}, {2, 128, false}, {2, 128, false, true}};
-  if (detail::width_class(D) == 256)  // the column-split form
-    return {{2, 64, false}, {2, 64, false, true}, {2, 64, false, false, true}};
-  return {{1, 64, false}, {2, 64, true}, {2, 64, false, true}};
+    return {{1, 64, false}, {2, 64, true}, {2, 128, false}};
+  if (detail::width_class(D) == 256) return {{2, 64, false}};  // the column-split form
+  return {{1, 64, false}, {2, 64, true}};
 }
 
 class CudaSdpaWgmmaBwdEmu : public ::testing::TestWithParam<Case> {};
@@ -554,8 +552,7 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
   int bm_first = 0;
   for (const WgBwdShape& sh : wg_bwd_shapes(p.D, p.Dv)) {
     SCOPED_TRACE(std::to_string(sh.nwg) + " warpgroup(s), " + std::to_string(sh.bm) +
-                 "-query steps, K/V fragments " + (sh.kv_regs ? "in registers" : "in shared") +
-                 (sh.dq4 ? ", 16-byte dq atomics" : "") + (sh.early_dv ? ", early dV" : ""));
+                 "-query steps, K/V fragments " + (sh.kv_regs ? "in registers" : "in shared"));
     std::vector<float> gq(p.q.size(), std::nanf("")), gk(p.k.size(), std::nanf("")),
         gv(p.v.size(), std::nanf("")), gbk(p.bias_k.size(), std::nanf(""));
     std::vector<std::vector<float>> init;
@@ -566,7 +563,7 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
       }
     detail::sdpa_backward_wgmma_emu(a, lse.data(), delta.data(), dout.data(), gq.data(), gk.data(),
                                     gv.data(), c.accumulate, sh.nwg, sh.bm, sh.kv_regs,
-                                    c.bias ? gbk.data() : nullptr, sh.dq4, sh.early_dv);
+                                    c.bias ? gbk.data() : nullptr);
     auto got = [&](const std::vector<float>& x, int idx) {
       std::vector<double> d = to_double(x);
       if (c.accumulate)

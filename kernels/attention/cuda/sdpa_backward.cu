@@ -56,14 +56,6 @@ struct BwdVariant {
   BwdVariant {                                                                                   \
     "wg" #NWG "_q" #BM "_mb" #MB "_kv" #KV, &launch_bwd_wg<DP, DVP, NWG, BM, MB, KV>, OPTS, BIAS \
   }
-// The same with dq's atomics 16 bytes wide (kDq4), measured against the 8-byte defaults.
-// BKV: the bias path's K / V fragments in registers.
-#define LCR_BWD_WG_DQ4(DP, DVP, NWG, BM, MB, KV, OPTS, BKV)          \
-  BwdVariant {                                                       \
-    "wg" #NWG "_q" #BM "_mb" #MB "_kv" #KV "_dq4",                   \
-        &launch_bwd_wg<DP, DVP, NWG, BM, MB, KV, false, true>, OPTS, \
-        &launch_bwd_wg<DP, DVP, NWG, BM, MB, BKV, true, true>        \
-  }
 #define LCR_BWD_OPTS64 &launch_bwd<64, 64, 64, 8, 1, true>
 #define LCR_BWD_BIAS64 &launch_bwd<64, 64, 128, 8, false, true, 1, true>
 #define LCR_BWD_OPTS128 &launch_bwd<128, 128, 64, 8, true, true, 2>
@@ -74,11 +66,11 @@ struct BwdVariant {
 // 1x8x65536 in the ~03:30 run), 355 vs 296 (q64_w8_pipe_dq2) at D = 128, 300 vs 233 at QK 128 /
 // V 64; the bias-lane / ALiBi path (kBias) on wgmma too (293 / 340 / 306 against the mma.sync
 // kBias kernel's 234 / 273 / 243 at the three benchmark shapes, ~04:47 UTC); the option path
-// (softcap, dbias_q) keeps its mma.sync kernel. 8-byte dq atomics: the _dq4 variants (16-byte)
-// measured 297 / 354 / 307 / 291 / 216 against 303 / 346 / 315 / 301 / 217 (~06:48 UTC).
+// (softcap, dbias_q) keeps its mma.sync kernel. dq's atomics stay 8 bytes wide: a 16-byte form
+// measured 297 / 354 / 307 / 291 / 216 against 303 / 346 / 315 / 301 / 217 TFLOP/s here and at
+// 128 / 64 and 256 / 128 (~06:48 UTC) and was removed (docs/cuda.md).
 const BwdVariant k64_64[] = {
     LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, (&launch_bwd_wg<64, 64, 2, 128, 1, 0, 1>)),
-    LCR_BWD_WG_DQ4(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, 0),
     BwdVariant{"q128_w8_pipe/opts_q64", &launch_bwd<64, 64, 128, 8, false, true>,
                &launch_bwd<64, 64, 64, 8, true, true>,
                &launch_bwd<64, 64, 128, 8, false, true, 1, true>},
@@ -92,7 +84,6 @@ const BwdVariant k64_64[] = {
     LCR_BWD_WG(64, 64, 2, 64, 1, 1, LCR_BWD_OPTS64, LCR_BWD_BIAS64)};
 const BwdVariant k128_128[] = {
     LCR_BWD_WG(128, 128, 2, 64, 1, 0, LCR_BWD_OPTS128, (&launch_bwd_wg<128, 128, 2, 64, 1, 0, 1>)),
-    LCR_BWD_WG_DQ4(128, 128, 2, 64, 1, 0, LCR_BWD_OPTS128, 0),
     BwdVariant{"q64_w8_pipe_dq2", &launch_bwd<128, 128, 64, 8, false, true, 2>,
                &launch_bwd<128, 128, 64, 8, true, true, 2>,
                &launch_bwd<128, 128, 64, 8, false, true, 2, true>},
@@ -105,7 +96,6 @@ const BwdVariant k128_128[] = {
 const BwdVariant k128_64[] = {
     LCR_BWD_WG(128, 64, 2, 64, 1, 1, (&launch_bwd<128, 64, 64, 8, true>),
                (&launch_bwd_wg<128, 64, 2, 64, 1, 0, 1>)),
-    LCR_BWD_WG_DQ4(128, 64, 2, 64, 1, 1, (&launch_bwd<128, 64, 64, 8, true>), 0),
     LCR_BWD(128, 64, 64, 8),
     LCR_BWD_WG(128, 64, 2, 64, 1, 0, (&launch_bwd<128, 64, 64, 8, true>), nullptr)};
 // PoPE at d = 128 (QK 256 / V 128): 16-query steps and 8 warps keep dK, dV of 16 keys x 384
@@ -118,12 +108,6 @@ const BwdVariant k128_64[] = {
 const BwdVariant k256_128[] = {
     LCR_BWD_WG(256, 128, 2, 64, 1, 0, (&launch_bwd<256, 128, 32, 4, true>),
                (&launch_bwd_wg<256, 128, 2, 64, 1, 0, 1>)),
-    LCR_BWD_WG_DQ4(256, 128, 2, 64, 1, 0, (&launch_bwd<256, 128, 32, 4, true>), 0),
-    // dV issued once P^T is exchanged, beside dS^T (a second barrier per step, kEarlyDv):
-    // 217.9 / 218.9 against 220.5 / 218.7 at 1x16x16384 / 1x8x65536 (~07:24 UTC)
-    BwdVariant{"wg2_q64_mb1_kv0_edv", &launch_bwd_wg<256, 128, 2, 64, 1, 0, false, false, true>,
-               &launch_bwd<256, 128, 32, 4, true>,
-               &launch_bwd_wg<256, 128, 2, 64, 1, 0, true, false, true>},
     // dQ one step late (kPipe): 21.55 vs 23.39 ms at 1x16x16384, 169.5 vs 185.5 at
     // 1x8x65536 (H200, 2026-11-30 08:28 UTC); the default since the SDPA suite ran it.
     BwdVariant{"q16_w8_pipe/opts_q32_w4", &launch_bwd<256, 128, 16, 8, false, true>,

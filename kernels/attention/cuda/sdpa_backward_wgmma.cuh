@@ -93,14 +93,7 @@ struct WgBwdSmem {
 // mma.sync kernel's kBias form (sdpa_backward_kernel.cuh): the row term folded into the staged
 // lse, the column term one value per key row, both relative to c0 = C of the tile's first key;
 // dbias_k = -sum_i dS, written when a query head's last step is done.
-// kDq4: dq's atomics 16 bytes wide (adjacent threads swap a row's pair, one shuffle per pair)
-// where dq is 16-byte aligned, else 8 bytes wide. Measured a variant only: 297 / 354 / 307 /
-// 291 / 216 against 303 / 346 / 315 / 301 / 217 TFLOP/s with 8 bytes (QK / V 64 / 64,
-// 128 / 128, 64 / 64 at 64K, 128 / 64, 256 / 128; H200, one run, docs/cuda.md).
-// kEarlyDv (kColSplit only): a CTA barrier once P^T is stored, so dV += P^T dO runs while
-// dS^T is formed, at the price of a second barrier per step.
-template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
-          bool kDq4 = false, bool kEarlyDv = false>
+template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_bwd_wg_kernel(const KernelParams p) {
   static_assert(((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP) ||
@@ -108,7 +101,6 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
                 "tile shape");
   static_assert((NWG == 1 || NWG == 2) && (BM == 64 || BM == 128) && BM <= 128 * NWG, "tile shape");
   static_assert(!(DP == 256 && kKVRegs), "QK 256: K and V stay in shared memory");
-  static_assert(!kEarlyDv || DP == 256, "kEarlyDv: the column-split form only");
   using Shape = WgBwdShape<DP, DVP, NWG, BM>;
   constexpr bool kSplit = Shape::kColSplit;
   constexpr int DKW = Shape::kDkCols, DVW = Shape::kDvCols, QW = Shape::kQCols;
@@ -248,8 +240,6 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
                        desc_mn(s.K, BN, kbase + k0, 64 * nb), k0 > 0);
     }
   };
-  // 16-byte dq atomics need a 16-byte-aligned dq (its rows are then too: D % 8 == 0).
-  const bool dq_v4 = kDq4 && (reinterpret_cast<uintptr_t>(p.dq) & 15) == 0;
   auto add_dq = [&](const DqAcc& dq, int h, int i0) {
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) {
@@ -258,24 +248,6 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       const int r0 = i0 + 64 * mb + 16 * w + g;  // query row of half 0
       float* dq0 = p.dq + (int64_t(b) * a.Lq + r0) * q_ld + int64_t(h) * a.D + 64 * nb + 2 * t;
       const bool whole = a.D == DP && i0 + BM <= a.Lq;
-      if (dq_v4) {  // thread t takes row half t & 1, columns 2 (t & ~1) .. + 3 of each block
-        const int hr = t & 1, c0 = 64 * nb + 2 * (t & ~1);
-        float* dqr = p.dq + (int64_t(b) * a.Lq + r0 + 8 * hr) * q_ld + int64_t(h) * a.D + c0;
-        LCR_UNROLL
-        for (int n = 0; n < 8; ++n) {
-          const float* e = &dq[u][4 * n];
-          // Even t keeps row half 0 and sends half 1's pair; odd t the other way round.
-          const float y0 = shfl_xor(hr ? e[0] : e[2], 1), y1 = shfl_xor(hr ? e[1] : e[3], 1);
-          if (whole || (r0 + 8 * hr < a.Lq && c0 + 8 * n < a.D)) {
-            const float s = a.scale;
-            if (hr)
-              atomic_add4(dqr + 8 * n, y0 * s, y1 * s, e[2] * s, e[3] * s);
-            else
-              atomic_add4(dqr + 8 * n, e[0] * s, e[1] * s, y0 * s, y1 * s);
-          }
-        }
-        continue;
-      }
       LCR_UNROLL
       for (int r = 0; r < 2; ++r) LCR_UNROLL
       for (int n = 0; n < 8; ++n)
@@ -373,23 +345,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     }
     LCR_UNROLL
     for (int kk = 0; kk < QW / 16; ++kk) c_to_a(pf[kk], sr[2 * kk], sr[2 * kk + 1]);
-    // kColSplit: dV += P^T dO, this warpgroup's columns over all queries, P^T from shared memory.
-    auto issue_dv_split = [&] {
-      LCR_UNROLL
-      for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
-      for (int hf = 0; hf < DVW / 64; ++hf)
-        wgmma_ss<1>(&dv[8 * hf][0], desc_k(s.P, BN, 16 * kk),
-                    desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
-    };
     if constexpr (kSplit) {
-      store_frags(s.P, pf);  // this warpgroup's columns of P^T, for dV after a barrier
-      if constexpr (kEarlyDv) {
-        fence_async_smem();
-        sync_cta();  // both warpgroups' columns of P^T
-        wgmma_fence();
-        issue_dv_split();
-        wgmma_commit();
-      }
+      store_frags(s.P, pf);  // this warpgroup's columns of P^T, for dV after the barrier
     } else {
       wgmma_fence();
       LCR_UNROLL
@@ -398,7 +355,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
         wgmma_rs<1>(&dv[8 * hf][0], pf[kk], desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
       wgmma_commit();
     }
-    wgmma_wait<(kSplit && !kEarlyDv) ? 0 : 1>();  // dP^T (dV may still run)
+    wgmma_wait<kSplit ? 0 : 1>();  // dP^T (dV may still run)
     fence_regs<QW / 2>(&dp[0][0]);
 
     // dS^T = P^T (dP^T - delta), as fragments and into shared memory for dQ.
@@ -426,8 +383,12 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     sync_cta();          // every warpgroup's dS^T rows (kColSplit: columns)
     float dq[Shape::kDqBlocks][32];
     wgmma_fence();
-    if constexpr (kSplit) {  // (dV,) dK += dS^T Q: this warpgroup's columns, all queries
-      if constexpr (!kEarlyDv) issue_dv_split();
+    if constexpr (kSplit) {  // dV += P^T dO, dK += dS^T Q: this warpgroup's columns, all queries
+      LCR_UNROLL
+      for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
+      for (int hf = 0; hf < DVW / 64; ++hf)
+        wgmma_ss<1>(&dv[8 * hf][0], desc_k(s.P, BN, 16 * kk),
+                    desc_mn(dO, BM, 16 * kk, dv0 + 64 * hf), true);
       LCR_UNROLL
       for (int kk = 0; kk < BM / 16; ++kk) LCR_UNROLL
       for (int hf = 0; hf < DKW / 64; ++hf)
@@ -445,7 +406,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     for (int u = 0; u < Shape::kDqBlocks; ++u) fence_regs<32>(dq[u]);
     add_dq(dq, h, i0);
     // kBias: the end of a query head; its dbias_k column is complete (one writer per key row:
-    // kColSplit's warpgroups hold the same sums).
+    // under kColSplit warpgroup 0, after adding warpgroup 1's sums over its query columns).
     if constexpr (kBias) {
       if (p.dbias_k && nh != h) {  // (the same branch in every thread of the CTA)
         float v[2] = {quad_sum(dbk[0]), quad_sum(dbk[1])};
@@ -525,14 +486,12 @@ namespace lcr::cuda::detail {
 
 // The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path and
 // (kBias) the bias-lane / ALiBi path.
-template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
-          bool kDq4 = false, bool kEarlyDv = false>
+template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
 void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = LCR_SDPAWG::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
-  launch_with_smem(
-      LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias, kDq4, kEarlyDv>, grid,
-      128 * NWG, LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p);
+  launch_with_smem(LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias>, grid,
+                   128 * NWG, LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p);
 }
 
 }  // namespace lcr::cuda::detail

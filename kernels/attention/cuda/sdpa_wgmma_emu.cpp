@@ -50,49 +50,37 @@ void by_width(const KernelParams& p) {
               "QK 256 / V 128 (padded classes)");
 }
 
-// The kernel of one shape with the kBias form (as the variant tables pick it) and the options.
-template <int DP, int DVP, int NWG, int BM, bool kKVRegs, bool kEarlyDv>
-void bwd_kernel(const KernelParams& p, bool dq4) {
-  const bool bias = row_col_terms_only(p.a);
-  if (bias && dq4)
-    return K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true, true, kEarlyDv>(p);
-  if (bias) return K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true, false, kEarlyDv>(p);
-  if (dq4) return K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true, kEarlyDv>(p);
-  K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, false, kEarlyDv>(p);
-}
-
 template <int DP, int DVP, int NWG, int BM, bool kKVRegs>
-void run_bwd(KernelParams p, bool dq4, bool early_dv = false) {
+void run_bwd(KernelParams p) {
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
+  const bool bias = row_col_terms_only(p.a);  // the kBias form, as the variant tables pick it
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
                      K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), [&] {
-                       if constexpr (DP == 256)
-                         if (early_dv) return bwd_kernel<DP, DVP, NWG, BM, kKVRegs, true>(p, dq4);
-                       bwd_kernel<DP, DVP, NWG, BM, kKVRegs, false>(p, dq4);
+                       if (bias)
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true>(p);
+                       else
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false>(p);
                      });
 }
 
 template <int DP, int DVP>
-void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs, bool dq4, bool early_dv) {
+void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs) {
   auto fail = [&] {
     throw_error("cuda sdpa backward (wgmma, emulator): no instantiation for ", nwg,
                 " warpgroup(s), ", bm, "-query steps, K/V fragments ", kv_regs ? "in" : "not in",
-                " registers at QK ", DP, " / V ", DVP, early_dv ? ", early dV" : "");
+                " registers at QK ", DP, " / V ", DVP);
   };
-  if (early_dv && DP != 256) fail();  // the column-split form only
-  if constexpr (DP == 256) {          // the column-split form: two warpgroups, 64-query steps
-    if (bm == 64 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 64, false>(p, dq4, early_dv);
+  if constexpr (DP == 256) {  // the column-split form: two warpgroups, 64-query steps
+    if (bm == 64 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 64, false>(p);
   } else {
     if (bm == 64) {
       if (nwg == 1)
-        return kv_regs ? run_bwd<DP, DVP, 1, 64, true>(p, dq4)
-                       : run_bwd<DP, DVP, 1, 64, false>(p, dq4);
-      return kv_regs ? run_bwd<DP, DVP, 2, 64, true>(p, dq4)
-                     : run_bwd<DP, DVP, 2, 64, false>(p, dq4);
+        return kv_regs ? run_bwd<DP, DVP, 1, 64, true>(p) : run_bwd<DP, DVP, 1, 64, false>(p);
+      return kv_regs ? run_bwd<DP, DVP, 2, 64, true>(p) : run_bwd<DP, DVP, 2, 64, false>(p);
     }
     if constexpr (DP == 64)  // 128-query steps: the 64-wide class only (registers)
-      if (bm == 128 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 128, false>(p, dq4);
+      if (bm == 128 && nwg == 2 && !kv_regs) return run_bwd<DP, DVP, 2, 128, false>(p);
   }
   fail();
 }
@@ -102,7 +90,7 @@ void bwd_by_shape(const KernelParams& p, int nwg, int bm, bool kv_regs, bool dq4
 void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* delta,
                              const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
                              bool accumulate, int warpgroups, int query_step, bool kv_regs,
-                             float* dbias_k, bool dq4, bool early_dv) {
+                             float* dbias_k) {
   KernelParams p;
   p.a = a;
   p.lse_in = lse;
@@ -115,12 +103,10 @@ void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* d
           "cuda sdpa backward (wgmma, emulator): the plain and kBias paths only (no softcap)");
   if (!accumulate) std::fill(dq, dq + int64_t(a.B) * a.Lq * a.H * a.D, 0.f);
   const int dp = width_class(a.D), dvp = width_class(a.Dv);
-  const int nwg = warpgroups, bm = query_step;
-  const bool e = early_dv;
-  if (dp == 64 && dvp == 64) return bwd_by_shape<64, 64>(p, nwg, bm, kv_regs, dq4, e);
-  if (dp == 128 && dvp == 128) return bwd_by_shape<128, 128>(p, nwg, bm, kv_regs, dq4, e);
-  if (dp == 128 && dvp == 64) return bwd_by_shape<128, 64>(p, nwg, bm, kv_regs, dq4, e);
-  if (dp == 256 && dvp == 128) return bwd_by_shape<256, 128>(p, nwg, bm, kv_regs, dq4, e);
+  if (dp == 64 && dvp == 64) return bwd_by_shape<64, 64>(p, warpgroups, query_step, kv_regs);
+  if (dp == 128 && dvp == 128) return bwd_by_shape<128, 128>(p, warpgroups, query_step, kv_regs);
+  if (dp == 128 && dvp == 64) return bwd_by_shape<128, 64>(p, warpgroups, query_step, kv_regs);
+  if (dp == 256 && dvp == 128) return bwd_by_shape<256, 128>(p, warpgroups, query_step, kv_regs);
   throw_error("cuda sdpa backward (wgmma, emulator): no kernel for QK width ", a.D, " / V width ",
               a.Dv,
               "; it serves QK 64 / V 64, QK 128 / V 128, QK 128 / V 64 and QK 256 / V 128 "

@@ -20,11 +20,10 @@ void sdpa_forward_wgmma_emu(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, f
 // softcap, dbias_k or null, no dbias_q; delta given) with host pointers, on the wgmma backward
 // of `warpgroups` (1 or 2) warpgroups per CTA and `query_step` (64, or 128 for the 64-wide class
 // with two warpgroups, K / V from shared memory) queries per step, K / V fragments in registers
-// or not, dq's atomics 16 bytes wide (dq4, where dq is 16-byte aligned) or 8, and at QK 256 the
-// early-dV form (early_dv, kEarlyDv) or not. dq is zeroed first unless accumulate.
+// or not. dq is zeroed first unless accumulate.
 void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* delta,
                              const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
                              bool accumulate, int warpgroups, int query_step, bool kv_regs,
-                             float* dbias_k = nullptr, bool dq4 = false, bool early_dv = false);
+                             float* dbias_k = nullptr);
 
 }  // namespace lcr::cuda::detail

@@ -62,9 +62,6 @@ LCR_DEV float shfl_xor(float v, int m) {
 }
 LCR_DEV void atomic_add(float* p, float v) { *p += v; }
 LCR_DEV void atomic_add2(float* p, float a, float b) { p[0] += a, p[1] += b; }
-LCR_DEV void atomic_add4(float* p, float a, float b, float c, float d) {
-  p[0] += a, p[1] += b, p[2] += c, p[3] += d;
-}
 LCR_DEV void store_f32x2(float* p, float a, float b) { p[0] = a, p[1] = b; }
 LCR_DEV float load_ro(const float* p) { return *p; }
 struct F4 {
@@ -91,10 +88,6 @@ LCR_DEV void atomic_add(float* p, float v) { atomicAdd(p, v); }
 // p[0] += a, p[1] += b as one 8-byte reduction (red.global.add.v2.f32, sm_90); p 8-byte aligned.
 LCR_DEV void atomic_add2(float* p, float a, float b) {
   atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
-}
-// The same with four floats (red.global.add.v4.f32, sm_90); p 16-byte aligned.
-LCR_DEV void atomic_add4(float* p, float a, float b, float c, float d) {
-  atomicAdd(reinterpret_cast<float4*>(p), make_float4(a, b, c, d));
 }
 // p[0] = a, p[1] = b as one 8-byte store; p 8-byte aligned.
 LCR_DEV void store_f32x2(float* p, float a, float b) {
