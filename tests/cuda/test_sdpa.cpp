@@ -550,9 +550,15 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
       }
   std::vector<float> dk_first, dv_first;
   int bm_first = 0;
-  for (const WgBwdShape& sh : wg_bwd_shapes(p.D, p.Dv)) {
+  // Every CTA shape with dq 16-byte aligned (dq through shared memory and bulk reductions where
+  // the shape allows), and the first one again with dq 8-byte aligned only (the atomics).
+  std::vector<std::pair<WgBwdShape, bool>> runs;
+  for (const WgBwdShape& sh : wg_bwd_shapes(p.D, p.Dv)) runs.push_back({sh, false});
+  runs.push_back({runs.front().first, true});
+  for (const auto& [sh, dq_8b] : runs) {
     SCOPED_TRACE(std::to_string(sh.nwg) + " warpgroup(s), " + std::to_string(sh.bm) +
-                 "-query steps, K/V fragments " + (sh.kv_regs ? "in registers" : "in shared"));
+                 "-query steps, K/V fragments " + (sh.kv_regs ? "in registers" : "in shared") +
+                 (dq_8b ? ", dq 8-byte aligned (atomics)" : ""));
     std::vector<float> gq(p.q.size(), std::nanf("")), gk(p.k.size(), std::nanf("")),
         gv(p.v.size(), std::nanf("")), gbk(p.bias_k.size(), std::nanf(""));
     std::vector<std::vector<float>> init;
@@ -561,9 +567,14 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
         init.push_back(test::random_normal(buf->size(), rng));
         *buf = init.back();
       }
-    detail::sdpa_backward_wgmma_emu(a, lse.data(), delta.data(), dout.data(), gq.data(), gk.data(),
+    // (std::vector's storage is 16-byte aligned; 2 floats on it is 8 bytes off)
+    std::vector<float> gq_8b(dq_8b ? gq.size() + 2 : 0);
+    if (dq_8b) std::copy(gq.begin(), gq.end(), gq_8b.begin() + 2);
+    float* dq_ptr = dq_8b ? gq_8b.data() + 2 : gq.data();
+    detail::sdpa_backward_wgmma_emu(a, lse.data(), delta.data(), dout.data(), dq_ptr, gk.data(),
                                     gv.data(), c.accumulate, sh.nwg, sh.bm, sh.kv_regs,
                                     c.bias ? gbk.data() : nullptr);
+    if (dq_8b) std::copy(gq_8b.begin() + 2, gq_8b.end(), gq.begin());
     auto got = [&](const std::vector<float>& x, int idx) {
       std::vector<double> d = to_double(x);
       if (c.accumulate)

@@ -59,11 +59,16 @@ struct WgBwdShape {
   static constexpr bool kDqSplitK = kBlocks < NWG;
   static constexpr int kDqBlocks = kDqSplitK ? 1 : kBlocks / NWG;
   static_assert(kDqSplitK || kBlocks % NWG == 0, "dQ blocks must split over the warpgroups");
+  // dq through shared memory and bulk reductions (kBulkDq) needs one writer per element of
+  // the staged [BM x DP] tile: not with kDqSplitK (both warpgroups add to the one block).
+  static constexpr bool kBulkDqShape = !kDqSplitK;
+  static constexpr int kDqStride = DP + 4;  // staged dq row (floats): 16-byte rows, rows g and
+                                            // g + 1 four banks apart (no store conflicts)
 };
 
 constexpr int kWgBwdStages = 2;  // Q / dO / lse / delta buffers
 
-template <int DP, int DVP, int NWG, int BM>
+template <int DP, int DVP, int NWG, int BM, bool kBulkDq>
 struct WgBwdSmem {
   static constexpr int S = kWgBwdStages;
   bf16 *K, *V, *Q, *dO, *dS;  // Swz tiles: K [BN x DP], V [BN x DVP], Q [S][BM x DP],
@@ -71,6 +76,7 @@ struct WgBwdSmem {
   bf16* P;                    // kColSplit: P^T [BN x BM] (Swz)
   float *lse2, *del;          // [S][BM]: lse log2 e (+inf: the row sees nothing), delta
   float* dbk;                 // kColSplit: warpgroup 1's dbias_k sums [BN] (kBias)
+  float* dqs;                 // kBulkDq: the step's dq [BM x kDqStride], fp32, scaled
   static LCR_HD std::size_t carve(SmemCarver& c, WgBwdSmem* s) {
     using Shape = WgBwdShape<DP, DVP, NWG, BM>;
     constexpr int BN = Shape::BN;
@@ -84,6 +90,7 @@ struct WgBwdSmem {
     t.lse2 = c.take<float>(S * BM);
     t.del = c.take<float>(S * BM);
     t.dbk = Shape::kColSplit ? c.take<float>(BN) : nullptr;
+    t.dqs = kBulkDq ? c.take<float>(BM * Shape::kDqStride) : nullptr;
     if (s) *s = t;
     return c.off;
   }
@@ -93,7 +100,12 @@ struct WgBwdSmem {
 // mma.sync kernel's kBias form (sdpa_backward_kernel.cuh): the row term folded into the staged
 // lse, the column term one value per key row, both relative to c0 = C of the tile's first key;
 // dbias_k = -sum_i dS, written when a query head's last step is done.
-template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
+// kBulkDq: dq leaves through shared memory (the step's [BM x DP] tile, scaled) and one bulk
+// reduction per query row by the TMA engine, issued after the next step's first barrier, instead
+// of per-thread atomics (which cost the wgmma backward 1.2-1.9x its time, "Backward on wgmma"
+// in docs/cuda.md); dq 16-byte aligned (the launcher falls back to the atomics otherwise).
+template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
+          bool kBulkDq = false>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
 void sdpa_bwd_wg_kernel(const KernelParams p) {
   static_assert(((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP) ||
@@ -102,12 +114,13 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   static_assert((NWG == 1 || NWG == 2) && (BM == 64 || BM == 128) && BM <= 128 * NWG, "tile shape");
   static_assert(!(DP == 256 && kKVRegs), "QK 256: K and V stay in shared memory");
   using Shape = WgBwdShape<DP, DVP, NWG, BM>;
+  static_assert(!kBulkDq || Shape::kBulkDqShape, "bulk dq: one writer per staged element");
   constexpr bool kSplit = Shape::kColSplit;
   constexpr int DKW = Shape::kDkCols, DVW = Shape::kDvCols, QW = Shape::kQCols;
   constexpr int BN = Shape::BN, NT = 128 * NWG, NQB = BM / 64;  // NQB: 64-query blocks
   constexpr int NS = kWgBwdStages;
   check_smem_base();
-  using Smem = WgBwdSmem<DP, DVP, NWG, BM>;
+  using Smem = WgBwdSmem<DP, DVP, NWG, BM, kBulkDq>;
   Smem s;
   SmemCarver carver{smem_base()};
   Smem::carve(carver, &s);
@@ -256,6 +269,28 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
                       dq[u][4 * n + 2 * r + 1] * a.scale);
     }
   };
+  // kBulkDq: the step's dq blocks (scaled) into the staged tile s.dqs, which the engine has
+  // read since the last bulk_wait_read; published by the next barrier's fence.
+  auto stage_dq = [&](const DqAcc& dq) {
+    LCR_UNROLL
+    for (int u = 0; u < Shape::kDqBlocks; ++u) {
+      const int blk = wg * Shape::kDqBlocks + u, mb = blk % NQB, nb = blk / NQB;
+      float* row0 = s.dqs + (64 * mb + 16 * w + g) * Shape::kDqStride + 64 * nb + 2 * t;
+      LCR_UNROLL
+      for (int r = 0; r < 2; ++r) LCR_UNROLL
+      for (int n = 0; n < 8; ++n)
+        store_f32x2(row0 + 8 * r * Shape::kDqStride + 8 * n, dq[u][4 * n + 2 * r] * a.scale,
+                    dq[u][4 * n + 2 * r + 1] * a.scale);
+    }
+  };
+  // ... and, after a barrier, the staged rows of (query head h, rows i0 ..) added to global dq:
+  // thread r < BM issues row r (a.D floats: a multiple of 8, so of 16 bytes).
+  auto issue_bulk_dq = [&](int h, int i0) {
+    if (tid() < BM && i0 + tid() < a.Lq)
+      bulk_add_f32(p.dq + (int64_t(b) * a.Lq + i0 + tid()) * q_ld + int64_t(h) * a.D,
+                   s.dqs + tid() * Shape::kDqStride, uint32_t(a.D) * 4u);
+    bulk_commit();
+  };
 
   // The pipeline of step it (stage it % 2), products in issue order:
   //   top barrier: step it's tiles landed (and visible to the tensor cores); every warpgroup
@@ -268,6 +303,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   // so the exponentials run beside dP^T, dS^T beside dV, and the other warpgroup's (or CTA's)
   // products beside this one's waits. kColSplit: S^T, dP^T of this warpgroup's query
   // columns; P^T and dS^T to shared memory; the second barrier; then dV, dK and dQ together.
+  int dq_h = 0, dq_i0 = 0;  // kBulkDq: the step whose dq is staged
   for (int it = 0; it < n_steps; ++it) {
     const int st = it % NS, i0 = qt * BM;
     int nh, nq_t;
@@ -275,6 +311,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     cp_async_wait<0>();
     fence_async_smem();
     sync_cta();
+    if constexpr (kBulkDq)
+      if (it > 0) issue_bulk_dq(dq_h, dq_i0);  // the last step's dq (staged, now published)
     const bool more = it + 1 < n_steps;
     if (more) stage_tiles(nh, nq_t, (it + 1) % NS);
     cp_async_commit();
@@ -380,7 +418,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     }
     store_frags(dS, sf);
     fence_async_smem();  // dS^T (kColSplit: and P^T), for the tensor cores
-    sync_cta();          // every warpgroup's dS^T rows (kColSplit: columns)
+    if constexpr (kBulkDq) bulk_wait_read<0>();  // the staged dq tile is free after the barrier
+    sync_cta();  // every warpgroup's dS^T rows (kColSplit: columns)
     float dq[Shape::kDqBlocks][32];
     wgmma_fence();
     if constexpr (kSplit) {  // dV += P^T dO, dK += dS^T Q: this warpgroup's columns, all queries
@@ -404,7 +443,10 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     wgmma_wait<0>();
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) fence_regs<32>(dq[u]);
-    add_dq(dq, h, i0);
+    if constexpr (kBulkDq)
+      stage_dq(dq), dq_h = h, dq_i0 = i0;
+    else
+      add_dq(dq, h, i0);
     // kBias: the end of a query head; its dbias_k column is complete (one writer per key row:
     // under kColSplit warpgroup 0, after adding warpgroup 1's sums over its query columns).
     if constexpr (kBias) {
@@ -432,6 +474,14 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     if (p.dbias_k && n_steps == 0 && !p.accumulate)
       for (int x = tid(); x < nk * G; x += NT)
         p.dbias_k[(int64_t(b) * a.Lk + j0 + x / G) * a.H + hk * G + x % G] = 0.f;
+  }
+  if constexpr (kBulkDq) {  // the last step's dq; the engine is done before the CTA exits
+    if (n_steps > 0) {
+      fence_async_smem();
+      sync_cta();
+      issue_bulk_dq(dq_h, dq_i0);
+    }
+    bulk_wait<0>();
   }
   fence_regs<DKW / 2>(&dk[0][0]);
   fence_regs<DVW / 2>(&dv[0][0]);
@@ -471,10 +521,19 @@ inline int64_t wg_bwd_grid(KernelParams& p) {
   return int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
 }
 
-template <int DP, int DVP, int NWG, int BM>
+template <int DP, int DVP, int NWG, int BM, bool kBulkDq = false>
 inline std::size_t wg_bwd_smem_bytes() {
   SmemCarver c;
-  return WgBwdSmem<DP, DVP, NWG, BM>::carve(c, nullptr);
+  return WgBwdSmem<DP, DVP, NWG, BM, kBulkDq>::carve(c, nullptr);
+}
+
+// Whether a launch takes the kBulkDq form: the shape allows it, its shared memory fits (227
+// KiB) and dq is 16-byte aligned (a bulk reduction's rule; the atomics need 8 bytes).
+template <int DP, int DVP, int NWG, int BM>
+inline bool wg_bwd_bulk_dq(const KernelParams& p) {
+  return WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape &&
+         wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>() <= 227 * 1024 &&
+         (reinterpret_cast<std::uintptr_t>(p.dq) & 15) == 0;
 }
 
 }  // namespace lcr::cuda::LCR_SDPAWG
@@ -486,12 +545,20 @@ namespace lcr::cuda::detail {
 
 // The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path and
 // (kBias) the bias-lane / ALiBi path.
+// dq through shared memory and bulk reductions where wg_bwd_bulk_dq allows, else atomics.
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
 void launch_bwd_wg(KernelParams p, cudaStream_t s) {
-  const int64_t grid = LCR_SDPAWG::wg_bwd_grid<DP, DVP, NWG, BM>(p);
+  namespace K = LCR_SDPAWG;
+  const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
-  launch_with_smem(LCR_SDPAWG::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias>, grid,
-                   128 * NWG, LCR_SDPAWG::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p);
+  if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
+    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p))
+      return launch_with_smem(K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias, true>,
+                              grid, 128 * NWG, K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(), s,
+                              p);
+  }
+  launch_with_smem(K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias>, grid, 128 * NWG,
+                   K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p);
 }
 
 }  // namespace lcr::cuda::detail

@@ -12,7 +12,8 @@
 // --bias times the option path with FoX-like bias lanes (c_i - c_j, c = -0.01 position)
 // and, in the backward, the key lane's gradient (FoX takes the query lane's in closed
 // form, attention_cuda.cpp); the variant name gets "+bias". --alibi adds ALiBi slopes
-// 2^(-8 (h+1) / H) ("+alibi").
+// 2^(-8 (h+1) / H) ("+alibi"). --dq-8b puts dq 8 bytes off a 16-byte boundary, which takes
+// the wgmma backward's per-thread atomics instead of its bulk reductions ("+dq8b").
 // --variants all times every compiled tiling of the width class (for tuning); the
 // default times variant 0, the one sdpa_forward / sdpa_backward use.
 #include <cuda_bf16.h>
@@ -41,6 +42,7 @@ namespace {
 struct Opts {
   int B = 1, H = 16, Hkv = 0, L = 16384, D = 64, Dv = 0, reps = 20, warmup = 3, sets = 3;
   bool all_variants = false, fwd = true, bwd = true, bias = false, alibi = false;
+  bool dq_8b = false;  // dq 8 bytes off a 16-byte boundary: the wgmma backward's atomics
   lcr::cuda::SdpaImpl impl = lcr::cuda::SdpaImpl::Lcr;
 };
 
@@ -84,10 +86,12 @@ Opts parse(int argc, char** argv) {
       o.bwd = false;
     else if (k == "--bwd-only")
       o.fwd = false;
+    else if (k == "--dq-8b")
+      o.dq_8b = true;
     else
       lcr::throw_error("bench_cuda_sdpa: unknown option ", k,
                        " (use --B --H --Hkv --L --D --Dv --reps --warmup --sets --variants all "
-                       "--bias --alibi --impl --fwd-only --bwd-only)");
+                       "--bias --alibi --impl --fwd-only --bwd-only --dq-8b)");
   }
   if (o.Hkv == 0) o.Hkv = o.H;
   if (o.Dv == 0) o.Dv = o.D;
@@ -149,7 +153,7 @@ int run(const Opts& o) {
     s.o = DeviceBuffer<bf16>(nq * o.Dv);
     s.lse = DeviceBuffer<float>(nq);
     s.delta = DeviceBuffer<float>(nq);
-    s.dq = DeviceBuffer<float>(nq * o.D);
+    s.dq = DeviceBuffer<float>(nq * o.D + 2);
     s.dk = DeviceBuffer<float>(nk * o.D);
     s.dv = DeviceBuffer<float>(nk * o.Dv);
     if (o.bias) {
@@ -180,9 +184,10 @@ int run(const Opts& o) {
 
   const double flop_fwd = 2.0 * o.B * o.H * double(o.L) * o.L * (o.D + o.Dv) / 2;
   auto report = [&](const char* dir, const char* variant, float ms, double flop) {
-    std::printf("%s,%s,%d,%d,%d,%d,%d,%d,%s%s%s,%.4f,%.1f\n",
+    std::printf("%s,%s,%d,%d,%d,%d,%d,%d,%s%s%s%s,%.4f,%.1f\n",
                 o.impl == lcr::cuda::SdpaImpl::Lcr ? "lcr" : "lcr-cudnn", dir, o.B, o.H, o.Hkv, o.L,
-                o.D, o.Dv, variant, o.bias ? "+bias" : "", o.alibi ? "+alibi" : "", ms,
+                o.D, o.Dv, variant, o.bias ? "+bias" : "", o.alibi ? "+alibi" : "",
+                o.dq_8b && std::strcmp(dir, "bwd") == 0 ? "+dq8b" : "", ms,
                 flop / (ms * 1e-3) / 1e12);
     std::fflush(stdout);
   };
@@ -240,7 +245,7 @@ int run(const Opts& o) {
       KernelParams p;
       p.a = args(s);
       p.lse_in = s.lse.data(), p.delta = s.delta.data(), p.dout = s.dout.data();
-      p.dq = s.dq.data(), p.dk = s.dk.data(), p.dv = s.dv.data();
+      p.dq = s.dq.data() + (o.dq_8b ? 2 : 0), p.dk = s.dk.data(), p.dv = s.dv.data();
       if (o.bias) p.dbias_k = s.dck.data();
       return launch_backward(p, var, 0);
     };

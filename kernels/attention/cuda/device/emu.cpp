@@ -77,6 +77,15 @@ struct MmaOp {
   std::shared_ptr<const std::vector<unsigned char>> view;
 };
 
+// A queued bulk reduction: destination, source offset in shared memory, bytes, its bulk
+// group, and the async proxy's view when it was issued.
+struct BulkOp {
+  float* dst;
+  std::size_t src, bytes;
+  long group;
+  std::shared_ptr<const std::vector<unsigned char>> view;
+};
+
 struct Fiber {
   void* sp = nullptr;
   unsigned char* stack = nullptr;  // mmap'ed, lowest page is a guard page
@@ -88,6 +97,8 @@ struct Fiber {
   bool fenced = false;     // fence.proxy.async since the last block barrier
   long mma_committed = 0;  // wgmma groups committed
   std::vector<MmaOp> mma_ops;
+  long bulk_committed = 0;  // bulk groups committed
+  std::vector<BulkOp> bulk_ops;
 };
 
 struct Barrier {
@@ -175,6 +186,9 @@ extern "C" void lcr_emu_fiber_main(void* p) {
   for (const Copy& c : f->copies) perform(c);  // copies outlive a thread on the hardware too
   f->copies.clear();
   if (!f->mma_ops.empty()) fail("emu: thread exits with wgmma operations in flight (no wait)");
+  if (!f->bulk_ops.empty())
+    fail("emu: thread exits with bulk reductions in flight (no bulk_wait: their shared source "
+         "is freed with the block)");
   f->done = true;
   --g_block.alive;
   ++g_progress;
@@ -285,6 +299,36 @@ void async_wait(int pending) {
       });
 }
 
+void bulk_add_f32(float* dst, const float* src, std::size_t bytes) {
+  const auto* s = reinterpret_cast<const unsigned char*>(src);
+  if (s < g_block.smem || s + bytes > g_block.smem + g_block.smem_bytes)
+    fail("emu: bulk reduction source outside the block's shared memory");
+  if (bytes == 0 || bytes % 16 || (reinterpret_cast<std::uintptr_t>(dst) & 15) ||
+      (reinterpret_cast<std::uintptr_t>(src) & 15))
+    fail("emu: bulk reduction size or addresses not a multiple of 16 bytes");
+  g_cur->bulk_ops.push_back(BulkOp{dst, std::size_t(s - g_block.smem), bytes,
+                                   g_cur->bulk_committed, g_block.async_view});
+}
+
+void bulk_commit() { ++g_cur->bulk_committed; }
+
+void bulk_wait(int pending) {
+  drain(
+      g_cur->bulk_ops, g_cur->bulk_committed - pending, [](const BulkOp& b) { return b.group; },
+      [](const BulkOp& b) {
+        const unsigned char* seen = b.view->data() + b.src;
+        if (std::memcmp(seen, g_block.smem + b.src, b.bytes) != 0)
+          fail("emu: a bulk reduction's shared source differs from the async proxy's view of "
+               "its issue: fence_async_smem() and a barrier are missing after it was written, "
+               "or it was overwritten before bulk_wait");
+        for (std::size_t e = 0; e < b.bytes / 4; ++e) {
+          float x;
+          std::memcpy(&x, seen + 4 * e, 4);
+          b.dst[e] += x;
+        }
+      });
+}
+
 void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<void()>& body) {
   if (block.y != 1 || block.z != 1 || block.x % 32 != 0 || block.x == 0 || block.x > 1024)
     fail("emu: blocks must be one-dimensional with a multiple of 32 threads (<= 1024)");
@@ -322,6 +366,8 @@ void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<v
           f.copies.clear();
           f.mma_committed = 0;
           f.mma_ops.clear();
+          f.bulk_committed = 0;
+          f.bulk_ops.clear();
           f.fenced = false;
           prepare_stack(f);
         }

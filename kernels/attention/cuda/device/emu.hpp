@@ -75,6 +75,15 @@ const unsigned char* async_view();
 void async_commit();
 void async_wait(int pending_groups);
 
+// Bulk reductions from shared to global memory (cp.reduce.async.bulk .add.f32, bulk groups):
+// queued per thread and performed at bulk_wait, reading the async proxy's view of the issue
+// (published by fence_async and a barrier, as for wgmma), so a source written but not
+// published reads stale data; one whose shared bytes changed before the wait (the engine may
+// read them any time until then) aborts, as does a thread that exits with one in flight.
+void bulk_add_f32(float* gmem_dst, const float* smem_src, std::size_t bytes);
+void bulk_commit();
+void bulk_wait(int pending_groups);
+
 // Runs body() on every thread of every block; returns when the grid is done.
 void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, const std::function<void()>& body);
 

@@ -147,6 +147,45 @@ LCR_DEV void fence_async_smem() {
 #endif
 }
 
+// Bulk reduction by the TMA engine (cp.reduce.async.bulk, sm_90): dst[0 .. bytes / 4) += src
+// as fp32, asynchronously; bytes and both addresses multiples of 16, src in shared memory. It
+// reads src through the async proxy: the writing threads fence (fence_async_smem) and meet at
+// a barrier before the issue. bulk_commit closes the thread's group; bulk_wait_read<N> before
+// src is written again (the engine has read it), bulk_wait<N> before the thread exits.
+LCR_DEV void bulk_add_f32(float* dst, const float* src, uint32_t bytes) {
+#if defined(LCR_CUDA_EMU)
+  emu::bulk_add_f32(dst, src, bytes);
+#else
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                   dst),
+               "r"(smem_addr(src)), "r"(bytes)
+               : "memory");
+#endif
+}
+LCR_DEV void bulk_commit() {
+#if defined(LCR_CUDA_EMU)
+  emu::bulk_commit();
+#else
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+LCR_DEV void bulk_wait_read() {
+#if defined(LCR_CUDA_EMU)
+  emu::bulk_wait(N);  // (performed here: the strictest order the hardware allows)
+#else
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+template <int N>
+LCR_DEV void bulk_wait() {
+#if defined(LCR_CUDA_EMU)
+  emu::bulk_wait(N);
+#else
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 LCR_DEV void wgmma_fence() {
 #if !defined(LCR_CUDA_EMU)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
