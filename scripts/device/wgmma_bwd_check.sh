@@ -5,7 +5,9 @@
 # side by side at the benchmark shapes and PoPE's QK 128 / V 64, cuDNN's backward for scale,
 # and an ncu summary of the backward kernels at (1,16,16384,D) for each D[,Dv] of NCU_SHAPES
 # (default 64 128); with ATTN_SCHEMES (e.g. nope,pope) bench_cuda_attention at the benchmark
-# shapes too, when the bundle has it. Pack first (here):
+# shapes too, when the bundle has it. Each shape's default also with --dq-8b (the wgmma
+# backward's atomics instead of its bulk dq reductions) and, with BIAS=1, with --bias both
+# ways. Pack first (here):
 #   scripts/device/bundle.sh wgbwd build-nccl/tests/cuda/lcr_cuda_sdpa_tests
 #       build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip; tar | xz into
 #       .devbundle/gpack/wgbwd.tar.xz
@@ -20,7 +22,15 @@ for s in ${BWD_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,
   timeout 150 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} \
     --variants all --bwd-only --reps 10
   timeout 60 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only \
+    --reps 10 --dq-8b
+  timeout 60 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only \
     --reps 10 --impl cudnn
+  if [[ -n ${BIAS:-} ]]; then  # FoX-like bias lanes: the kBias form, both dq forms
+    timeout 60 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only \
+      --reps 10 --bias
+    timeout 60 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only \
+      --reps 10 --bias --dq-8b
+  fi
 done >"$OUT/variants.csv" 2>&1
 echo "=== bwd variants (ms, TFLOP/s)" | tee -a "$OUT/summary.txt"
 grep -v '^impl' "$OUT/variants.csv" | tee -a "$OUT/summary.txt"

@@ -66,9 +66,11 @@ struct BwdVariant {
 // 1x8x65536 in the ~03:30 run), 355 vs 296 (q64_w8_pipe_dq2) at D = 128, 300 vs 233 at QK 128 /
 // V 64; the bias-lane / ALiBi path (kBias) on wgmma too (293 / 340 / 306 against the mma.sync
 // kBias kernel's 234 / 273 / 243 at the three benchmark shapes, ~04:47 UTC); the option path
-// (softcap, dbias_q) keeps its mma.sync kernel. dq's atomics stay 8 bytes wide: a 16-byte form
-// measured 297 / 354 / 307 / 291 / 216 against 303 / 346 / 315 / 301 / 217 TFLOP/s here and at
-// 128 / 64 and 256 / 128 (~06:48 UTC) and was removed (docs/cuda.md).
+// (softcap, dbias_q) keeps its mma.sync kernel. dq leaves the wgmma kernels through shared
+// memory and bulk reductions where dq is 16-byte aligned (launch_bwd_wg; 392 vs 346-355 TFLOP/s
+// at D = 128, 327 vs 300 at 128 / 64, 242 vs 222 at 256 / 128, D = 64 unchanged, ~13:05 UTC),
+// else by 8-byte atomics (a 16-byte form measured 297 / 354 / 307 / 291 / 216 against 303 / 346
+// / 315 / 301 / 217 TFLOP/s, ~06:48 UTC, and was removed: docs/cuda.md).
 const BwdVariant k64_64[] = {
     LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, (&launch_bwd_wg<64, 64, 2, 128, 1, 0, 1>)),
     BwdVariant{"q128_w8_pipe/opts_q64", &launch_bwd<64, 64, 128, 8, false, true>,

@@ -20,9 +20,11 @@
 //   dS^T -> shared memory (bf16, 128-byte swizzled), CTA barrier, then
 //   dQ += dS K                   [BM x D] split over the warpgroups in 64 x 64 blocks, dS
 //                                read MN-major (the stored dS^T), K MN-major; added to global
-//                                fp32 dq with 8-byte atomics (sdpa_backward_kernel.cuh says
-//                                why atomics). With one 64 x 64 block and two warpgroups
-//                                (D = 64, BM = 64) each warpgroup adds its own keys' share.
+//                                fp32 dq (sdpa_backward_kernel.cuh says why not a separate
+//                                pass): staged in shared memory and added by the TMA engine's
+//                                bulk reductions (kBulkDq), or by 8-byte atomics. With one
+//                                64 x 64 block and two warpgroups (D = 64, BM = 64) each
+//                                warpgroup adds its own keys' share (atomics only).
 // dK, dV (and dbias_k) are owned by one CTA and written once (deterministic); dq's last bits
 // depend on the order the key tiles finish, as in the mma.sync kernel. The pipeline order and
 // why every product completes within its step: the comment above the step loop.
@@ -102,8 +104,8 @@ struct WgBwdSmem {
 // dbias_k = -sum_i dS, written when a query head's last step is done.
 // kBulkDq: dq leaves through shared memory (the step's [BM x DP] tile, scaled) and one bulk
 // reduction per query row by the TMA engine, issued after the next step's first barrier, instead
-// of per-thread atomics (which cost the wgmma backward 1.2-1.9x its time, "Backward on wgmma"
-// in docs/cuda.md); dq 16-byte aligned (the launcher falls back to the atomics otherwise).
+// of per-thread atomics (without them the backward ran 1.3-1.9x faster: docs/cuda.md, "dq by
+// bulk reductions"); dq 16-byte aligned (the launcher falls back to the atomics otherwise).
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
           bool kBulkDq = false>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
@@ -417,9 +419,9 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       wgmma_commit();
     }
     store_frags(dS, sf);
-    fence_async_smem();  // dS^T (kColSplit: and P^T), for the tensor cores
+    fence_async_smem();                          // dS^T (kColSplit: and P^T), for the tensor cores
     if constexpr (kBulkDq) bulk_wait_read<0>();  // the staged dq tile is free after the barrier
-    sync_cta();  // every warpgroup's dS^T rows (kColSplit: columns)
+    sync_cta();                                  // every warpgroup's dS^T rows (kColSplit: columns)
     float dq[Shape::kDqBlocks][32];
     wgmma_fence();
     if constexpr (kSplit) {  // dV += P^T dO, dK += dS^T Q: this warpgroup's columns, all queries

@@ -58,14 +58,14 @@ void run_bwd(KernelParams p) {
   // dq by bulk reductions or by atomics, as launch_bwd_wg picks (dq's alignment)
   if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
     if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p))
-      return ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
-                                K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(), [&] {
-                                  if (bias)
-                                    K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true, true>(p);
-                                  else
-                                    K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true>(
-                                        p);
-                                });
+      return ::lcr::emu::launch(
+          {unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
+          K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(), [&] {
+            if (bias)
+              K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true, true>(p);
+            else
+              K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true>(p);
+          });
   }
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
                      K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), [&] {

@@ -187,8 +187,9 @@ extern "C" void lcr_emu_fiber_main(void* p) {
   f->copies.clear();
   if (!f->mma_ops.empty()) fail("emu: thread exits with wgmma operations in flight (no wait)");
   if (!f->bulk_ops.empty())
-    fail("emu: thread exits with bulk reductions in flight (no bulk_wait: their shared source "
-         "is freed with the block)");
+    fail(
+        "emu: thread exits with bulk reductions in flight (no bulk_wait: their shared source "
+        "is freed with the block)");
   f->done = true;
   --g_block.alive;
   ++g_progress;
@@ -306,8 +307,8 @@ void bulk_add_f32(float* dst, const float* src, std::size_t bytes) {
   if (bytes == 0 || bytes % 16 || (reinterpret_cast<std::uintptr_t>(dst) & 15) ||
       (reinterpret_cast<std::uintptr_t>(src) & 15))
     fail("emu: bulk reduction size or addresses not a multiple of 16 bytes");
-  g_cur->bulk_ops.push_back(BulkOp{dst, std::size_t(s - g_block.smem), bytes,
-                                   g_cur->bulk_committed, g_block.async_view});
+  g_cur->bulk_ops.push_back(
+      BulkOp{dst, std::size_t(s - g_block.smem), bytes, g_cur->bulk_committed, g_block.async_view});
 }
 
 void bulk_commit() { ++g_cur->bulk_committed; }
@@ -318,9 +319,10 @@ void bulk_wait(int pending) {
       [](const BulkOp& b) {
         const unsigned char* seen = b.view->data() + b.src;
         if (std::memcmp(seen, g_block.smem + b.src, b.bytes) != 0)
-          fail("emu: a bulk reduction's shared source differs from the async proxy's view of "
-               "its issue: fence_async_smem() and a barrier are missing after it was written, "
-               "or it was overwritten before bulk_wait");
+          fail(
+              "emu: a bulk reduction's shared source differs from the async proxy's view of "
+              "its issue: fence_async_smem() and a barrier are missing after it was written, "
+              "or it was overwritten before bulk_wait");
         for (std::size_t e = 0; e < b.bytes / 4; ++e) {
           float x;
           std::memcpy(&x, seen + 4 * e, 4);

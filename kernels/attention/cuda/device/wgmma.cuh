@@ -156,10 +156,10 @@ LCR_DEV void bulk_add_f32(float* dst, const float* src, uint32_t bytes) {
 #if defined(LCR_CUDA_EMU)
   emu::bulk_add_f32(dst, src, bytes);
 #else
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                   dst),
-               "r"(smem_addr(src)), "r"(bytes)
-               : "memory");
+  asm volatile(
+      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+      "r"(smem_addr(src)), "r"(bytes)
+      : "memory");
 #endif
 }
 LCR_DEV void bulk_commit() {
