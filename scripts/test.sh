@@ -5,7 +5,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -eq 0 ]; then scripts/install-deps.sh; fi
-scripts/build.sh
+# Where the CUDA toolkit is installed (nvcc on PATH) the CUDA build too, even without a GPU:
+# the kernels must compile, their SIMT-emulator tests run on the CPU (CudaSdpaWgmmaEmu,
+# CudaSdpaWgmmaBwdEmu, PaTH's *Emu*), and the GPU tests skip with a message. LCR_TEST_CUDA=0
+# builds without it.
+cuda=()
+if [ "${LCR_TEST_CUDA:-1}" != 0 ] && command -v nvcc >/dev/null; then
+  cuda=(-DLCR_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real)
+  echo "test.sh: nvcc found, building with CUDA (LCR_TEST_CUDA=0 to skip)"
+fi
+scripts/build.sh "${cuda[@]}"
 # mpirun as root (CI runs as root) needs these; harmless otherwise.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
