@@ -102,10 +102,11 @@ struct WgBwdSmem {
 // mma.sync kernel's kBias form (sdpa_backward_kernel.cuh): the row term folded into the staged
 // lse, the column term one value per key row, both relative to c0 = C of the tile's first key;
 // dbias_k = -sum_i dS, written when a query head's last step is done.
-// kBulkDq: dq leaves through shared memory (the step's [BM x DP] tile, scaled) and one bulk
-// reduction per query row by the TMA engine, issued after the next step's first barrier, instead
-// of per-thread atomics (without them the backward ran 1.3-1.9x faster: docs/cuda.md, "dq by
-// bulk reductions"); dq 16-byte aligned (the launcher falls back to the atomics otherwise).
+// kBulkDq (plain path only): dq leaves through shared memory (the step's [BM x DP] tile, scaled)
+// and one bulk reduction per query row by the TMA engine, issued after the next step's first
+// barrier, instead of per-thread atomics (without them the backward ran 1.3-1.9x faster:
+// docs/cuda.md, "dq by bulk reductions"); dq 16-byte aligned (the launcher falls back to the
+// atomics otherwise).
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
           bool kBulkDq = false>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
@@ -116,7 +117,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   static_assert((NWG == 1 || NWG == 2) && (BM == 64 || BM == 128) && BM <= 128 * NWG, "tile shape");
   static_assert(!(DP == 256 && kKVRegs), "QK 256: K and V stay in shared memory");
   using Shape = WgBwdShape<DP, DVP, NWG, BM>;
-  static_assert(!kBulkDq || Shape::kBulkDqShape, "bulk dq: one writer per staged element");
+  static_assert(!kBulkDq || (Shape::kBulkDqShape && !kBias),
+                "bulk dq: the plain path, one writer per staged element");
   constexpr bool kSplit = Shape::kColSplit;
   constexpr int DKW = Shape::kDkCols, DVW = Shape::kDvCols, QW = Shape::kQCols;
   constexpr int BN = Shape::BN, NT = 128 * NWG, NQB = BM / 64;  // NQB: 64-query blocks
@@ -287,10 +289,13 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   };
   // ... and, after a barrier, the staged rows of (query head h, rows i0 ..) added to global dq:
   // thread r < BM issues row r (a.D floats: a multiple of 8, so of 16 bytes).
-  auto issue_bulk_dq = [&](int h, int i0) {
-    if (tid() < BM && i0 + tid() < a.Lq)
-      bulk_add_f32(p.dq + (int64_t(b) * a.Lq + i0 + tid()) * q_ld + int64_t(h) * a.D,
-                   s.dqs + tid() * Shape::kDqStride, uint32_t(a.D) * 4u);
+  auto bulk_row = [&](int h, int i0) {  // this thread's row of (h, i0 ..), null if none
+    return tid() < BM && i0 + tid() < a.Lq
+               ? p.dq + (int64_t(b) * a.Lq + i0 + tid()) * q_ld + int64_t(h) * a.D
+               : nullptr;
+  };
+  auto issue_bulk_dq = [&](float* row) {
+    if (row) bulk_add_f32(row, s.dqs + tid() * Shape::kDqStride, uint32_t(a.D) * 4u);
     bulk_commit();
   };
 
@@ -305,7 +310,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   // so the exponentials run beside dP^T, dS^T beside dV, and the other warpgroup's (or CTA's)
   // products beside this one's waits. kColSplit: S^T, dP^T of this warpgroup's query
   // columns; P^T and dS^T to shared memory; the second barrier; then dV, dK and dQ together.
-  int dq_h = 0, dq_i0 = 0;  // kBulkDq: the step whose dq is staged
+  float* dq_row = nullptr;  // kBulkDq: this thread's global dq row of the staged step
   for (int it = 0; it < n_steps; ++it) {
     const int st = it % NS, i0 = qt * BM;
     int nh, nq_t;
@@ -314,7 +319,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     fence_async_smem();
     sync_cta();
     if constexpr (kBulkDq)
-      if (it > 0) issue_bulk_dq(dq_h, dq_i0);  // the last step's dq (staged, now published)
+      if (it > 0) issue_bulk_dq(dq_row);  // the last step's dq (staged, now published)
     const bool more = it + 1 < n_steps;
     if (more) stage_tiles(nh, nq_t, (it + 1) % NS);
     cp_async_commit();
@@ -446,7 +451,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) fence_regs<32>(dq[u]);
     if constexpr (kBulkDq)
-      stage_dq(dq), dq_h = h, dq_i0 = i0;
+      stage_dq(dq), dq_row = bulk_row(h, i0);
     else
       add_dq(dq, h, i0);
     // kBias: the end of a query head; its dbias_k column is complete (one writer per key row:
@@ -481,7 +486,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     if (n_steps > 0) {
       fence_async_smem();
       sync_cta();
-      issue_bulk_dq(dq_h, dq_i0);
+      issue_bulk_dq(dq_row);
     }
     bulk_wait<0>();
   }
@@ -529,11 +534,13 @@ inline std::size_t wg_bwd_smem_bytes() {
   return WgBwdSmem<DP, DVP, NWG, BM, kBulkDq>::carve(c, nullptr);
 }
 
-// Whether a launch takes the kBulkDq form: the shape allows it, its shared memory fits (227
-// KiB) and dq is 16-byte aligned (a bulk reduction's rule; the atomics need 8 bytes).
-template <int DP, int DVP, int NWG, int BM>
+// Whether a launch takes the kBulkDq form: the plain path (the kBias form measured the same or
+// 1-3% slower with it, docs/cuda.md "dq by bulk reductions"), the shape allows it, its shared
+// memory fits (227 KiB) and dq is 16-byte aligned (a bulk reduction's rule; the atomics need 8
+// bytes).
+template <int DP, int DVP, int NWG, int BM, bool kBias>
 inline bool wg_bwd_bulk_dq(const KernelParams& p) {
-  return WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape &&
+  return !kBias && WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape &&
          wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>() <= 227 * 1024 &&
          (reinterpret_cast<std::uintptr_t>(p.dq) & 15) == 0;
 }
@@ -553,8 +560,8 @@ void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   namespace K = LCR_SDPAWG;
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
-  if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
-    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p))
+  if constexpr (!kBias && K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
+    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM, kBias>(p))
       return launch_with_smem(K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias, true>,
                               grid, 128 * NWG, K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(), s,
                               p);

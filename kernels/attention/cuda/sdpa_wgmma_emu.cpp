@@ -55,17 +55,13 @@ void run_bwd(KernelParams p) {
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
   const bool bias = row_col_terms_only(p.a);  // the kBias form, as the variant tables pick it
-  // dq by bulk reductions or by atomics, as launch_bwd_wg picks (dq's alignment)
+  // dq by bulk reductions (the plain path, dq 16-byte aligned) or atomics, as launch_bwd_wg picks
   if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
-    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p))
+    if (!bias && K::wg_bwd_bulk_dq<DP, DVP, NWG, BM, false>(p))
       return ::lcr::emu::launch(
           {unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
-          K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(), [&] {
-            if (bias)
-              K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true, true>(p);
-            else
-              K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true>(p);
-          });
+          K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(),
+          [&] { K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true>(p); });
   }
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
                      K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), [&] {
