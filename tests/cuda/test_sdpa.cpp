@@ -551,7 +551,8 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
   std::vector<float> dk_first, dv_first;
   int bm_first = 0;
   // Every CTA shape with dq 16-byte aligned (dq through shared memory and bulk reductions where
-  // the shape allows), and the first one again with dq 8-byte aligned only (the atomics).
+  // the plain path and the shape allow it), and the first one again with dq 8-byte aligned only
+  // (the atomics).
   std::vector<std::pair<WgBwdShape, bool>> runs;
   for (const WgBwdShape& sh : wg_bwd_shapes(p.D, p.Dv)) runs.push_back({sh, false});
   runs.push_back({runs.front().first, true});
