@@ -534,13 +534,13 @@ inline std::size_t wg_bwd_smem_bytes() {
   return WgBwdSmem<DP, DVP, NWG, BM, kBulkDq>::carve(c, nullptr);
 }
 
-// Whether a launch takes the kBulkDq form: the plain path (the kBias form measured the same or
-// 1-3% slower with it, docs/cuda.md "dq by bulk reductions"), the shape allows it, its shared
-// memory fits (227 KiB) and dq is 16-byte aligned (a bulk reduction's rule; the atomics need 8
-// bytes).
-template <int DP, int DVP, int NWG, int BM, bool kBias>
-inline bool wg_bwd_bulk_dq(const KernelParams& p) {
-  return !kBias && WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape &&
+// Whether a launch takes the kBulkDq form: the plain path (`bias`: the kBias form measured the
+// same or 1-3% slower with it, docs/cuda.md "dq by bulk reductions"), the shape allows it, its
+// shared memory fits (227 KiB) and dq is 16-byte aligned (a bulk reduction's rule; the atomics
+// need 8 bytes).
+template <int DP, int DVP, int NWG, int BM>
+inline bool wg_bwd_bulk_dq(const KernelParams& p, bool bias) {
+  return !bias && WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape &&
          wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>() <= 227 * 1024 &&
          (reinterpret_cast<std::uintptr_t>(p.dq) & 15) == 0;
 }
@@ -561,7 +561,7 @@ void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
   if constexpr (!kBias && K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
-    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM, kBias>(p))
+    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p, kBias))
       return launch_with_smem(K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias, true>,
                               grid, 128 * NWG, K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(), s,
                               p);

@@ -57,7 +57,7 @@ void run_bwd(KernelParams p) {
   const bool bias = row_col_terms_only(p.a);  // the kBias form, as the variant tables pick it
   // dq by bulk reductions (the plain path, dq 16-byte aligned) or atomics, as launch_bwd_wg picks
   if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
-    if (!bias && K::wg_bwd_bulk_dq<DP, DVP, NWG, BM, false>(p))
+    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p, bias))
       return ::lcr::emu::launch(
           {unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
           K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(),
