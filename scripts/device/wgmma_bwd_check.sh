@@ -7,7 +7,11 @@
 # (default 64 128); with ATTN_SCHEMES (e.g. nope,pope) bench_cuda_attention at the benchmark
 # shapes too, when the bundle has it. Each shape's default also with --dq-8b (the wgmma
 # backward's atomics instead of its bulk dq reductions) and, with BIAS=1, with --bias both
-# ways. Pack first (here):
+# ways. With bench_cuda_sdpa_base in the bundle (a build of another commit, e.g. main's), each
+# shape's default runs base / new / base / new (A/B in one call; with BIAS=1 with --bias too,
+# every tiling of the new build) and cuDNN once, instead of the list above (the base: another
+# checkout's build-nccl/kernels/bench/cuda/bench_cuda_sdpa copied to a file of that name and
+# bundled with the others). Pack first (here):
 #   scripts/device/bundle.sh wgbwd build-nccl/tests/cuda/lcr_cuda_sdpa_tests
 #       build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip; tar | xz into
 #       .devbundle/gpack/wgbwd.tar.xz
@@ -19,17 +23,29 @@ shard 0 "$B/lcr_cuda_sdpa_tests" sdpa "${SDPA_FILTER:--*Emu*}"
 suite_summary sdpa
 for s in ${BWD_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,64}; do
   IFS=, read -r b h l d dv <<<"$s"
-  timeout 150 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} \
-    --variants all --bwd-only --reps 10
-  timeout 60 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only \
-    --reps 10 --dq-8b
-  timeout 60 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only \
-    --reps 10 --impl cudnn
+  run() {
+    timeout 150 "$1" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only --reps 10 "${@:2}"
+  }
+  if [[ -x $B/bench_cuda_sdpa_base ]]; then  # A/B: base / new alternating, then cuDNN
+    for opt in "" ${BIAS:+--bias}; do
+      for exe in base new base new; do
+        echo "ab $exe $s $opt"
+        if [[ $exe == base ]]; then
+          run "$B/bench_cuda_sdpa_base" $opt | grep -v '^impl'
+        else  # with --bias every tiling: the bias path's variants of the new build
+          run "$B/bench_cuda_sdpa" $opt ${opt:+--variants all} | grep -v '^impl'
+        fi
+      done
+    done
+    run "$B/bench_cuda_sdpa" --impl cudnn
+    continue
+  fi
+  run "$B/bench_cuda_sdpa" --variants all
+  run "$B/bench_cuda_sdpa" --dq-8b
+  run "$B/bench_cuda_sdpa" --impl cudnn
   if [[ -n ${BIAS:-} ]]; then  # FoX-like bias lanes: the kBias form, both dq forms
-    timeout 60 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only \
-      --reps 10 --bias
-    timeout 60 "$B/bench_cuda_sdpa" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only \
-      --reps 10 --bias --dq-8b
+    run "$B/bench_cuda_sdpa" --bias
+    run "$B/bench_cuda_sdpa" --bias --dq-8b
   fi
 done >"$OUT/variants.csv" 2>&1
 echo "=== bwd variants (ms, TFLOP/s)" | tee -a "$OUT/summary.txt"
