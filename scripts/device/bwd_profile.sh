@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# One device call (nvidia-h200): where the wgmma SDPA backward's time goes, at the shapes of
+# PROFILE_SHAPES (D[,Dv] at B,H,L = 1,16,16384; default "256,128 128"): ncu's full set on lcr's
+# default backward kernel (stall reasons, L2 reduction throughput, the SASS lines with the most
+# stall samples) and the speed-of-light, memory and warp-state sections on cuDNN's backward of
+# the same shape. Pack first (here):
+#   scripts/device/bundle.sh prof build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip
+#       .devbundle/prof/bin/.real/*; tar cf - -C .devbundle prof | xz -T2 >
+#       .devbundle/gpack/prof.tar.xz
+#   run(command="bash scripts/device/bwd_profile.sh", carry=[".devbundle/gpack"])
+set -u
+source "$(dirname "$0")/common.sh"
+packed_init prof
+metrics='gpu__time_duration.sum|launch__registers|sm__throughput|lts__t_sectors_op_red|lts__t_sectors_op_atom|lts__throughput|l1tex__throughput|dram__throughput|smsp__average_warp_latency_issue_stalled|smsp__pcsamp_warps_issue_stalled|smsp__warps_issue_stalled|sm__pipe_tensor_op_gmma|smsp__issue_active|Duration|Throughput|Stall|Registers|Warp Cycles|Eligible|Issued'
+for s in ${PROFILE_SHAPES:-256,128 128}; do
+  IFS=, read -r d dv <<<"$s"
+  dv=${dv:-$d}
+  args=(--B 1 --H 16 --L 16384 --D "$d" --Dv "$dv" --bwd-only --reps 1 --warmup 0 --sets 1)
+  timeout 240 ncu --clock-control none --kernel-name regex:sdpa_bwd_wg --launch-count 1 --set full \
+    -f -o "$OUT/lcr_$d" "$B/bench_cuda_sdpa" "${args[@]}" >"$OUT/lcr_$d.log" 2>&1
+  ncu -i "$OUT/lcr_$d.ncu-rep" --page details --csv >"$OUT/lcr_$d.details.csv" 2>&1
+  ncu -i "$OUT/lcr_$d.ncu-rep" --page raw --csv >"$OUT/lcr_$d.raw.csv" 2>&1
+  ncu -i "$OUT/lcr_$d.ncu-rep" --page source --csv --print-source sass \
+    >"$OUT/lcr_$d.sass.csv" 2>&1
+  timeout 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section LaunchStats --section Occupancy \
+    --metrics lts__t_sectors_op_red.sum,lts__t_sectors_op_atom.sum -f -o "$OUT/cudnn_$d" \
+    "$B/bench_cuda_sdpa" "${args[@]}" --impl cudnn >"$OUT/cudnn_$d.log" 2>&1
+  ncu -i "$OUT/cudnn_$d.ncu-rep" --page details --csv >"$OUT/cudnn_$d.details.csv" 2>&1
+  {
+    echo "=== lcr backward, D = $d / $dv: details"
+    python3 - "$OUT/lcr_$d.details.csv" "$metrics" <<'PY'
+import csv, re, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head = next((i for i, r in enumerate(rows) if 'Metric Name' in r), None)
+if head is None:
+    print(open(sys.argv[1]).read()[-3000:]); sys.exit()
+h = rows[head]; k = h.index('Kernel Name'); n = h.index('Metric Name'); u = h.index('Metric Unit'); v = h.index('Metric Value')
+sec = h.index('Section Name') if 'Section Name' in h else None
+for r in rows[head + 1:]:
+    if len(r) > v and re.search(sys.argv[2], r[n]):
+        print(f"{r[k][:40]:40s} | {(r[sec] if sec is not None else '')[:22]:22s} | {r[n][:60]:60s} {r[v]} {r[u]}")
+PY
+    echo "=== lcr backward, D = $d / $dv: stall reasons (raw, per warp, cycles)"
+    python3 - "$OUT/lcr_$d.raw.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+if len(rows) < 3:
+    print(open(sys.argv[1]).read()[-2000:]); sys.exit()
+h, units, vals = rows[0], rows[1], rows[2]
+keep = []
+for i, name in enumerate(h):
+    if ('average_warp_latency_issue_stalled' in name or 'lts__t_sectors_op' in name or
+            'lts__t_bytes' in name or name.startswith('gpu__time_duration')):
+        try:
+            keep.append((float(vals[i].replace(',', '')), name, units[i]))
+        except ValueError:
+            pass
+for x, name, unit in sorted(keep, reverse=True)[:45]:
+    print(f"{name:90s} {x:14.4g} {unit}")
+PY
+    echo "=== lcr backward, D = $d / $dv: SASS lines with the most stall samples"
+    python3 - "$OUT/lcr_$d.sass.csv" <<'PY'
+import csv, sys
+lines = open(sys.argv[1]).read().splitlines()
+start = next((i for i, l in enumerate(lines) if 'Source' in l and 'Address' in l), None)
+if start is None:
+    print('\n'.join(lines[:40])); sys.exit()
+rows = list(csv.reader(lines[start:]))
+h = rows[0]
+src = h.index('Source')
+cols = [i for i, c in enumerate(h) if 'Stall Sampling' in c or 'Samples' in c]
+print('columns:', [h[i] for i in cols][:6])
+if not cols:
+    print(h); sys.exit()
+c = cols[0]
+def num(x):
+    try:
+        return float(x.replace(',', ''))
+    except ValueError:
+        return 0.0
+body = [r for r in rows[1:] if len(r) > max(src, c)]
+total = sum(num(r[c]) for r in body) or 1.0
+print(f"total samples {total:.0f}")
+for r in sorted(body, key=lambda r: -num(r[c]))[:45]:
+    print(f"{100 * num(r[c]) / total:5.1f}%  {' '.join(r[i] for i in cols[1:4]):20s} {r[src][:110]}")
+PY
+    echo "=== cuDNN backward, D = $d / $dv: details"
+    python3 - "$OUT/cudnn_$d.details.csv" "$metrics" <<'PY'
+import csv, re, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head = next((i for i, r in enumerate(rows) if 'Metric Name' in r), None)
+if head is None:
+    print(open(sys.argv[1]).read()[-3000:]); sys.exit()
+h = rows[head]; k = h.index('Kernel Name'); n = h.index('Metric Name'); u = h.index('Metric Unit'); v = h.index('Metric Value')
+for r in rows[head + 1:]:
+    if len(r) > v and re.search(sys.argv[2], r[n]):
+        print(f"{r[k][:40]:40s} | {r[n][:60]:60s} {r[v]} {r[u]}")
+PY
+  } >"$OUT/profile_$d.txt" 2>&1
+  rm -f "$OUT"/*.ncu-rep "$OUT"/*.raw.csv
+  (cd "$OUT" && tar czf "csv_$d.tgz" ./*_"$d".*.csv ./*_"$d".log && rm -f ./*_"$d".*.csv ./*_"$d".log)
+  head -c 20000 "$OUT/profile_$d.txt"
+done
+echo "elapsed $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
