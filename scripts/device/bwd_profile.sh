@@ -12,6 +12,23 @@ set -u
 source "$(dirname "$0")/common.sh"
 packed_init prof
 metrics='gpu__time_duration.sum|launch__registers|sm__throughput|lts__t_sectors_op_red|lts__t_sectors_op_atom|lts__throughput|l1tex__throughput|dram__throughput|smsp__average_warp_latency_issue_stalled|smsp__pcsamp_warps_issue_stalled|smsp__warps_issue_stalled|sm__pipe_tensor_op_gmma|smsp__issue_active|Duration|Throughput|Stall|Registers|Warp Cycles|Eligible|Issued'
+# details CSV: the rows of an ncu details page whose metric matches $metrics, kernel by kernel.
+details() {
+  python3 - "$1" "$metrics" <<'PY'
+import csv, re, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head = next((i for i, r in enumerate(rows) if 'Metric Name' in r), None)
+if head is None:
+    print(open(sys.argv[1]).read()[-3000:]); sys.exit()
+h = rows[head]
+k, n, u, v = (h.index(c) for c in ('Kernel Name', 'Metric Name', 'Metric Unit', 'Metric Value'))
+sec = h.index('Section Name') if 'Section Name' in h else None
+for r in rows[head + 1:]:
+    if len(r) > v and re.search(sys.argv[2], r[n]):
+        section = r[sec][:22] if sec is not None else ''
+        print(f"{r[k][:40]:40s} | {section:22s} | {r[n][:60]:60s} {r[v]} {r[u]}")
+PY
+}
 for s in ${PROFILE_SHAPES:-256,128 128}; do
   IFS=, read -r d dv <<<"$s"
   dv=${dv:-$d}
@@ -29,18 +46,7 @@ for s in ${PROFILE_SHAPES:-256,128 128}; do
   ncu -i "$OUT/cudnn_$d.ncu-rep" --page details --csv >"$OUT/cudnn_$d.details.csv" 2>&1
   {
     echo "=== lcr backward, D = $d / $dv: details"
-    python3 - "$OUT/lcr_$d.details.csv" "$metrics" <<'PY'
-import csv, re, sys
-rows = list(csv.reader(open(sys.argv[1])))
-head = next((i for i, r in enumerate(rows) if 'Metric Name' in r), None)
-if head is None:
-    print(open(sys.argv[1]).read()[-3000:]); sys.exit()
-h = rows[head]; k = h.index('Kernel Name'); n = h.index('Metric Name'); u = h.index('Metric Unit'); v = h.index('Metric Value')
-sec = h.index('Section Name') if 'Section Name' in h else None
-for r in rows[head + 1:]:
-    if len(r) > v and re.search(sys.argv[2], r[n]):
-        print(f"{r[k][:40]:40s} | {(r[sec] if sec is not None else '')[:22]:22s} | {r[n][:60]:60s} {r[v]} {r[u]}")
-PY
+    details "$OUT/lcr_$d.details.csv"
     echo "=== lcr backward, D = $d / $dv: stall reasons (raw, per warp, cycles)"
     python3 - "$OUT/lcr_$d.raw.csv" <<'PY'
 import csv, sys
@@ -86,17 +92,7 @@ for r in sorted(body, key=lambda r: -num(r[c]))[:45]:
     print(f"{100 * num(r[c]) / total:5.1f}%  {' '.join(r[i] for i in cols[1:4]):20s} {r[src][:110]}")
 PY
     echo "=== cuDNN backward, D = $d / $dv: details"
-    python3 - "$OUT/cudnn_$d.details.csv" "$metrics" <<'PY'
-import csv, re, sys
-rows = list(csv.reader(open(sys.argv[1])))
-head = next((i for i, r in enumerate(rows) if 'Metric Name' in r), None)
-if head is None:
-    print(open(sys.argv[1]).read()[-3000:]); sys.exit()
-h = rows[head]; k = h.index('Kernel Name'); n = h.index('Metric Name'); u = h.index('Metric Unit'); v = h.index('Metric Value')
-for r in rows[head + 1:]:
-    if len(r) > v and re.search(sys.argv[2], r[n]):
-        print(f"{r[k][:40]:40s} | {r[n][:60]:60s} {r[v]} {r[u]}")
-PY
+    details "$OUT/cudnn_$d.details.csv"
   } >"$OUT/profile_$d.txt" 2>&1
   rm -f "$OUT"/*.ncu-rep "$OUT"/*.raw.csv
   (cd "$OUT" && tar czf "csv_$d.tgz" ./*_"$d".*.csv ./*_"$d".log && rm -f ./*_"$d".*.csv ./*_"$d".log)
