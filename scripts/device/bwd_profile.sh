@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # One device call (nvidia-h200): where the wgmma SDPA backward's time goes, at the shapes of
 # PROFILE_SHAPES (D[,Dv] at B,H,L = 1,16,16384; default "256,128 128"): ncu's full set on lcr's
-# default backward kernel (stall reasons, L2 reduction throughput, the SASS lines with the most
-# stall samples) and the speed-of-light, memory and warp-state sections on cuDNN's backward of
-# the same shape. Pack first (here):
+# default backward kernel (stall samples by reason and by SASS line, with each line's shared
+# wavefronts against the ideal) and the speed-of-light, memory and warp-state sections on
+# cuDNN's backward of the same shape. Pack first (here):
 #   scripts/device/bundle.sh prof build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip
 #       .devbundle/prof/bin/.real/*; tar cf - -C .devbundle prof | xz -T2 >
 #       .devbundle/gpack/prof.tar.xz
@@ -36,7 +36,6 @@ for s in ${PROFILE_SHAPES:-256,128 128}; do
   timeout 240 ncu --clock-control none --kernel-name regex:sdpa_bwd_wg --launch-count 1 --set full \
     -f -o "$OUT/lcr_$d" "$B/bench_cuda_sdpa" "${args[@]}" >"$OUT/lcr_$d.log" 2>&1
   ncu -i "$OUT/lcr_$d.ncu-rep" --page details --csv >"$OUT/lcr_$d.details.csv" 2>&1
-  ncu -i "$OUT/lcr_$d.ncu-rep" --page raw --csv >"$OUT/lcr_$d.raw.csv" 2>&1
   ncu -i "$OUT/lcr_$d.ncu-rep" --page source --csv --print-source sass \
     >"$OUT/lcr_$d.sass.csv" 2>&1
   timeout 120 ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
@@ -47,25 +46,7 @@ for s in ${PROFILE_SHAPES:-256,128 128}; do
   {
     echo "=== lcr backward, D = $d / $dv: details"
     details "$OUT/lcr_$d.details.csv"
-    echo "=== lcr backward, D = $d / $dv: stall reasons (raw, per warp, cycles)"
-    python3 - "$OUT/lcr_$d.raw.csv" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-if len(rows) < 3:
-    print(open(sys.argv[1]).read()[-2000:]); sys.exit()
-h, units, vals = rows[0], rows[1], rows[2]
-keep = []
-for i, name in enumerate(h):
-    if ('average_warp_latency_issue_stalled' in name or 'lts__t_sectors_op' in name or
-            'lts__t_bytes' in name or name.startswith('gpu__time_duration')):
-        try:
-            keep.append((float(vals[i].replace(',', '')), name, units[i]))
-        except ValueError:
-            pass
-for x, name, unit in sorted(keep, reverse=True)[:45]:
-    print(f"{name:90s} {x:14.4g} {unit}")
-PY
-    echo "=== lcr backward, D = $d / $dv: SASS lines with the most stall samples"
+    echo "=== lcr backward, D = $d / $dv: stall samples, by reason and by SASS line"
     python3 - "$OUT/lcr_$d.sass.csv" <<'PY'
 import csv, sys
 lines = open(sys.argv[1]).read().splitlines()
@@ -73,28 +54,27 @@ start = next((i for i, l in enumerate(lines) if 'Source' in l and 'Address' in l
 if start is None:
     print('\n'.join(lines[:40])); sys.exit()
 rows = list(csv.reader(lines[start:]))
-h = rows[0]
-src = h.index('Source')
-cols = [i for i, c in enumerate(h) if 'Stall Sampling' in c or 'Samples' in c]
-print('columns:', [h[i] for i in cols][:6])
-if not cols:
-    print(h); sys.exit()
-c = cols[0]
+h, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+ix = {c: i for i, c in enumerate(h)}
 def num(x):
     try:
         return float(x.replace(',', ''))
     except ValueError:
         return 0.0
-body = [r for r in rows[1:] if len(r) > max(src, c)]
-total = sum(num(r[c]) for r in body) or 1.0
+col = ix['Warp Stall Sampling (All Samples)']
+total = sum(num(r[col]) for r in body) or 1.0
 print(f"total samples {total:.0f}")
-for r in sorted(body, key=lambda r: -num(r[c]))[:45]:
-    print(f"{100 * num(r[c]) / total:5.1f}%  {' '.join(r[i] for i in cols[1:4]):20s} {r[src][:110]}")
+reasons = [c for c in h if c.startswith('stall_') and 'Not Issued' not in c]
+sums = sorted(((sum(num(r[ix[c]]) for r in body), c) for c in reasons), reverse=True)
+print('  '.join(f"{c[6:]} {100 * x / total:.1f}%" for x, c in sums if x > 0))
+for r in sorted(body, key=lambda r: -num(r[col]))[:45]:
+    shared = f"wf {r[ix['L1 Wavefronts Shared']]} / ideal {r[ix['L1 Wavefronts Shared Ideal']]}"
+    print(f"{100 * num(r[col]) / total:5.1f}%  {r[ix['Source']][:80]:80s} {shared}")
 PY
     echo "=== cuDNN backward, D = $d / $dv: details"
     details "$OUT/cudnn_$d.details.csv"
   } >"$OUT/profile_$d.txt" 2>&1
-  rm -f "$OUT"/*.ncu-rep "$OUT"/*.raw.csv
+  rm -f "$OUT"/*.ncu-rep
   (cd "$OUT" && tar czf "csv_$d.tgz" ./*_"$d".*.csv ./*_"$d".log && rm -f ./*_"$d".*.csv ./*_"$d".log)
   head -c 20000 "$OUT/profile_$d.txt"
 done
