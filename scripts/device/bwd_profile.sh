@@ -11,7 +11,9 @@
 set -u
 source "$(dirname "$0")/common.sh"
 packed_init prof
-metrics='gpu__time_duration.sum|launch__registers|sm__throughput|lts__t_sectors_op_red|lts__t_sectors_op_atom|lts__throughput|l1tex__throughput|dram__throughput|smsp__average_warp_latency_issue_stalled|smsp__pcsamp_warps_issue_stalled|smsp__warps_issue_stalled|sm__pipe_tensor_op_gmma|smsp__issue_active|Duration|Throughput|Stall|Registers|Warp Cycles|Eligible|Issued'
+# The details-page rows shown (its names, and the two counters asked for by --metrics).
+metrics='Duration|Throughput|Registers Per Thread|Block Size|Grid Size|Eligible|Issued|'
+metrics+='Warp Cycles|lts__t_sectors_op'
 # details CSV: the rows of an ncu details page whose metric matches $metrics, kernel by kernel.
 details() {
   python3 - "$1" "$metrics" <<'PY'
@@ -26,7 +28,7 @@ sec = h.index('Section Name') if 'Section Name' in h else None
 for r in rows[head + 1:]:
     if len(r) > v and re.search(sys.argv[2], r[n]):
         section = r[sec][:22] if sec is not None else ''
-        print(f"{r[k][:40]:40s} | {section:22s} | {r[n][:60]:60s} {r[v]} {r[u]}")
+        print(f"{r[k][:64]:64s} | {section:22s} | {r[n][:60]:60s} {r[v]} {r[u]}")
 PY
 }
 for s in ${PROFILE_SHAPES:-256,128 128}; do
