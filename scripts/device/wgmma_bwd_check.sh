@@ -7,11 +7,10 @@
 # (default 64 128); with ATTN_SCHEMES (e.g. nope,pope) bench_cuda_attention at the benchmark
 # shapes too, when the bundle has it. Each shape's default also with --dq-8b (the wgmma
 # backward's atomics instead of its bulk dq reductions) and, with BIAS=1, with --bias both
-# ways. With bench_cuda_sdpa_base in the bundle (a build of another commit, e.g. main's), each
-# shape's default runs base / new / base / new (A/B in one call; with BIAS=1 with --bias too,
-# every tiling of the new build) and cuDNN once, instead of the list above (the base: another
-# checkout's build-nccl/kernels/bench/cuda/bench_cuda_sdpa copied to a file of that name and
-# bundled with the others). Pack first (here):
+# ways. With bench_cuda_sdpa_base in the bundle (another checkout's
+# build-nccl/kernels/bench/cuda/bench_cuda_sdpa, e.g. main's, copied to a file of that name and
+# bundled with the others), each shape's default runs base / new / base / new instead (A/B in
+# one call; with BIAS=1 with --bias too), then cuDNN once. Pack first (here):
 #   scripts/device/bundle.sh wgbwd build-nccl/tests/cuda/lcr_cuda_sdpa_tests
 #       build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip; tar | xz into
 #       .devbundle/gpack/wgbwd.tar.xz
@@ -21,20 +20,16 @@ source "$(dirname "$0")/common.sh"
 packed_init wgbwd
 shard 0 "$B/lcr_cuda_sdpa_tests" sdpa "${SDPA_FILTER:--*Emu*}"
 suite_summary sdpa
+run() {  # run BINARY ARGS...: the backward at the loop's shape (b h l d dv)
+  timeout 150 "$1" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only --reps 10 "${@:2}"
+}
 for s in ${BWD_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,64}; do
   IFS=, read -r b h l d dv <<<"$s"
-  run() {
-    timeout 150 "$1" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only --reps 10 "${@:2}"
-  }
   if [[ -x $B/bench_cuda_sdpa_base ]]; then  # A/B: base / new alternating, then cuDNN
     for opt in "" ${BIAS:+--bias}; do
-      for exe in base new base new; do
+      for exe in bench_cuda_sdpa_base bench_cuda_sdpa bench_cuda_sdpa_base bench_cuda_sdpa; do
         echo "ab $exe $s $opt"
-        if [[ $exe == base ]]; then
-          run "$B/bench_cuda_sdpa_base" $opt | grep -v '^impl'
-        else  # with --bias every tiling: the bias path's variants of the new build
-          run "$B/bench_cuda_sdpa" $opt ${opt:+--variants all} | grep -v '^impl'
-        fi
+        run "$B/$exe" $opt | grep -v '^impl'
       done
     done
     run "$B/bench_cuda_sdpa" --impl cudnn
