@@ -10,7 +10,9 @@
 # ways. With bench_cuda_sdpa_base in the bundle (another checkout's
 # build-nccl/kernels/bench/cuda/bench_cuda_sdpa, e.g. main's, copied to a file of that name and
 # bundled with the others), each shape's default runs base / new / base / new instead (A/B in
-# one call; with BIAS=1 with --bias too), then cuDNN once. Pack first (here):
+# one call; with BIAS=1 with --bias too), then cuDNN once; a third build bundled as
+# bench_cuda_sdpa_abl (a measurement-only build, e.g. an ablation) joins the alternation.
+# Pack first (here):
 #   scripts/device/bundle.sh wgbwd build-nccl/tests/cuda/lcr_cuda_sdpa_tests
 #       build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip; tar | xz into
 #       .devbundle/gpack/wgbwd.tar.xz
@@ -27,7 +29,9 @@ for s in ${BWD_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,
   IFS=, read -r b h l d dv <<<"$s"
   if [[ -x $B/bench_cuda_sdpa_base ]]; then  # A/B: base / new alternating, then cuDNN
     for opt in "" ${BIAS:+--bias}; do
-      for exe in bench_cuda_sdpa_base bench_cuda_sdpa bench_cuda_sdpa_base bench_cuda_sdpa; do
+      exes=(bench_cuda_sdpa_base bench_cuda_sdpa)
+      [[ -x $B/bench_cuda_sdpa_abl ]] && exes+=(bench_cuda_sdpa_abl)
+      for exe in "${exes[@]}" "${exes[@]}"; do
         echo "ab $exe $s $opt"
         run "$B/$exe" $opt | grep -v '^impl'
       done
