@@ -64,8 +64,10 @@ struct WgBwdShape {
   // dq through shared memory and bulk reductions (kBulkDq) needs one writer per element of
   // the staged [BM x DP] tile: not with kDqSplitK (both warpgroups add to the one block).
   static constexpr bool kBulkDqShape = !kDqSplitK;
-  static constexpr int kDqStride = DP + 4;  // staged dq row (floats): 16-byte rows, rows g and
-                                            // g + 1 four banks apart (no store conflicts)
+  // Staged dq row (floats): 16-byte rows; rows g and g + 1 eight banks apart, so a half-warp's
+  // 8-byte stores (rows g .. g + 3, columns 2t, 2t + 1) hit 32 distinct banks (DP + 4 put them
+  // four banks apart: two-way conflicts, ncu 2x the ideal wavefronts).
+  static constexpr int kDqStride = DP + 8;
 };
 
 constexpr int kWgBwdStages = 2;  // Q / dO / lse / delta buffers
@@ -91,7 +93,9 @@ struct WgBwdSmem {
     t.P = Shape::kColSplit ? c.take_1k<bf16>(BN * BM) : nullptr;
     t.lse2 = c.take<float>(S * BM);
     t.del = c.take<float>(S * BM);
-    t.dbk = Shape::kColSplit ? c.take<float>(BN) : nullptr;
+    // kBias only, which never takes kBulkDq: at QK 256 the staged dq tile then fills the
+    // 227 KiB exactly.
+    t.dbk = Shape::kColSplit && !kBulkDq ? c.take<float>(BN) : nullptr;
     t.dqs = kBulkDq ? c.take<float>(BM * Shape::kDqStride) : nullptr;
     if (s) *s = t;
     return c.off;
@@ -283,8 +287,8 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
       LCR_UNROLL
       for (int r = 0; r < 2; ++r) LCR_UNROLL
       for (int n = 0; n < 8; ++n)
-        store_f32x2(row0 + 8 * r * Shape::kDqStride + 8 * n, dq[u][4 * n + 2 * r] * a.scale,
-                    dq[u][4 * n + 2 * r + 1] * a.scale);
+        store_shared_f32x2(row0 + 8 * r * Shape::kDqStride + 8 * n,
+                           dq[u][4 * n + 2 * r] * a.scale, dq[u][4 * n + 2 * r + 1] * a.scale);
     }
   };
   // ... and, after a barrier, the staged rows of (query head h, rows i0 ..) added to global dq:
