@@ -64,10 +64,9 @@ struct WgBwdShape {
   // dq through shared memory and bulk reductions (kBulkDq) needs one writer per element of
   // the staged [BM x DP] tile: not with kDqSplitK (both warpgroups add to the one block).
   static constexpr bool kBulkDqShape = !kDqSplitK;
-  // Staged dq row (floats): 16-byte rows; rows g and g + 1 eight banks apart, so a half-warp's
-  // 8-byte stores (rows g .. g + 3, columns 2t, 2t + 1) hit 32 distinct banks (DP + 4 put them
-  // four banks apart: two-way conflicts, ncu 2x the ideal wavefronts).
-  static constexpr int kDqStride = DP + 8;
+  // The staged dq tile is DP / 32 boxes of the TMA engine's tensor reduction, box c = columns
+  // 32 c .. 32 c + 31 of the BM rows, [BM][32] fp32 with the 128-byte swizzle (stage_dq).
+  static constexpr int kDqBox = BM * 32;
 };
 
 constexpr int kWgBwdStages = 2;  // Q / dO / lse / delta buffers
@@ -80,7 +79,7 @@ struct WgBwdSmem {
   bf16* P;                    // kColSplit: P^T [BN x BM] (Swz)
   float *lse2, *del;          // [S][BM]: lse log2 e (+inf: the row sees nothing), delta
   float* dbk;                 // kColSplit: warpgroup 1's dbias_k sums [BN] (kBias)
-  float* dqs;                 // kBulkDq: the step's dq [BM x kDqStride], fp32, scaled
+  float* dqs;                 // kBulkDq: the step's dq, [DP / 32] boxes [BM][32] fp32, scaled
   static LCR_HD std::size_t carve(SmemCarver& c, WgBwdSmem* s) {
     using Shape = WgBwdShape<DP, DVP, NWG, BM>;
     constexpr int BN = Shape::BN;
@@ -96,7 +95,7 @@ struct WgBwdSmem {
     // kBias only, which never takes kBulkDq: at QK 256 the staged dq tile then fills the
     // 227 KiB exactly.
     t.dbk = Shape::kColSplit && !kBulkDq ? c.take<float>(BN) : nullptr;
-    t.dqs = kBulkDq ? c.take<float>(BM * Shape::kDqStride) : nullptr;
+    t.dqs = kBulkDq ? c.take_1k<float>(BM * DP) : nullptr;  // 1 KiB: the swizzle's atoms
     if (s) *s = t;
     return c.off;
   }
@@ -107,14 +106,16 @@ struct WgBwdSmem {
 // lse, the column term one value per key row, both relative to c0 = C of the tile's first key;
 // dbias_k = -sum_i dS, written when a query head's last step is done.
 // kBulkDq (plain path only): dq leaves through shared memory (the step's [BM x DP] tile, scaled)
-// and one bulk reduction per query row by the TMA engine, issued after the next step's first
-// barrier, instead of per-thread atomics (without them the backward ran 1.3-1.9x faster:
-// docs/cuda.md, "dq by bulk reductions"); dq 16-byte aligned (the launcher falls back to the
-// atomics otherwise).
+// and the TMA engine's tensor reductions (dq_map: dq as [B][Lq][H][D] fp32, boxes of 32
+// columns x BM rows, wg_bwd_dq_map), one instruction per 32 columns, issued after the next
+// step's first barrier, instead of per-thread atomics (without them the backward ran 1.3-1.9x
+// faster: docs/cuda.md, "dq by bulk reductions"; the earlier form issued one reduction per
+// query row, a serial loop over the issuing warps' lanes); dq 16-byte aligned and a map the
+// driver accepts (the launcher falls back to the atomics otherwise).
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false,
           bool kBulkDq = false>
 LCR_KERNEL_BOUNDS(128 * NWG, MB)
-void sdpa_bwd_wg_kernel(const KernelParams p) {
+void sdpa_bwd_wg_kernel(const KernelParams p, const LCR_GRID_CONSTANT TensorMap dq_map) {
   static_assert(((DP == 64 || DP == 128) && (DVP == 64 || DVP == 128) && DVP <= DP) ||
                     (DP == 256 && DVP == 128 && NWG == 2 && BM == 64),
                 "tile shape");
@@ -277,29 +278,46 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
                       dq[u][4 * n + 2 * r + 1] * a.scale);
     }
   };
-  // kBulkDq: the step's dq blocks (scaled) into the staged tile s.dqs, which the engine has
-  // read since the last bulk_wait_read; published by the next barrier's fence.
+  // kBulkDq: the step's dq blocks (scaled) into the staged boxes s.dqs, which the engine has
+  // read since the last bulk_wait_read; published by the next barrier's fence. Element (row,
+  // column 32 c + 4 k + e) of box c at row * 32 + 4 (k ^ (row % 8)) + e (the 128-byte swizzle;
+  // row % 8 = g here). A half-warp's 8-byte stores cover rows g .. g + 3 (g = 0 or 4), columns
+  // 8 n + 2 t: with every lane at the same n, rows 2m and 2m + 1 land on the same 8 banks (two-way
+  // conflicts). Lanes whose g ^ (g >> 1) is odd therefore store their column blocks in the order
+  // n ^ 2, which spreads the four rows over four chunk pairs (32 distinct banks).
   auto stage_dq = [&](const DqAcc& dq) {
+    const bool flip = (g ^ (g >> 1)) & 1;
+    // Word of column block n (mod 4) in the row: 4 ((2 (n ^ 2 flip) + (t >> 1)) ^ g) + 2 (t & 1)
+    // = (8 (n % 4) ^ x) + 2 (t & 1), with this lane's x; byte addresses in the shared space,
+    // one per n % 4, the rest immediate offsets.
+    const int x = 4 * ((t >> 1) ^ g ^ (flip ? 4 : 0));
+    const uint32_t lane_s = smem_addr(s.dqs) + 4u * uint32_t((16 * w + g) * 32 + 2 * (t & 1));
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) {
       const int blk = wg * Shape::kDqBlocks + u, mb = blk % NQB, nb = blk / NQB;
-      float* row0 = s.dqs + (64 * mb + 16 * w + g) * Shape::kDqStride + 64 * nb + 2 * t;
+      const uint32_t blk_s = lane_s + 4u * uint32_t(2 * nb * Shape::kDqBox + 64 * mb * 32);
       LCR_UNROLL
-      for (int r = 0; r < 2; ++r) LCR_UNROLL
-      for (int n = 0; n < 8; ++n)
-        store_shared_f32x2(row0 + 8 * r * Shape::kDqStride + 8 * n,
-                           dq[u][4 * n + 2 * r] * a.scale, dq[u][4 * n + 2 * r + 1] * a.scale);
+      for (int m = 0; m < 4; ++m) {
+        const uint32_t at = blk_s + 4u * uint32_t((8 * m) ^ x);
+        LCR_UNROLL
+        for (int hi = 0; hi < 2; ++hi) LCR_UNROLL
+        for (int r = 0; r < 2; ++r) {
+          const int n = 4 * hi + m, e = 4 * n + 2 * r,
+                    ef = 4 * (n ^ 2) + 2 * r;  // block n or n ^ 2
+          store_shared_f32x2(at + 4u * uint32_t(hi * Shape::kDqBox + 8 * r * 32),
+                             (flip ? dq[u][ef] : dq[u][e]) * a.scale,
+                             (flip ? dq[u][ef + 1] : dq[u][e + 1]) * a.scale);
+        }
+      }
     }
   };
-  // ... and, after a barrier, the staged rows of (query head h, rows i0 ..) added to global dq:
-  // thread r < BM issues row r (a.D floats: a multiple of 8, so of 16 bytes).
-  auto bulk_row = [&](int h, int i0) {  // this thread's row of (h, i0 ..), null if none
-    return tid() < BM && i0 + tid() < a.Lq
-               ? p.dq + (int64_t(b) * a.Lq + i0 + tid()) * q_ld + int64_t(h) * a.D
-               : nullptr;
-  };
-  auto issue_bulk_dq = [&](float* row) {
-    if (row) bulk_add_f32(row, s.dqs + tid() * Shape::kDqStride, uint32_t(a.D) * 4u);
+  // ... and, after a barrier, the staged boxes of (query head h, rows i0 ..) added to global dq:
+  // lane 0 of warp c issues box c (rows past Lq and columns past D are outside the map's
+  // tensor, skipped by the engine).
+  static_assert(DP / 32 <= NT / 32, "one warp per dq box");
+  auto issue_bulk_dq = [&](int h, int i0) {
+    if (lane() == 0 && 32 * warp() < a.D)
+      bulk_tensor_add_f32_4d(dq_map, s.dqs + warp() * Shape::kDqBox, 32 * warp(), h, i0, b);
     bulk_commit();
   };
 
@@ -314,7 +332,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
   // so the exponentials run beside dP^T, dS^T beside dV, and the other warpgroup's (or CTA's)
   // products beside this one's waits. kColSplit: S^T, dP^T of this warpgroup's query
   // columns; P^T and dS^T to shared memory; the second barrier; then dV, dK and dQ together.
-  float* dq_row = nullptr;  // kBulkDq: this thread's global dq row of the staged step
+  int dq_h = 0, dq_i0 = 0;  // kBulkDq: query head and first row of the staged step
   for (int it = 0; it < n_steps; ++it) {
     const int st = it % NS, i0 = qt * BM;
     int nh, nq_t;
@@ -323,7 +341,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     fence_async_smem();
     sync_cta();
     if constexpr (kBulkDq)
-      if (it > 0) issue_bulk_dq(dq_row);  // the last step's dq (staged, now published)
+      if (it > 0) issue_bulk_dq(dq_h, dq_i0);  // the last step's dq (staged, now published)
     const bool more = it + 1 < n_steps;
     if (more) stage_tiles(nh, nq_t, (it + 1) % NS);
     cp_async_commit();
@@ -455,7 +473,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     LCR_UNROLL
     for (int u = 0; u < Shape::kDqBlocks; ++u) fence_regs<32>(dq[u]);
     if constexpr (kBulkDq)
-      stage_dq(dq), dq_row = bulk_row(h, i0);
+      stage_dq(dq), dq_h = h, dq_i0 = i0;
     else
       add_dq(dq, h, i0);
     // kBias: the end of a query head; its dbias_k column is complete (one writer per key row:
@@ -490,7 +508,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p) {
     if (n_steps > 0) {
       fence_async_smem();
       sync_cta();
-      issue_bulk_dq(dq_row);
+      issue_bulk_dq(dq_h, dq_i0);
     }
     bulk_wait<0>();
   }
@@ -546,7 +564,23 @@ template <int DP, int DVP, int NWG, int BM>
 inline bool wg_bwd_bulk_dq(const KernelParams& p, bool bias) {
   return !bias && WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape &&
          wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>() <= 227 * 1024 &&
-         (reinterpret_cast<std::uintptr_t>(p.dq) & 15) == 0;
+         (reinterpret_cast<std::uintptr_t>(p.dq) & 15) == 0 && p.a.D % 4 == 0;
+}
+
+// kBulkDq's tensor map: dq [B][Lq][H][D] fp32 (dimension 0 = the head's D columns), boxes of 32
+// columns x 1 head x BM rows x 1 batch row, 128-byte swizzled in shared memory.
+template <int BM>
+inline TensorMapF32Desc wg_bwd_dq_map(const KernelParams& p) {
+  const SdpaArgs& a = p.a;
+  TensorMapF32Desc d;
+  d.base = p.dq;
+  const uint64_t dim[4] = {uint64_t(a.D), uint64_t(a.H), uint64_t(a.Lq), uint64_t(a.B)};
+  for (int i = 0; i < 4; ++i) d.dim[i] = dim[i];
+  d.stride[0] = 4;
+  for (int i = 1; i < 4; ++i) d.stride[i] = d.stride[i - 1] * dim[i - 1];
+  d.box[0] = 32, d.box[1] = 1, d.box[2] = BM, d.box[3] = 1;
+  d.swizzle128 = true;
+  return d;
 }
 
 }  // namespace lcr::cuda::LCR_SDPAWG
@@ -558,20 +592,23 @@ namespace lcr::cuda::detail {
 
 // The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path and
 // (kBias) the bias-lane / ALiBi path.
-// dq through shared memory and bulk reductions where wg_bwd_bulk_dq allows, else atomics.
+// dq through shared memory and tensor bulk reductions where wg_bwd_bulk_dq allows and the
+// driver encodes the map, else atomics.
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
 void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   namespace K = LCR_SDPAWG;
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
+  TensorMap dq_map{};
   if constexpr (!kBias && K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
-    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p, kBias))
+    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p, kBias) &&
+        cuda_tensor_map(&dq_map, K::wg_bwd_dq_map<BM>(p)))
       return launch_with_smem(K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias, true>,
-                              grid, 128 * NWG, K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(), s,
-                              p);
+                              grid, 128 * NWG, K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(), s, p,
+                              dq_map);
   }
   launch_with_smem(K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias>, grid, 128 * NWG,
-                   K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p);
+                   K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p, dq_map);
 }
 
 }  // namespace lcr::cuda::detail

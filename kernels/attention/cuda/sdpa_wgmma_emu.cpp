@@ -58,17 +58,19 @@ void run_bwd(KernelParams p) {
   // dq by bulk reductions (the plain path, dq 16-byte aligned) or atomics, as launch_bwd_wg picks
   if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
     if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p, bias))
-      return ::lcr::emu::launch(
-          {unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
-          K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(),
-          [&] { K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true>(p); });
+      return ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
+                                K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(),
+                                [&, map = emu_tensor_map(K::wg_bwd_dq_map<BM>(p))] {
+                                  K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true>(
+                                      p, map);
+                                });
   }
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
                      K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), [&] {
                        if (bias)
-                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true>(p);
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true>(p, {});
                        else
-                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false>(p);
+                         K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false>(p, {});
                      });
 }
 

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/attention/cuda/device/tensor_map.hpp"
+
 #if !defined(__x86_64__)
 #error "the lcr SIMT emulator switches fibers with x86-64 assembly"
 #endif
@@ -77,14 +79,42 @@ struct MmaOp {
   std::shared_ptr<const std::vector<unsigned char>> view;
 };
 
-// A queued bulk reduction: destination, source offset in shared memory, bytes, its bulk
-// group, and the async proxy's view when it was issued.
+// A queued tensor bulk reduction: source offset in shared memory, bytes, its bulk group, the
+// async proxy's view when it was issued, the map and the box coordinates.
 struct BulkOp {
-  float* dst;
   std::size_t src, bytes;
   long group;
   std::shared_ptr<const std::vector<unsigned char>> view;
+  lcr::cuda::TensorMapF32Desc map{};
+  int coord[4] = {};
 };
+
+// Its additions: box element e (dim 0 fastest) from the source's byte offset
+// (128-byte swizzle: address bits 4-6 ^= bits 7-9, the source 1024-byte aligned) into global
+// memory, skipping elements outside the tensor.
+void perform_tensor_add(const BulkOp& b, const unsigned char* seen) {
+  const auto& m = b.map;
+  std::size_t e = 0;
+  for (uint32_t x3 = 0; x3 < m.box[3]; ++x3)
+    for (uint32_t x2 = 0; x2 < m.box[2]; ++x2)
+      for (uint32_t x1 = 0; x1 < m.box[1]; ++x1)
+        for (uint32_t x0 = 0; x0 < m.box[0]; ++x0, ++e) {
+          const int64_t c[4] = {int64_t(b.coord[0]) + x0, int64_t(b.coord[1]) + x1,
+                                int64_t(b.coord[2]) + x2, int64_t(b.coord[3]) + x3};
+          bool inside = true;
+          std::size_t off = 0;
+          for (int i = 0; i < 4; ++i) {
+            inside = inside && c[i] >= 0 && uint64_t(c[i]) < m.dim[i];
+            off += std::size_t(c[i]) * m.stride[i];
+          }
+          if (!inside) continue;
+          std::size_t o = 4 * e;
+          if (m.swizzle128) o ^= ((o >> 7) & 7) << 4;
+          float x;
+          std::memcpy(&x, seen + o, 4);
+          *reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(m.base) + off) += x;
+        }
+}
 
 struct Fiber {
   void* sp = nullptr;
@@ -300,15 +330,26 @@ void async_wait(int pending) {
       });
 }
 
-void bulk_add_f32(float* dst, const float* src, std::size_t bytes) {
+void bulk_tensor_add_f32(const void* map, const float* src, const int coord[4]) {
+  BulkOp op{0, 0, g_cur->bulk_committed, g_block.async_view, lcr::cuda::emu_tensor_desc(map)};
+  const auto& m = op.map;
+  op.bytes = std::size_t(4) * m.box[0] * m.box[1] * m.box[2] * m.box[3];
   const auto* s = reinterpret_cast<const unsigned char*>(src);
-  if (s < g_block.smem || s + bytes > g_block.smem + g_block.smem_bytes)
-    fail("emu: bulk reduction source outside the block's shared memory");
-  if (bytes == 0 || bytes % 16 || (reinterpret_cast<std::uintptr_t>(dst) & 15) ||
-      (reinterpret_cast<std::uintptr_t>(src) & 15))
-    fail("emu: bulk reduction size or addresses not a multiple of 16 bytes");
-  g_cur->bulk_ops.push_back(
-      BulkOp{dst, std::size_t(s - g_block.smem), bytes, g_cur->bulk_committed, g_block.async_view});
+  if (s < g_block.smem || s + op.bytes > g_block.smem + g_block.smem_bytes)
+    fail("emu: tensor bulk reduction source outside the block's shared memory");
+  op.src = std::size_t(s - g_block.smem);
+  if (op.src % (m.swizzle128 ? 1024 : 128))
+    fail("emu: tensor bulk reduction source not 128-byte (swizzled: 1024-byte) aligned");
+  if (m.swizzle128 && m.box[0] * 4 != 128)
+    fail("emu: a 128-byte swizzled box needs 128-byte rows (box[0] = 32 fp32)");
+  if ((reinterpret_cast<std::uintptr_t>(m.base) & 15) || m.stride[0] != 4 || m.stride[1] % 16 ||
+      m.stride[2] % 16 || m.stride[3] % 16)
+    fail("emu: tensor map base or strides not 16-byte multiples (dim 0 must be contiguous)");
+  for (int i = 0; i < 4; ++i) {
+    if (m.box[i] == 0 || m.box[i] > 256) fail("emu: tensor map box extents must be 1 .. 256");
+    op.coord[i] = coord[i];
+  }
+  g_cur->bulk_ops.push_back(std::move(op));
 }
 
 void bulk_commit() { ++g_cur->bulk_committed; }
@@ -323,11 +364,7 @@ void bulk_wait(int pending) {
               "emu: a bulk reduction's shared source differs from the async proxy's view of "
               "its issue: fence_async_smem() and a barrier are missing after it was written, "
               "or it was overwritten before bulk_wait");
-        for (std::size_t e = 0; e < b.bytes / 4; ++e) {
-          float x;
-          std::memcpy(&x, seen + 4 * e, 4);
-          b.dst[e] += x;
-        }
+        perform_tensor_add(b, seen);
       });
 }
 

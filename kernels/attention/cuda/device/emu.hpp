@@ -75,12 +75,15 @@ const unsigned char* async_view();
 void async_commit();
 void async_wait(int pending_groups);
 
-// Bulk reductions from shared to global memory (cp.reduce.async.bulk .add.f32, bulk groups):
-// queued per thread and performed at bulk_wait, reading the async proxy's view of the issue
-// (published by fence_async and a barrier, as for wgmma), so a source written but not
-// published reads stale data; one whose shared bytes changed before the wait (the engine may
-// read them any time until then) aborts, as does a thread that exits with one in flight.
-void bulk_add_f32(float* gmem_dst, const float* smem_src, std::size_t bytes);
+// Tensor bulk reductions from shared to global memory (cp.reduce.async.bulk.tensor .add, fp32,
+// bulk groups): the box of the map (the bytes of an emu_tensor_map, device/tensor_map.hpp) at
+// element coordinates coord[0..3] += the dense (or 128-byte swizzled) box at smem_src, elements
+// outside the tensor skipped. Queued per thread and performed at bulk_wait, reading the async
+// proxy's view of the issue (published by fence_async and a barrier, as for wgmma), so a source
+// written but not published reads stale data; one whose shared bytes changed before the wait
+// (the engine may read them any time until then) aborts, as does a thread that exits with one
+// in flight.
+void bulk_tensor_add_f32(const void* map, const float* smem_src, const int coord[4]);
 void bulk_commit();
 void bulk_wait(int pending_groups);
 

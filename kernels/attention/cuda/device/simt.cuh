@@ -25,6 +25,7 @@
 #define LCR_HD inline
 #define LCR_KERNEL inline
 #define LCR_KERNEL_BOUNDS(threads, blocks) inline
+#define LCR_GRID_CONSTANT
 #define LCR_UNROLL
 #define LCR_UNROLL4
 #define LCR_NO_UNROLL
@@ -36,6 +37,8 @@
 #define LCR_HD __host__ __device__ __forceinline__
 #define LCR_KERNEL __global__
 #define LCR_KERNEL_BOUNDS(threads, blocks) __global__ __launch_bounds__(threads, blocks)
+// A kernel parameter whose address the kernel takes (a TensorMap for the TMA engine).
+#define LCR_GRID_CONSTANT __grid_constant__
 #define LCR_UNROLL _Pragma("unroll")
 #define LCR_UNROLL4 _Pragma("unroll 4")
 #define LCR_NO_UNROLL _Pragma("unroll 1")

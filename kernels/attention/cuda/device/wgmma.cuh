@@ -27,6 +27,7 @@
 #include <array>
 
 #include "kernels/attention/cuda/device/mma.cuh"
+#include "kernels/attention/cuda/device/tensor_map.hpp"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "lcr's PaTH kernels use wgmma: build for sm_90a (-DCMAKE_CUDA_ARCHITECTURES=90a)"
@@ -142,8 +143,17 @@ LCR_DEV void store_shared_f32x2(float* p, float a, float b) {
 #if defined(LCR_CUDA_EMU)
   store_f32x2(p, a, b);
 #else
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_addr(p)), "f"(a), "f"(b)
-               : "memory");
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(smem_addr(p)), "f"(a), "f"(b) : "memory");
+#endif
+}
+
+// The same at a shared-space byte address (smem_addr): 32-bit address arithmetic, one
+// register per address where a generic pointer takes two.
+LCR_DEV void store_shared_f32x2(uint32_t saddr, float a, float b) {
+#if defined(LCR_CUDA_EMU)
+  store_f32x2(reinterpret_cast<float*>(emu::shared_base() + saddr), a, b);
+#else
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(saddr), "f"(a), "f"(b) : "memory");
 #endif
 }
 
@@ -159,18 +169,24 @@ LCR_DEV void fence_async_smem() {
 #endif
 }
 
-// Bulk reduction by the TMA engine (cp.reduce.async.bulk, sm_90): dst[0 .. bytes / 4) += src
-// as fp32, asynchronously; bytes and both addresses multiples of 16, src in shared memory. It
-// reads src through the async proxy: the writing threads fence (fence_async_smem) and meet at
-// a barrier before the issue. bulk_commit closes the thread's group; bulk_wait_read<N> before
-// src is written again (the engine has read it), bulk_wait<N> before the thread exits.
-LCR_DEV void bulk_add_f32(float* dst, const float* src, uint32_t bytes) {
+// Tensor bulk reduction by the TMA engine (cp.reduce.async.bulk.tensor.4d .add, sm_90; fp32 by
+// the map): the box of `map` at element coordinates (c0, c1, c2, c3) += the box in shared
+// memory at src (dense, or 128-byte swizzled as the map says: 1024-byte aligned then), elements
+// outside the tensor skipped, asynchronously; map is a __grid_constant__ kernel parameter
+// (device/tensor_map.hpp). The engine reads src through the async proxy: the writing threads
+// fence (fence_async_smem) and meet at a barrier before the issue. bulk_commit closes the
+// thread's group; bulk_wait_read<N> before src is written again (the engine has read it),
+// bulk_wait<N> before the thread exits.
+LCR_DEV void bulk_tensor_add_f32_4d(const TensorMap& map, const float* src, int c0, int c1, int c2,
+                                    int c3) {
 #if defined(LCR_CUDA_EMU)
-  emu::bulk_add_f32(dst, src, bytes);
+  const int c[4] = {c0, c1, c2, c3};
+  emu::bulk_tensor_add_f32(map.bytes, src, c);
 #else
   asm volatile(
-      "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
-      "r"(smem_addr(src)), "r"(bytes)
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+      " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(reinterpret_cast<uint64_t>(&map)),
+      "r"(smem_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
       : "memory");
 #endif
 }
