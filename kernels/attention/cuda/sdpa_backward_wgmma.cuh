@@ -92,10 +92,8 @@ struct WgBwdSmem {
     t.P = Shape::kColSplit ? c.take_1k<bf16>(BN * BM) : nullptr;
     t.lse2 = c.take<float>(S * BM);
     t.del = c.take<float>(S * BM);
-    // kBias only, which never takes kBulkDq: at QK 256 the staged dq tile then fills the
-    // 227 KiB exactly.
-    t.dbk = Shape::kColSplit && !kBulkDq ? c.take<float>(BN) : nullptr;
-    t.dqs = kBulkDq ? c.take_1k<float>(BM * DP) : nullptr;  // 1 KiB: the swizzle's atoms
+    t.dbk = Shape::kColSplit ? c.take<float>(BN) : nullptr;  // (used by kBias only)
+    t.dqs = kBulkDq ? c.take_1k<float>(BM * DP) : nullptr;   // 1 KiB: the swizzle's atoms
     if (s) *s = t;
     return c.off;
   }
@@ -105,9 +103,9 @@ struct WgBwdSmem {
 // mma.sync kernel's kBias form (sdpa_backward_kernel.cuh): the row term folded into the staged
 // lse, the column term one value per key row, both relative to c0 = C of the tile's first key;
 // dbias_k = -sum_i dS, written when a query head's last step is done.
-// kBulkDq (plain path only): dq leaves through shared memory (the step's [BM x DP] tile, scaled)
-// and the TMA engine's tensor reductions (dq_map: dq as [B][Lq][H][D] fp32, boxes of 32
-// columns x BM rows, wg_bwd_dq_map), one instruction per 32 columns, issued after the next
+// kBulkDq (the plain and the kBias paths): dq leaves through shared memory (the step's [BM x DP]
+// tile, scaled) and the TMA engine's tensor reductions (dq_map: dq as [B][Lq][H][D] fp32, boxes of
+// 32 columns x BM rows, wg_bwd_dq_map), one instruction per 32 columns, issued after the next
 // step's first barrier, instead of per-thread atomics (without them the backward ran 1.3-1.9x
 // faster: docs/cuda.md, "dq by bulk reductions"; the earlier form issued one reduction per
 // query row, a serial loop over the issuing warps' lanes); dq 16-byte aligned and a map the
@@ -122,8 +120,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p, const LCR_GRID_CONSTANT TensorMap 
   static_assert((NWG == 1 || NWG == 2) && (BM == 64 || BM == 128) && BM <= 128 * NWG, "tile shape");
   static_assert(!(DP == 256 && kKVRegs), "QK 256: K and V stay in shared memory");
   using Shape = WgBwdShape<DP, DVP, NWG, BM>;
-  static_assert(!kBulkDq || (Shape::kBulkDqShape && !kBias),
-                "bulk dq: the plain path, one writer per staged element");
+  static_assert(!kBulkDq || Shape::kBulkDqShape, "bulk dq: one writer per staged element");
   constexpr bool kSplit = Shape::kColSplit;
   constexpr int DKW = Shape::kDkCols, DVW = Shape::kDvCols, QW = Shape::kQCols;
   constexpr int BN = Shape::BN, NT = 128 * NWG, NQB = BM / 64;  // NQB: 64-query blocks
@@ -556,13 +553,12 @@ inline std::size_t wg_bwd_smem_bytes() {
   return WgBwdSmem<DP, DVP, NWG, BM, kBulkDq>::carve(c, nullptr);
 }
 
-// Whether a launch takes the kBulkDq form: the plain path (`bias`: the kBias form measured the
-// same or 1-3% slower with it, docs/cuda.md "dq by bulk reductions"), the shape allows it, its
-// shared memory fits (227 KiB) and dq is 16-byte aligned (a bulk reduction's rule; the atomics
-// need 8 bytes).
+// Whether a launch takes the kBulkDq form (the plain and the kBias paths): the shape allows it,
+// its shared memory fits (227 KiB) and dq is 16-byte aligned with 16-byte rows (the tensor
+// map's rule; the atomics need 8 bytes).
 template <int DP, int DVP, int NWG, int BM>
-inline bool wg_bwd_bulk_dq(const KernelParams& p, bool bias) {
-  return !bias && WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape &&
+inline bool wg_bwd_bulk_dq(const KernelParams& p) {
+  return WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape &&
          wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>() <= 227 * 1024 &&
          (reinterpret_cast<std::uintptr_t>(p.dq) & 15) == 0 && p.a.D % 4 == 0;
 }
@@ -600,9 +596,8 @@ void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
   TensorMap dq_map{};
-  if constexpr (!kBias && K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
-    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p, kBias) &&
-        cuda_tensor_map(&dq_map, K::wg_bwd_dq_map<BM>(p)))
+  if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
+    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p) && cuda_tensor_map(&dq_map, K::wg_bwd_dq_map<BM>(p)))
       return launch_with_smem(K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias, true>,
                               grid, 128 * NWG, K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(), s, p,
                               dq_map);

@@ -55,15 +55,18 @@ void run_bwd(KernelParams p) {
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
   const bool bias = row_col_terms_only(p.a);  // the kBias form, as the variant tables pick it
-  // dq by bulk reductions (the plain path, dq 16-byte aligned) or atomics, as launch_bwd_wg picks
+  // dq by tensor reductions (dq 16-byte aligned) or atomics, as launch_bwd_wg picks
   if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
-    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p, bias))
-      return ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
-                                K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(),
-                                [&, map = emu_tensor_map(K::wg_bwd_dq_map<BM>(p))] {
-                                  K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true>(
-                                      p, map);
-                                });
+    if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p))
+      return ::lcr::emu::launch(
+          {unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
+          K::wg_bwd_smem_bytes<DP, DVP, NWG, BM, true>(),
+          [&, map = emu_tensor_map(K::wg_bwd_dq_map<BM>(p))] {
+            if (bias)
+              K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, true, true>(p, map);
+            else
+              K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, 1, kKVRegs, false, true>(p, map);
+          });
   }
   ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(128 * NWG), 1, 1},
                      K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), [&] {
