@@ -69,11 +69,11 @@ struct BwdVariant {
 // (softcap, dbias_q) keeps its mma.sync kernel. dq leaves the wgmma kernels through shared
 // memory and bulk reductions where dq is 16-byte aligned (launch_bwd_wg; 392 vs 346-355 TFLOP/s
 // at D = 128, 327 vs 300 at 128 / 64, 242 vs 222 at 256 / 128, D = 64 unchanged, ~13:05 UTC),
-// else by 8-byte atomics; since 2026-12-03 by the TMA engine's tensor reductions, the kBias path
-// too (bias backward 1.03x / 1.11x / 1.03x / 1.14x / 1.20x at 16K D 64 / 16K D 128 / 64K D 64 /
-// 128 / 64 / 256 / 128, docs/cuda.md "dq by tensor reductions")
-// (a 16-byte atomics form measured 297 / 354 / 307 / 291 / 216 against 303 / 346
-// / 315 / 301 / 217 TFLOP/s, ~06:48 UTC, and was removed: docs/cuda.md).
+// else by 8-byte atomics (a 16-byte form measured 297 / 354 / 307 / 291 / 216 against 303 / 346
+// / 315 / 301 / 217 TFLOP/s, ~06:48 UTC, and was removed: docs/cuda.md). Since 2026-12-03 the
+// reductions are the TMA engine's tensor form, on the kBias path too (its backward 1.03x /
+// 1.11x / 1.03x / 1.14x / 1.20x faster than with atomics at 16K D 64 / 16K D 128 / 64K D 64 /
+// 128 / 64 / 256 / 128: docs/cuda.md "dq by tensor reductions").
 const BwdVariant k64_64[] = {
     LCR_BWD_WG(64, 64, 2, 128, 1, 0, LCR_BWD_OPTS64, (&launch_bwd_wg<64, 64, 2, 128, 1, 0, 1>)),
     BwdVariant{"q128_w8_pipe/opts_q64", &launch_bwd<64, 64, 128, 8, false, true>,
