@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
+  clang-format                    # the one formatting configuration (.clang-format)
   libtrilinos-kokkos-dev          # Kokkos 3.4 (Serial backend)
   libopenmpi-dev openmpi-bin      # MPI
   libhdf5-dev hdf5-tools          # run files, checkpoints, attention files (h5clear, h5dump)

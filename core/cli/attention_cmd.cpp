@@ -1,5 +1,4 @@
 #include "core/cli/attention_cmd.hpp"
-#include "core/cli/attention_io.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -7,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "core/cli/attention_io.hpp"
 #include "core/cli/verbs.hpp"
 #include "core/config/attention_config.hpp"
 #include "core/io/hdf5.hpp"
@@ -286,9 +286,9 @@ void write_attention_result(const AttentionCommand& cmd, const AttentionSpec& sp
   write_output<T>(cmd, spec, in, out, g);
 }
 
-#define LCR_INSTANTIATE(T)                                                                   \
-  template AttentionProblem<T> read_attention_problem<T>(const AttentionCommand&);           \
-  template void write_attention_result<T>(const AttentionCommand&, const AttentionSpec&,     \
+#define LCR_INSTANTIATE(T)                                                                       \
+  template AttentionProblem<T> read_attention_problem<T>(const AttentionCommand&);               \
+  template void write_attention_result<T>(const AttentionCommand&, const AttentionSpec&,         \
                                           const AttentionInputs<T>&, const AttentionOutputs<T>&, \
                                           const AttentionGrads<T>*);
 LCR_INSTANTIATE(float)

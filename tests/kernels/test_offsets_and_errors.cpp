@@ -85,9 +85,8 @@ TEST_P(OffsetTest, QuerySliceWithOffsetEqualsRowsOfFullRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDotProduct, OffsetTest,
-                         ::testing::Values(Scheme::NoPE, Scheme::RoPE, Scheme::ALiBi,
-                                           Scheme::GOAT, Scheme::GOAT2D, Scheme::PoPE,
-                                           Scheme::FoX),
+                         ::testing::Values(Scheme::NoPE, Scheme::RoPE, Scheme::ALiBi, Scheme::GOAT,
+                                           Scheme::GOAT2D, Scheme::PoPE, Scheme::FoX),
                          [](const auto& info) { return std::string(scheme_name(info.param)); });
 
 // Expects an lcr::Error whose message contains `needle`.

@@ -25,8 +25,8 @@ struct GpuCase {
   bool fox = false;
   int64_t pos0 = 0;
   float softcap = 0.f;
-  int superchunk = 0;                // 0 = automatic
-  int warp_rows = 0;  // the carry kernel's tuning knob (0 = automatic)
+  int superchunk = 0;  // 0 = automatic
+  int warp_rows = 0;   // the carry kernel's tuning knob (0 = automatic)
   pathtest::BetaDraw beta = pathtest::BetaDraw::Mixed;
   uint64_t seed = 1;
 };

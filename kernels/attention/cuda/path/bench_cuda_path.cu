@@ -9,8 +9,8 @@
 // fastest of those the chunked form (chunked.hpp) at each chunk length of --chunks that
 // divides L (default 1024,2048,4096,8192; "0": none), prints each as "  variant ..." and then
 // one headline line per shape and scheme with the fastest forward + backward, e.g.
-//   lcr-path PaTH B=1 H=16 L=16384 D=64 superchunk=1024 warp_rows=32 chunk=2048 fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2
-//     finite=1
+//   lcr-path PaTH B=1 H=16 L=16384 D=64 superchunk=1024 warp_rows=32 chunk=2048
+//     fwd_ms=3.10 bwd_ms=9.80 fwd_tflops=177.3 bwd_tflops=140.2 finite=1
 // (chunk=0: the whole-sequence kernels.)
 // FLOPs are counted as 4 B H L^2 D / 2 forward and 2.5 times that backward (the convention
 // of the peer table in DEVICE.md). Times are medians over --reps runs after two warm-ups,

@@ -15,9 +15,9 @@
 // dO, X read MN-major from the same swizzled tiles. With mma.sync (each warp 16 keys) every
 // warp reloaded the whole X and dO tiles through ldmatrix per product: 8.2 of the backward's
 // 20.0 ms at (1,16,16384,128) (docs/cuda.md, PaTH section).
+#include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"
-#include "kernels/attention/cuda/device/wgmma.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 

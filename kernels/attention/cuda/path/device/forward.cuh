@@ -12,9 +12,9 @@
 // double-buffered with cp.async; a transition's matrix is loaded while the step's keys are
 // processed. Logits in log2 units (exp2), fp32 accumulation throughout. (With mma.sync, warps
 // of 16 or 32 rows of 128-row tiles: 4.85 of 5.9 ms at (1,16,16384,128), docs/cuda.md.)
+#include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"
-#include "kernels/attention/cuda/device/wgmma.cuh"
 
 namespace lcr::cuda::LCR_PATHK {
 
