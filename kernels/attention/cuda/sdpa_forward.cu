@@ -1,8 +1,8 @@
 // Public forward entry points of the CUDA SDPA (sdpa.hpp) and the choice of kernel and tile
 // shape per head-width class (the tables below; variant 0 is the default):
-//   D, Dv <= 64  : plain path on wgmma (sdpa_forward_wgmma.cuh: two warpgroups of 64 rows,
-//                  64-key tiles, Q in registers); bias lanes / ALiBi: mma.sync 128 x 64,
-//                  4 warps of 32 rows (kBias); softcap: mma.sync 64 x 64, 4 warps of 16 rows
+//   D, Dv <= 64  : plain path and bias lanes / ALiBi (kBias) on wgmma (sdpa_forward_wgmma.cuh:
+//                  two warpgroups of 64 rows, 64-key tiles, Q in registers); softcap: mma.sync
+//                  64 x 64, 4 warps of 16 rows
 //   D, Dv <= 128 : wgmma, every path (two warpgroups, Q in registers); also QK 128 / V 64
 //                  (PoPE at d = 64: wgmma, Q from shared memory)
 //   wider        : mma.sync 64 x 64, 4 warps (Q re-read from shared memory: registers hold
@@ -56,11 +56,17 @@ struct FwdVariant {
 // Defaults measured on an H200 (2026-12-02 ~01:27 UTC, bench_cuda_sdpa --variants all
 // --fwd-only [--bias | --alibi], TFLOP/s at 1x16x16384 / 1x8x65536; scripts/device/
 // wgmma_fwd_check.sh). D = Dv = 64: the plain path on wgmma (369 / 374 against 319 / 324 for
-// the mma.sync 128 x 64 tiles); with bias lanes or ALiBi the mma.sync paths stay (kBias
-// 128 x 64: 277 / 286 against wgmma's 270-273 / 280-282; the option path 64 x 64 tiles with Q
-// in registers, 187 vs 159 for 128 x 64 on 2026-11-30).
+// the mma.sync 128 x 64 tiles); the option path keeps the mma.sync 64 x 64 tiles with Q in
+// registers (187 vs 159 for 128 x 64 on 2026-11-30). Bias lanes / ALiBi (kBias) on wgmma since
+// the column term starts S's accumulators (2026-12-04 ~19:20 UTC, A/B in one call, FoX-like
+// lanes / ALiBi at 1x16x16384 and 1x8x65536): 333 / 345 and 344 / 355 TFLOP/s against the
+// mma.sync 128 x 64 kBias tiles' 268 / 279 and 276 / 286 (variant 1).
 const FwdVariant k64_64[] = {
     FwdVariant{"wg2x64_mb2_qr1/opts_64x64_w4", &launch_fwd_wg<64, 64, 2, 2, true, sdpawg::kWgPlain>,
+               &launch_fwd<64, 64, 64, 64, 4, true>,
+               &launch_fwd_wg<64, 64, 2, 2, true, sdpawg::kWgBias>},
+    FwdVariant{"wg2x64_mb2_qr1/opts_64x64_w4/bias_128x64_w4",
+               &launch_fwd_wg<64, 64, 2, 2, true, sdpawg::kWgPlain>,
                &launch_fwd<64, 64, 64, 64, 4, true>, &launch_fwd<64, 64, 128, 64, 4, false, true>},
     FwdVariant{"128x64_w4/opts_64x64_w4", &launch_fwd<64, 64, 128, 64, 4, false>,
                &launch_fwd<64, 64, 64, 64, 4, true>, &launch_fwd<64, 64, 128, 64, 4, false, true>},
@@ -78,7 +84,8 @@ const FwdVariant k64_64[] = {
 // D = Dv = 128: wgmma for every path, two warpgroups, Q in registers (same run: 390 plain,
 // 349 bias lanes, 351 ALiBi against the mma.sync default's 360 / 319 / 329). The mma.sync
 // default before it (two m-tiles per warp for the plain path, 331 vs 312 for one on
-// 2026-11-29; the option path one m-tile per warp) stays as a variant.
+// 2026-11-29; the option path one m-tile per warp) stays as a variant. kBias with the column
+// term in S's accumulators (2026-12-04): ALiBi 356 -> 376, FoX-like lanes 357 -> 350.
 const FwdVariant k128_128[] = {
     LCR_FWD_WG(128, 128, 2, 1, 1),
     FwdVariant{"128x64_w4/opts_w8", &launch_fwd<128, 128, 128, 64, 4, false>,
@@ -92,7 +99,8 @@ const FwdVariant k128_128[] = {
     LCR_FWD_WG(128, 128, 2, 1, 0),
     LCR_FWD_WG(128, 128, 1, 2, 1)};
 // QK 128 / V 64 (PoPE at d = 64): wgmma for every path, Q from shared memory (Q in registers
-// spills here): 439 plain, 345 bias lanes, 349 ALiBi against 367 / 175 / 175 (same run).
+// spills here): 439 plain, 345 bias lanes, 349 ALiBi against 367 / 175 / 175 (same run);
+// kBias with the column term in S's accumulators (2026-12-04): 434 bias lanes, 447 ALiBi.
 const FwdVariant k128_64[] = {LCR_FWD_WG(128, 64, 2, 2, 0), LCR_FWD_SPLIT(128, 64, 128, 64, 4, 8),
                               LCR_FWD_PLAIN(128, 64, 128, 64, 8), LCR_FWD_WG(128, 64, 2, 2, 1),
                               LCR_FWD_WG(128, 64, 2, 1, 1)};

@@ -15,9 +15,11 @@
 // software-pipelined: the tensor cores run S of tile j and then P V of tile j - 1 while the
 // warpgroup forms the softmax of tile j (FlashAttention-3's intra-warpgroup overlap).
 // Modes (compile time): plain (the scale folded into the exponent), kBias (row + column terms:
-// FoX's bias lanes, ALiBi; no softcap) and kOpts (any option, per element), as the mma.sync
-// kernel's three paths. MB: the CTAs per SM the register budget is set for (launch bounds).
-// Defaults per width class and the measurements behind them: sdpa_forward.cu, docs/cuda.md.
+// FoX's bias lanes, ALiBi; no softcap: the column term is where S's accumulators start, the
+// row term goes to lse, so the softmax is the plain one) and kOpts (any option, per element),
+// as the mma.sync kernel's three paths. MB: the CTAs per SM the register budget is set for (launch
+// bounds). Defaults per width class and the measurements behind them: sdpa_forward.cu,
+// docs/cuda.md.
 //
 // The source builds twice (device/simt.cuh): nvcc for the GPU and the host compiler with
 // LCR_CUDA_EMU for the SIMT emulator, so the tests check its indexing, fragment layouts and
@@ -41,7 +43,7 @@ constexpr int kWgBN = 64;  // keys per tile
 template <int DP, int DVP, int NWG>
 struct WgFwdSmem {
   bf16 *Q, *K, *V;  // Swz tiles: Q [64 NWG x DP]; K [3][64 x DP]; V [3][64 x DVP]
-  float* bk;        // [3][64] key bias lane (kBias / kOpts with bias_k)
+  float* bk;        // [3][64] kOpts: key bias lane; kBias: the column term z (fetch_bk)
   static LCR_HD std::size_t carve(SmemCarver& c, WgFwdSmem* s) {
     WgFwdSmem t;
     t.Q = c.take_1k<bf16>(64 * NWG * DP);
@@ -74,12 +76,39 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
   const int64_t dpos = ft.dpos, q_ld = ft.q_ld, k_ld = ft.k_ld, v_ld = ft.v_ld;
   const bf16 *qbase = ft.q, *kbase = ft.k, *vbase = ft.v;
 
-  // Key bias lane of the tile at j0 for thread x < 64 (zero past Lk): read into a register
-  // while a tile runs, stored to the other stage after it (plain loads: one per key).
-  const bool has_bk = kB && a.bias_k != nullptr;
+  // Per-row option terms, fixed for the whole tile (sdpa_forward_kernel.cuh says why kBias
+  // takes them relative to c0, the row term of the tile's first row).
+  float bq[2] = {0.f, 0.f}, slope = 0.f, c0 = 0.f;
+  if constexpr (kB) {
+    if (a.alibi_slopes) slope = load_ro(a.alibi_slopes + h);
+    if (kMode == kWgBias && a.bias_q) c0 = load_ro(a.bias_q + (int64_t(b) * a.Lq + i0) * a.H + h);
+    LCR_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int i = i0 + 64 * wg + 16 * w + g + 8 * r;
+      if (a.bias_q && i < a.Lq) bq[r] = load_ro(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h) - c0;
+      if (kMode == kWgBias) bq[r] -= slope * float(64 * wg + 16 * w + g + 8 * r);
+    }
+  }
+
+  // The column term of key j0 + x, thread x < 64, staged per tile in s.bk: read into a
+  // register while a tile runs, stored to the other stage after it (plain loads: one per key).
+  // kOpts: the key bias lane (zero past Lk). kBias: z_j = -(C_j - c0) / scale with C_j - c0 =
+  // (bias_k_j - c0) + slope (p_i0 - p_j), the value S's accumulators start from (init_bias), so
+  // that S = z + Q K^T leaves the tensor cores with the column term in it and the softmax is the
+  // plain path's. Adding C_j per (row, key) in the softmax instead cost the D = 64 kernel 31
+  // registers (168 against 137; spills at MB = 2) and ran at 270 against the plain 369 TFLOP/s.
+  // The sum's rounding is fp32's at |z|: where |z| is large enough for it to matter, the key is
+  // exp(-|C_j - c0|) below the row's maximum (C_j - c0 grows with the distance to the tile).
+  const bool has_bk = kMode == kWgBias || (kMode == kWgOpts && a.bias_k != nullptr);
+  const float inv_scale = 1.f / a.scale;
   auto fetch_bk = [&](int j0) {
     const int j = j0 + tid();
-    return j < a.Lk ? load_ro(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) : 0.f;
+    const float bk =
+        a.bias_k && j < a.Lk ? load_ro(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) : 0.f;
+    if constexpr (kMode == kWgBias)
+      return -fmaf(slope, float(dpos + i0 - j), bk - c0) * inv_scale;
+    else
+      return bk;
   };
 
   float acc[DVP / 8][4];
@@ -97,19 +126,6 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
   }
   cp_async_commit();
 
-  // Per-row option terms, fixed for the whole tile (sdpa_forward_kernel.cuh says why kBias
-  // takes them relative to c0, the row term of the tile's first row).
-  float bq[2] = {0.f, 0.f}, slope = 0.f, c0 = 0.f;
-  if constexpr (kB) {
-    if (a.alibi_slopes) slope = load_ro(a.alibi_slopes + h);
-    if (kMode == kWgBias && a.bias_q) c0 = load_ro(a.bias_q + (int64_t(b) * a.Lq + i0) * a.H + h);
-    LCR_UNROLL
-    for (int r = 0; r < 2; ++r) {
-      const int i = i0 + qrow(r);
-      if (a.bias_q && i < a.Lq) bq[r] = load_ro(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h) - c0;
-      if (kMode == kWgBias) bq[r] -= slope * float(qrow(r));
-    }
-  }
   const float sl2 = a.scale * kLog2e;
   const float inv_cap = a.softcap > 0.f ? 1.f / a.softcap : 0.f;
 
@@ -139,22 +155,6 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
         }
       }
     }
-    if constexpr (kMode == kWgBias) {
-      LCR_UNROLL
-      for (int n = 0; n < 8; ++n) {
-        // C_j - c0 = (bias_k_j - c0) + slope (p_i0 - p_j), p_i0 - p_j = rel0 - column.
-        const float bk0 = a.bias_k ? cBk[n * 8 + 2 * t] : 0.f;
-        const float bk1 = a.bias_k ? cBk[n * 8 + 2 * t + 1] : 0.f;
-        const float rel0 = float(dpos + i0 - j0 - (n * 8 + 2 * t));
-        const float ck0 = fmaf(slope, rel0, bk0 - c0) * kLog2e;
-        const float ck1 = fmaf(slope, rel0 - 1.f, bk1 - c0) * kLog2e;
-        LCR_UNROLL
-        for (int r = 0; r < 2; ++r) {
-          sr[n][2 * r] = fmaf(sr[n][2 * r], sl2, -ck0);
-          sr[n][2 * r + 1] = fmaf(sr[n][2 * r + 1], sl2, -ck1);
-        }
-      }
-    }
     // Masking only where the tile straddles this warpgroup's diagonal or the sequence end.
     const bool full = (j0 + BN <= a.Lk) && (dpos + i0 + 64 * wg - (j0 + BN - 1) >= 0);
     if (!full) {
@@ -169,7 +169,7 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
           if (n * 8 + c > lim) sr[n][2 * r + c] = -INFINITY;
       }
     }
-    const float mul = kB ? 1.f : sl2;
+    const float mul = kMode == kWgOpts ? 1.f : sl2;  // kOpts formed log2 units above
     LCR_UNROLL
     for (int r = 0; r < 2; ++r) {
       float mx = -INFINITY;
@@ -208,14 +208,25 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
       for (int kk = 0; kk < DP / 16; ++kk) ldsm_x4(aq[kk], s.Q + swz(BM, r, 16 * kk + c));
     }
   };
-  auto issue_s = [&](float(&sr)[8][4], int st) {  // S = Q K^T of stage st, asynchronous
+  // S = Q K^T of stage st, asynchronous (kBias: S = z + Q K^T, the accumulators starting from
+  // the staged column term z of their key; before the wgmma_fence that precedes the call).
+  constexpr bool kInitS = kMode == kWgBias;
+  auto init_bias = [&](float(&sr)[8][4], int st) {
+    const float* z = s.bk + st * BN;
+    LCR_UNROLL
+    for (int n = 0; n < 8; ++n) {
+      const float z0 = z[n * 8 + 2 * t], z1 = z[n * 8 + 2 * t + 1];
+      sr[n][0] = z0, sr[n][1] = z1, sr[n][2] = z0, sr[n][3] = z1;  // rows g, g + 8
+    }
+  };
+  auto issue_s = [&](float(&sr)[8][4], int st) {
     const bf16* K = s.K + st * BN * DP;
     LCR_UNROLL
     for (int k0 = 0; k0 < DP; k0 += 16) {
       if constexpr (kQRegs)
-        wgmma_rs<0>(&sr[0][0], aq[k0 / 16], desc_k(K, BN, k0), k0 > 0);
+        wgmma_rs<0>(&sr[0][0], aq[k0 / 16], desc_k(K, BN, k0), kInitS || k0 > 0);
       else
-        wgmma_ss<0>(&sr[0][0], desc_k(s.Q, BM, k0, 64 * wg), desc_k(K, BN, k0), k0 > 0);
+        wgmma_ss<0>(&sr[0][0], desc_k(s.Q, BM, k0, 64 * wg), desc_k(K, BN, k0), kInitS || k0 > 0);
     }
     wgmma_commit();
   };
@@ -263,6 +274,7 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
   if (n_kt > 0) {  // tile 0: O is still zero, nothing to overlap
     const float bk_next = begin_tile(0);
     load_q_frags();
+    if constexpr (kInitS) init_bias(sr, 0);
     wgmma_fence();
     issue_s(sr, 0);
     wgmma_wait<0>();
@@ -275,6 +287,7 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
   for (int kt = 1; kt < n_kt; ++kt) {
     const int st = kt % 3;
     const float bk_next = begin_tile(kt);
+    if constexpr (kInitS) init_bias(sr, st);
     wgmma_fence();
     issue_s(sr, st);
     issue_pv(pa, (kt + 2) % 3);
