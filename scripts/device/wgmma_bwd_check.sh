@@ -10,8 +10,10 @@
 # ways. With bench_cuda_sdpa_base in the bundle (another checkout's
 # build-nccl/kernels/bench/cuda/bench_cuda_sdpa, e.g. main's, copied to a file of that name and
 # bundled with the others), each shape's default runs base / new / base / new instead (A/B in
-# one call; with BIAS=1 with --bias too), then cuDNN once; a third build bundled as
-# bench_cuda_sdpa_abl (a measurement-only build, e.g. an ablation) joins the alternation.
+# one call; with BIAS=1 with --bias too; AB_OPTS="--bias --alibi" times those options only),
+# then cuDNN once; a third build bundled as bench_cuda_sdpa_abl (a measurement-only build, e.g.
+# an ablation) joins the alternation. With lcr_cuda_lanes_tests in the bundle the attention
+# API's suite runs after the SDPA suite.
 # Pack first (here):
 #   scripts/device/bundle.sh wgbwd build-nccl/tests/cuda/lcr_cuda_sdpa_tests
 #       build-nccl/kernels/bench/cuda/bench_cuda_sdpa; strip; tar | xz into
@@ -22,13 +24,19 @@ source "$(dirname "$0")/common.sh"
 packed_init wgbwd
 shard 0 "$B/lcr_cuda_sdpa_tests" sdpa "${SDPA_FILTER:--*Emu*}"
 suite_summary sdpa
+if [[ -x $B/lcr_cuda_lanes_tests ]]; then
+  shard 0 "$B/lcr_cuda_lanes_tests" lanes "${LANES_FILTER:-*}"
+  suite_summary lanes
+fi
+ab_opts=("" ${BIAS:+--bias})
+[[ -n ${AB_OPTS:-} ]] && read -ra ab_opts <<<"$AB_OPTS"
 run() {  # run BINARY ARGS...: the backward at the loop's shape (b h l d dv)
   timeout 150 "$1" --B $b --H $h --L $l --D $d --Dv ${dv:-$d} --bwd-only --reps 10 "${@:2}"
 }
 for s in ${BWD_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64 1,16,16384,128,64}; do
   IFS=, read -r b h l d dv <<<"$s"
   if [[ -x $B/bench_cuda_sdpa_base ]]; then  # A/B: base / new alternating, then cuDNN
-    for opt in "" ${BIAS:+--bias}; do
+    for opt in "${ab_opts[@]}"; do
       exes=(bench_cuda_sdpa_base bench_cuda_sdpa)
       [[ -x $B/bench_cuda_sdpa_abl ]] && exes+=(bench_cuda_sdpa_abl)
       for exe in "${exes[@]}" "${exes[@]}"; do

@@ -101,7 +101,8 @@ struct WgBwdSmem {
 
 // kBias: x = s scale + R_i - C_j (FoX's bias lanes and/or ALiBi, no softcap, no dbias_q), the
 // mma.sync kernel's kBias form (sdpa_backward_kernel.cuh): the row term folded into the staged
-// lse, the column term one value per key row, both relative to c0 = C of the tile's first key;
+// lse, the column term one value per key row (at QK 64 where S^T's accumulators start:
+// kZInit), both relative to c0 = C of the tile's first key;
 // dbias_k = -sum_i dS, written when a query head's last step is done.
 // kBulkDq (the plain and the kBias paths): dq leaves through shared memory (the step's [BM x DP]
 // tile, scaled) and the TMA engine's tensor reductions (dq_map: dq as [B][Lq][H][D] fp32, boxes of
@@ -125,6 +126,9 @@ void sdpa_bwd_wg_kernel(const KernelParams p, const LCR_GRID_CONSTANT TensorMap 
   constexpr int DKW = Shape::kDkCols, DVW = Shape::kDvCols, QW = Shape::kQCols;
   constexpr int BN = Shape::BN, NT = 128 * NWG, NQB = BM / 64;  // NQB: 64-query blocks
   constexpr int NS = kWgBwdStages;
+  // kBias's column term as S^T's starting value (and dbias_k's sums skipped without a key lane)
+  // at QK 64 only: 1.03-1.05x there, 0-2% slower at QK 128 (A/B, docs/cuda.md, 2026-12-04).
+  constexpr bool kZInit = kBias && DP == 64;
   check_smem_base();
   using Smem = WgBwdSmem<DP, DVP, NWG, BM, kBulkDq>;
   Smem s;
@@ -213,7 +217,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p, const LCR_GRID_CONSTANT TensorMap 
   const int kw = kSplit ? 0 : 64 * wg;  // this warpgroup's first key row in the tile
   const int dk0 = kSplit ? DKW * wg : 0, dv0 = kSplit ? DVW * wg : 0;
   const int qc0 = kSplit ? QW * wg : 0;  // this warpgroup's first query column of S^T
-  const float sl2 = a.scale * kLog2e;
+  const float sl2 = a.scale * kLog2e, inv_scale = 1.f / a.scale;
   const int krow = kw + 16 * w + g;  // this thread's key rows in the tile: krow, krow + 8
   float dbk[2] = {0.f, 0.f};         // kBias: -sum_i dS of the head's steps so far, rows krow, +8
   const int jw0 = j0 + kw;           // this warpgroup's first key
@@ -345,9 +349,11 @@ void sdpa_bwd_wg_kernel(const KernelParams p, const LCR_GRID_CONSTANT TensorMap 
     const RowStats next_stats = more ? fetch_stats(nh, nq_t) : RowStats{};
     const bf16 *Q = s.Q + st * BM * DP, *dO = s.dO + st * BM * DVP;
     bf16* dS = s.dS;
-    // kBias: C_j - c0 of this thread's key rows for head h, log2 units (read here, used after
-    // the S^T wait).
-    float ck[2] = {0.f, 0.f};
+    // kBias: C_j - c0 of this thread's key rows for head h. kZInit: S^T's accumulators start
+    // from z = -(C_j - c0) / scale, so that S^T leaves the tensor cores with the column term in
+    // it and P^T is the plain path's (|C_j - c0| spans one key tile, so z is small); else ck,
+    // the same in log2 units, is added to each element's exponent after the S^T wait.
+    float sr[QW / 8][4], dp[QW / 8][4], ck[2] = {0.f, 0.f};
     if constexpr (kBias) {
       const float sl = a.alibi_slopes ? load_ro(a.alibi_slopes + h) : 0.f, c0 = bias_ref(h);
       LCR_UNROLL
@@ -355,34 +361,41 @@ void sdpa_bwd_wg_kernel(const KernelParams p, const LCR_GRID_CONSTANT TensorMap 
         const int j = j0 + krow + 8 * r;
         const float bkj =
             a.bias_k && j < a.Lk ? load_ro(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) : 0.f;
-        ck[r] = fmaf(-sl, float(j - j0), bkj - c0) * kLog2e;
+        ck[r] = fmaf(-sl, float(j - j0), bkj - c0);
+        if constexpr (!kZInit) ck[r] *= kLog2e;
+      }
+      if constexpr (kZInit) {
+        LCR_UNROLL
+        for (int n = 0; n < QW / 8; ++n) LCR_UNROLL
+        for (int e = 0; e < 4; ++e) sr[n][e] = -ck[e >> 1] * inv_scale;
       }
     }
     const float *cL = s.lse2 + st * BM, *cDel = s.del + st * BM;
 
-    // acc = X Y^T over `depth` lanes, one commit group: X this warpgroup's key rows of a
-    // key-side tile (K or V; its register fragments fr with kKVRegs), Y the step's query-side
-    // tile (Q or dO) read K-major, all its rows (kColSplit: this warpgroup's QW, m64n32).
+    // acc = X Y^T over `depth` lanes (acc_in: acc += X Y^T), one commit group: X this
+    // warpgroup's key rows of a key-side tile (K or V; its register fragments fr with kKVRegs),
+    // Y the step's query-side tile (Q or dO) read K-major, all its rows (kColSplit: this
+    // warpgroup's QW, m64n32).
     auto issue_keys_x_queries = [&](float(&acc)[QW / 8][4], const uint32_t(*fr)[4],
-                                    const bf16* keys, const bf16* rows, int depth) {
+                                    const bf16* keys, const bf16* rows, int depth, bool acc_in) {
       LCR_UNROLL
       for (int nb = 0; nb < (kSplit ? 1 : NQB); ++nb) LCR_UNROLL
       for (int k0 = 0; k0 < depth; k0 += 16) {
+        const bool accum = acc_in || k0 > 0;
         if constexpr (kSplit)
-          wgmma_ss<0, 0, QW>(&acc[0][0], desc_k(keys, BN, k0), desc_k(rows, BM, k0, qc0), k0 > 0);
+          wgmma_ss<0, 0, QW>(&acc[0][0], desc_k(keys, BN, k0), desc_k(rows, BM, k0, qc0), accum);
         else if constexpr (kKVRegs)
-          wgmma_rs<0>(&acc[8 * nb][0], fr[k0 / 16], desc_k(rows, BM, k0, 64 * nb), k0 > 0);
+          wgmma_rs<0>(&acc[8 * nb][0], fr[k0 / 16], desc_k(rows, BM, k0, 64 * nb), accum);
         else
           wgmma_ss<0>(&acc[8 * nb][0], desc_k(keys, BN, k0, kw), desc_k(rows, BM, k0, 64 * nb),
-                      k0 > 0);
+                      accum);
       }
       wgmma_commit();
     };
-    float sr[QW / 8][4], dp[QW / 8][4];
     wgmma_fence();
-    issue_keys_x_queries(sr, ak, s.K, Q, DP);    // S^T
-    issue_keys_x_queries(dp, av, s.V, dO, DVP);  // dP^T
-    wgmma_wait<1>();                             // S^T
+    issue_keys_x_queries(sr, ak, s.K, Q, DP, kZInit);   // S^T (kZInit: from z)
+    issue_keys_x_queries(dp, av, s.V, dO, DVP, false);  // dP^T
+    wgmma_wait<1>();                                    // S^T
     fence_regs<QW / 2>(&sr[0][0]);
 
     // P^T; element (key row krow + 8 (e / 2), query column 8 n + 2 t + e % 2). Visibility:
@@ -402,7 +415,9 @@ void sdpa_bwd_wg_kernel(const KernelParams p, const LCR_GRID_CONSTANT TensorMap 
       const float l0 = cL[qc0 + 8 * n + 2 * t], l1 = cL[qc0 + 8 * n + 2 * t + 1];
       LCR_UNROLL
       for (int e = 0; e < 4; ++e) {
-        float pr = fast_exp2(fmaf(sr[n][e], sl2, -((e & 1 ? l1 : l0) + ck[e >> 1])));
+        float lrow = e & 1 ? l1 : l0;
+        if constexpr (kBias && !kZInit) lrow += ck[e >> 1];
+        float pr = fast_exp2(fmaf(sr[n][e], sl2, -lrow));
         if (!full && 8 * n + (e & 1) < thr[e >> 1]) pr = 0.f;
         sr[n][e] = pr;
       }
@@ -429,7 +444,14 @@ void sdpa_bwd_wg_kernel(const KernelParams p, const LCR_GRID_CONSTANT TensorMap 
       LCR_UNROLL
       for (int e = 0; e < 4; ++e) {
         dp[n][e] = sr[n][e] * (dp[n][e] - (e & 1 ? d1 : d0));
-        if constexpr (kBias) dbk[e >> 1] -= dp[n][e];
+        if constexpr (kBias && !kZInit) dbk[e >> 1] -= dp[n][e];
+      }
+    }
+    if constexpr (kZInit) {
+      if (p.dbias_k) {  // (ALiBi alone has no key lane to differentiate: a uniform branch)
+        LCR_UNROLL
+        for (int n = 0; n < QW / 8; ++n) LCR_UNROLL
+        for (int e = 0; e < 4; ++e) dbk[e >> 1] -= dp[n][e];
       }
     }
     LCR_UNROLL
