@@ -768,6 +768,57 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaBackwardVariants,
                          ::testing::ValuesIn(backward_variant_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// sdpa_row_delta (delta [B, H, Lq] = <o, dout> per row) against a float64 sum of the same bf16
+// values, at the widths of both its forms: the 16-byte form (Dv % 8 == 0, 16-byte aligned;
+// threads per row 1 .. 32, partial last steps at 40, 120) and the warp-per-row form (Dv not a
+// multiple of 8, or o 4 bytes off 16-byte alignment). Tolerance: fp32 sums of Dv products in
+// any order, |err| <= Dv 2^-23 sum |o dout| (each partial sum is at most the whole sum of
+// magnitudes), doubled; every row written (NaN-poisoned before).
+TEST(CudaSdpaRowDelta, MatchesFloat64Sum) {
+  LCR_REQUIRE_GPU();
+  const uint64_t seed = test::case_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    int B, Lq, H, Dv, offset;  // offset: elements o and dout start past a 256-byte boundary
+  };
+  for (const Shape sh : {Shape{2, 7, 3, 8, 0}, Shape{1, 129, 3, 40, 0}, Shape{2, 129, 4, 64, 0},
+                         Shape{1, 7, 2, 120, 0}, Shape{1, 129, 3, 128, 0}, Shape{1, 7, 5, 256, 0},
+                         Shape{2, 7, 3, 2, 0}, Shape{1, 129, 2, 66, 0}, Shape{1, 129, 3, 64, 2}}) {
+    SCOPED_TRACE("B " + std::to_string(sh.B) + " Lq " + std::to_string(sh.Lq) + " H " +
+                 std::to_string(sh.H) + " Dv " + std::to_string(sh.Dv) + " offset " +
+                 std::to_string(sh.offset));
+    const size_t n = size_t(sh.B) * sh.Lq * sh.H * sh.Dv, rows = size_t(sh.B) * sh.H * sh.Lq;
+    std::vector<float> o = test::random_normal(n + sh.offset, rng),
+                       d = test::random_normal(n + sh.offset, rng);
+    test::round_to_bf16(o);
+    test::round_to_bf16(d);
+    const auto ob = test::upload_bf16(o), db = test::upload_bf16(d);
+    DeviceBuffer<float> delta(rows);
+    delta.fill_bytes(0xFF);
+    sdpa_row_delta(sh.B, sh.Lq, sh.H, sh.Dv, ob.data() + sh.offset, db.data() + sh.offset,
+                   delta.data(), 0);
+    LCR_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> got = delta.download();
+    for (int b = 0; b < sh.B; ++b)
+      for (int h = 0; h < sh.H; ++h)
+        for (int i = 0; i < sh.Lq; ++i) {
+          const size_t row = (size_t(b) * sh.Lq + i) * sh.H + h;
+          double sum = 0, mag = 0;
+          for (int c = 0; c < sh.Dv; ++c) {
+            const double x = o[sh.offset + row * sh.Dv + c], y = d[sh.offset + row * sh.Dv + c];
+            sum += x * y;
+            mag += std::abs(x * y);
+          }
+          const float g = got[(size_t(b) * sh.H + h) * sh.Lq + i];
+          ASSERT_TRUE(std::isfinite(g))
+              << "row (" << b << ", " << h << ", " << i << ") not written";
+          ASSERT_LE(std::abs(g - sum), 2.0 * sh.Dv * std::ldexp(mag, -23) + 1e-30)
+              << "row (" << b << ", " << h << ", " << i << ")";
+        }
+  }
+}
+
 TEST(CudaSdpaCudnnRefusal, NamesTheReason) {
   LCR_REQUIRE_GPU();
   LCR_REQUIRE_CUDNN();
