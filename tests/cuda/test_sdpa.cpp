@@ -74,6 +74,8 @@ struct Case {
   // With bias: the lanes' slope per position (FoX's cumulative log gates at long context,
   // |c| in the hundreds), on top of the random part.
   float bias_slope = 0.f;
+  // The softmax scale is scale_mult / sqrt(D): 0 and negative values take the option path.
+  float scale_mult = 1.f;
 };
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
@@ -122,7 +124,7 @@ RefProblem make_problem(const Case& c, std::mt19937_64& rng) {
   RefProblem p;
   p.B = 2, p.Lq = c.Lq, p.Lk = c.Lk, p.H = c.H, p.Hkv = c.Hkv, p.D = c.D, p.Dv = c.Dv;
   p.q_pos0 = c.q_pos0, p.k_pos0 = c.k_pos0;
-  p.scale = 1.0 / std::sqrt(double(c.D)), p.softcap = c.softcap;
+  p.scale = c.scale_mult / std::sqrt(double(c.D)), p.softcap = c.softcap;
   // N(0,1) q/k of width D give logits of std ~1 after the scale; a wider q makes the
   // softmax peaky enough that some rows are dominated by one key, the other by many.
   p.q = test::random_normal(size_t(p.B) * p.Lq * p.H * p.D, rng, 1.5f);
@@ -343,6 +345,14 @@ std::vector<Case> cases() {
   v.push_back(c);
   c = {"softcap_L1000", 1000, 1000, 128, 128};
   c.softcap = 5.f;
+  v.push_back(c);
+  // Bias lanes / ALiBi with a scale the kBias form does not take (it finds the row max before
+  // scaling): zero (the logit is the bias alone) and negative; the option path serves them.
+  c = {"alibi_zero_scale_L129", 129, 129, 64, 64};
+  c.alibi = true, c.scale_mult = 0.f;
+  v.push_back(c);
+  c = {"fox_negative_scale_L129_d128", 129, 129, 128, 128};
+  c.bias = true, c.dbq = false, c.scale_mult = -1.f;
   v.push_back(c);
   c = {"all_opts_L129_d72", 129, 129, 72, 64, 10, 0, true, true, 3.f};
   v.push_back(c);
@@ -607,7 +617,8 @@ std::vector<Case> wgmma_bwd_cases() {
     const bool served =
         (dp == dvp && dp <= 128) || (dp == 128 && dvp == 64) || (dp == 256 && dvp == 128);
     // the plain path, and the kBias one (FoX's call: no dbias_q, no softcap)
-    if (served && (!c.bias || !c.dbq) && c.softcap == 0.f && !c.o_f32) v.push_back(c);
+    if (served && (!c.bias || !c.dbq) && c.softcap == 0.f && !c.o_f32 && c.scale_mult > 0.f)
+      v.push_back(c);
   }
   Case c{"gqa4_L200_pope128_64", 200, 200, 128, 64};
   c.Hkv = 1;

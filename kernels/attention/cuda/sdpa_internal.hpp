@@ -118,9 +118,12 @@ inline bool has_options(const SdpaArgs& a) {
 // cannot take (it finds the row max on unscaled S, which needs scale > 0).
 inline bool forward_needs_options(const SdpaArgs& a) { return has_options(a) || !(a.scale > 0.f); }
 // Options that split into a row term and a column term of the logit (FoX's bias lanes,
-// ALiBi) and no softcap: the kernels' kBias form serves these.
+// ALiBi), no softcap and a positive scale: the kernels' kBias form serves these. (The wgmma
+// forward's kBias, and its backward's at QK 64, start S's accumulators from the column term
+// over the scale and find the row max before scaling, as the plain path does; any other scale
+// takes the option path.)
 inline bool row_col_terms_only(const SdpaArgs& a) {
-  return (a.bias_q || a.bias_k || a.alibi_slopes) && !(a.softcap > 0.f);
+  return (a.bias_q || a.bias_k || a.alibi_slopes) && !(a.softcap > 0.f) && a.scale > 0.f;
 }
 
 }  // namespace lcr::cuda::detail
