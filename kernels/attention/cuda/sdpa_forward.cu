@@ -140,8 +140,9 @@ __global__ void row_delta_vec_kernel(int B, int Lq, int H, int Dv, const __nv_bf
                                      const __nv_bfloat16* dout, float* delta) {
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, row = t / TPR;
   const int c0 = int(t % TPR);
+  const bool in = row < int64_t(B) * H * Lq;
   float s = 0.f;
-  if (row < int64_t(B) * H * Lq) {  // no early return: every lane takes part in the shuffles
+  if (in) {  // no early return: every lane takes part in the shuffles
     const int64_t i = row % Lq, bh = row / Lq, h = bh % H, b = bh / H;
     const int64_t off = ((b * Lq + i) * H + h) * Dv;
     const uint4* o16 = reinterpret_cast<const uint4*>(o + off);
@@ -159,7 +160,21 @@ __global__ void row_delta_vec_kernel(int B, int Lq, int H, int Dv, const __nv_bf
   }
 #pragma unroll
   for (int m = TPR / 2; m >= 1; m /= 2) s += __shfl_xor_sync(0xffffffffu, s, m);
-  if (c0 == 0 && row < int64_t(B) * H * Lq) delta[row] = s;
+  if (c0 == 0 && in) delta[row] = s;
+}
+
+// Launches row_delta_vec_kernel with the least TPR (a power of two) such that TPR * 8 >= Dv,
+// at most 32.
+template <int TPR>
+void launch_row_delta_vec(int B, int Lq, int H, int Dv, const __nv_bfloat16* o,
+                          const __nv_bfloat16* dout, float* delta, cudaStream_t s) {
+  if constexpr (TPR < 32) {
+    if (TPR * 8 < Dv) return launch_row_delta_vec<2 * TPR>(B, Lq, H, Dv, o, dout, delta, s);
+  }
+  constexpr int kThreads = 256;
+  const int64_t threads = int64_t(B) * Lq * H * TPR;
+  row_delta_vec_kernel<TPR><<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+      B, Lq, H, Dv, o, dout, delta);
 }
 
 // The general form (any even Dv, 4-byte alignment): one warp per row, bf16 pairs.
@@ -233,33 +248,7 @@ void sdpa_row_delta(int B, int Lq, int H, int Dv, const __nv_bfloat16* o, const 
   const bool vec =
       Dv % 8 == 0 && (reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(dout)) % 16 == 0;
   if (vec) {
-    constexpr int kThreads = 256;
-    int tpr = 1;
-    while (tpr < 32 && tpr * 8 < Dv) tpr *= 2;
-    const unsigned blocks = unsigned((rows * tpr + kThreads - 1) / kThreads);
-    auto launch = [&](auto kernel) {
-      kernel<<<blocks, kThreads, 0, s>>>(B, Lq, H, Dv, o, dout, delta);
-    };
-    switch (tpr) {
-      case 1:
-        launch(detail::row_delta_vec_kernel<1>);
-        break;
-      case 2:
-        launch(detail::row_delta_vec_kernel<2>);
-        break;
-      case 4:
-        launch(detail::row_delta_vec_kernel<4>);
-        break;
-      case 8:
-        launch(detail::row_delta_vec_kernel<8>);
-        break;
-      case 16:
-        launch(detail::row_delta_vec_kernel<16>);
-        break;
-      default:
-        launch(detail::row_delta_vec_kernel<32>);
-        break;
-    }
+    detail::launch_row_delta_vec<1>(B, Lq, H, Dv, o, dout, delta, s);
     LCR_CUDA_CHECK_LAUNCH();
     return;
   }
