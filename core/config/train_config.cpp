@@ -65,11 +65,11 @@ void bind_train(Table& root, TrainOptions& o) {
   t.choice(
       "cuda_attention", o.cuda_attention,
       {{"lcr", std::string("lcr")}, {"cudnn", std::string("cudnn")}, {"auto", std::string("auto")}},
-      "cuda: attention kernels. auto: cuDNN 9's fused attention (loaded at run time) for "
-      "the schemes without parameters (NoPE, RoPE) where it serves the call, lcr's kernels "
-      "elsewhere; cudnn: cuDNN for every scheme's product (GOAT's and PoPE's too, their "
-      "parameter gradients then take delta from the bf16 output), an error where it "
-      "cannot (ALiBi, FoX, softcap, sink); lcr: lcr's own kernels only");
+      "cuda: attention kernels. auto: cuDNN 9's fused attention (loaded at run time) where "
+      "it serves the call (NoPE, RoPE, GOAT, PoPE; GOAT's and PoPE's parameter gradients "
+      "then take delta from the bf16 output), lcr's kernels elsewhere (ALiBi, FoX, "
+      "softcap, sink); cudnn: cuDNN for every call, an error where it cannot; lcr: lcr's "
+      "own kernels only (fp32 output for the parameter gradients)");
   t.field("gemm_bf16", o.gemm_bf16,
           "cuda: run the projections on bf16 tensor cores (operands rounded to bf16, fp32 "
           "accumulation and outputs; about twice TF32's rate); overrides gemm_tf32");

@@ -2,7 +2,7 @@
 # The benchmark driver (kernels/bench/cuda/gpu_bench.sh) in one call on a one-GPU machine
 # (nvidia-h200): lcr's SDPA (own kernels and cuDNN) vs torch's cuDNN and FA2, the schemes
 # through the API, PaTH vs fla, training at 64K; the ring rows need two GPUs and say so.
-# The training rows are LCR_BENCH_TRAIN_RUNS (default here: four, without PaTH, so the whole
+# The training rows are LCR_BENCH_TRAIN_RUNS (default here: three, without PaTH, so the whole
 # call fits in 600 s with the peers running in turn on the one GPU). Pack (here):
 #   B=build-nccl; scripts/device/bundle.sh fin $B/core/cli/lcr $B/kernels/bench/cuda/bench_cuda_sdpa \
 #     $B/kernels/attention/cuda/lanes/bench_cuda_attention $B/kernels/attention/cuda/path/bench_cuda_path
@@ -18,7 +18,7 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
   .whl/*.whl >/dev/null 2>&1 || echo "fla wheels not installed: PaTH vs fla not measured"
 PYTHONPATH=/tmp/site LCR_BENCH_REPS=${LCR_BENCH_REPS:-10} LCR_BENCH_STEP_S=${LCR_BENCH_STEP_S:-80} \
-  LCR_BENCH_TRAIN_RUNS=${LCR_BENCH_TRAIN_RUNS:-"goat goat+cudnn+bf16 nope nope+bf16"} \
+  LCR_BENCH_TRAIN_RUNS=${LCR_BENCH_TRAIN_RUNS:-"goat goat+bf16 nope+bf16"} \
   timeout 570 bash kernels/bench/cuda/gpu_bench.sh .devbundle/fin/bin >/dev/null 2>&1
 echo "driver rc=$?"
 cat "$OUT/gpu_bench.md" 2>/dev/null || tail -40 "$OUT/gpu_bench.log"

@@ -54,6 +54,12 @@ void check(const SdpaArgs& a);
 // lse = -inf, o = 0.
 void sdpa_forward(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, float* lse, cudaStream_t s);
 
+// The forward on cuDNN alone, for callers that would otherwise ask lcr's kernels for more
+// than cuDNN writes (the fp32 output): true when a.impl is Cudnn or Auto and cuDNN ran the
+// call (o bf16, lse); false, with nothing launched, when a.impl is Lcr or (Auto) cuDNN cannot
+// serve it; lcr::Error for impl Cudnn when it cannot. Lq = 0: false.
+bool sdpa_forward_vendor(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s);
+
 // delta[b,h,i] = <dO_i, O_i> in fp32, [B, H, Lq]; o and dout are [B, Lq, H, Dv] bf16.
 void sdpa_row_delta(int B, int Lq, int H, int Dv, const __nv_bfloat16* o, const __nv_bfloat16* dout,
                     float* delta, cudaStream_t s);

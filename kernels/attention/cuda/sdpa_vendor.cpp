@@ -89,6 +89,14 @@ bool vendor_backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o
 
 }  // namespace detail
 
+bool sdpa_forward_vendor(const SdpaArgs& a, __nv_bfloat16* o, float* lse, cudaStream_t s) {
+  check(a);
+  require(o && lse,
+          "cuda sdpa_forward_vendor: o [B, Lq, H, Dv] bf16 and lse [B, H, Lq] fp32 "
+          "are required");
+  return a.Lq > 0 && detail::vendor_forward(a, o, nullptr, lse, s);
+}
+
 bool sdpa_backward_bf16_qk(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
                            const __nv_bfloat16* dout, __nv_bfloat16* dq, __nv_bfloat16* dk,
                            float* dv, cudaStream_t s) {

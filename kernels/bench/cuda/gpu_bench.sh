@@ -22,7 +22,7 @@
 # every compiled SDPA tiling, for tuning); LCR_BENCH_SDPA_ONLY=1 (skip the other rows);
 # LCR_BENCH_REPS (default 20); LCR_BENCH_STEP_S (time limit of each step, default 120 s;
 # a step cut short loses its rows, the table is still written); LCR_BENCH_TRAIN_RUNS (the
-# training rows, default "goat goat+cudnn+bf16 nope nope+bf16 path"); LCR_BENCH_BEFORE (a
+# training rows, default "goat goat+bf16 goat+lcr nope nope+bf16 path"); LCR_BENCH_BEFORE (a
 # command run on GPU 0 first, while the peers start on GPU 1, e.g. the CUDA tests).
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
@@ -131,12 +131,13 @@ fi
 train_md="$OUT/train.md"
 : >"$train_md"
 if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin lcr); then
-  # goat: lcr's kernels (auto keeps GOAT there), TF32 projections; goat+cudnn+bf16:
-  # train.cuda_attention = cudnn and train.gemm_bf16; nope: cuDNN (auto), TF32; nope+bf16:
-  # cuDNN and bf16 projections; path: PaTH in chunks (cuda::path::Chunked, automatic).
-  for run in ${LCR_BENCH_TRAIN_RUNS:-goat goat+cudnn+bf16 nope nope+bf16 path}; do
+  # SCHEME[+cudnn|+lcr][+bf16]: train.cuda_attention = auto (cuDNN for GOAT and NoPE alike),
+  # cudnn or lcr (lcr's kernels); projections TF32, or bf16 (train.gemm_bf16); path: PaTH in
+  # chunks (cuda::path::Chunked, automatic).
+  for run in ${LCR_BENCH_TRAIN_RUNS:-goat goat+bf16 goat+lcr nope nope+bf16 path}; do
     s=${run%%+*} impl=auto bf16=false
     [[ $run == *+cudnn* ]] && impl=cudnn
+    [[ $run == *+lcr* ]] && impl=lcr
     [[ $run == *+bf16 ]] && bf16=true
     note "lcr train gpu_125m_64k_goat.toml attention.scheme=$s train.cuda_attention=$impl train.gemm_bf16=$bf16"
     CUDA_VISIBLE_DEVICES=$lcr_gpu timeout "$((2 * lim))" "$b" train \
@@ -148,12 +149,12 @@ if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin lcr); then
   python3 - >"$train_md" <<'PY'
 import h5py
 print("\n## Training on one GPU (lcr train, experiments/configs/gpu_125m_64k_goat.toml)\n")
-print("Runs: attention kernels (train.cuda_attention; auto gives GOAT lcr's kernels, NoPE cuDNN), "
-      "projections TF32 unless +bf16 (train.gemm_bf16).\n")
+print("Runs: attention kernels train.cuda_attention = auto (cuDNN for GOAT and NoPE alike) unless "
+      "+lcr (lcr's kernels) or +cudnn; projections TF32 unless +bf16 (train.gemm_bf16).\n")
 print("| run (125M, L = 65536, batch 1) | tokens/s | model TFLOP/s | MFU (causal) | MFU (PaLM count) |")
 print("|---|---|---|---|---|")
 import os
-runs = os.environ.get("LCR_BENCH_TRAIN_RUNS", "goat goat+cudnn+bf16 nope nope+bf16 path")
+runs = os.environ.get("LCR_BENCH_TRAIN_RUNS", "goat goat+bf16 goat+lcr nope nope+bf16 path")
 for s in runs.replace("+", "_").split():
     try:
         with h5py.File(f"/tmp/lcr_bench_runs/run_64k_{s}/run.h5", "r") as f:

@@ -494,9 +494,13 @@ void sink_backward(const AttentionSpec& s, const DeviceParams& prm, int B, int L
 namespace {
 
 // Parameter and FoX-lane gradients sum dS over up to B L rows, where the bf16 rounding of O
-// inside delta = <dO, O> adds up coherently (measured: GOAT's d lambda at 28x the naive
-// bf16 error). For those schemes the forward keeps O in fp32 (OF32) and the backward takes
-// delta from it; NoPE/RoPE/ALiBi without options keep the plain bf16 path (no extra pass).
+// inside delta = <dO, O> adds to their error. On lcr's kernels those schemes keep O in fp32
+// (OF32) and the backward takes delta from it; NoPE/RoPE/ALiBi without options keep the
+// plain bf16 path (no extra pass). On cuDNN (impl cudnn, and auto where cuDNN serves the
+// call) o is bf16 and delta comes from it: over 24 fresh draws of the GOAT and PoPE cases at
+// L = 129 and 1000 (scripts/device/goat_cudnn_study.sh, 2026-12-04) the median error of each
+// parameter gradient over the naive bf16 error was 0.5-2.1 on lcr's kernels and 0.6-2.1 on
+// cuDNN (docs/cuda.md, "GOAT and PoPE on cuDNN by default"), for 1.16x the training speed.
 bool keeps_f32_output(const AttentionSpec& s) {
   return s.scheme == Scheme::FoX || attention_param_layout(s).total() > 0;
 }
@@ -529,7 +533,15 @@ void attention_forward(const AttentionSpec& s, const DeviceParams& prm, const At
   Workspace::Impl& w = ws.impl();
   w.saved_out_key.clear();
   const PreparedAttention P = prepare_attention(s, prm, in, ws, st);
-  const bool f32_out = keeps_f32_output(s) && !all_on_cudnn(s, ws);
+  // auto: cuDNN runs the product wherever it serves the call, the parameter schemes' too
+  // (bf16 o); lcr's kernels, with the fp32 output where the scheme keeps one, elsewhere.
+  bool on_cudnn = false;
+  if (keeps_f32_output(s) && !s.numerics.sink && ws.sdpa_impl() == SdpaImpl::Auto) {
+    SdpaArgs a = P.sdpa;
+    a.impl = SdpaImpl::Auto;
+    on_cudnn = sdpa_forward_vendor(a, out.o, out.lse, st);
+  }
+  const bool f32_out = !on_cudnn && keeps_f32_output(s) && !all_on_cudnn(s, ws);
   if (f32_out) {
     float* of32 = w.get<float>(Slot::OF32, int64_t(in.B) * in.Lq * s.heads * s.v_dim());
     const float* sink =
@@ -538,7 +550,7 @@ void attention_forward(const AttentionSpec& s, const DeviceParams& prm, const At
     // finish_output's pass (49 us at 1x16x16384x64); a sink rescales the rows there first.
     sdpa_forward(P.sdpa, sink ? nullptr : out.o, of32, out.lse, st);
     if (sink) lanes::finish_output(in.B, in.Lq, s.heads, s.v_dim(), sink, of32, out.lse, out.o, st);
-  } else {
+  } else if (!on_cudnn) {
     SdpaArgs a = P.sdpa;
     a.impl = ws.sdpa_impl();
     sdpa_forward(a, out.o, nullptr, out.lse, st);

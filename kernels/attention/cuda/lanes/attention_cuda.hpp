@@ -83,12 +83,14 @@ class Workspace {
 
   // Which SDPA implementation attention_forward / attention_backward on this workspace ask
   // for (sdpa.hpp, SdpaImpl; default lcr's kernels):
-  //   auto   cuDNN runs the products of the schemes without parameters (NoPE, RoPE, QK-norm)
-  //          where it can (no ALiBi, bias lanes, softcap, sink; self-attention or a past
-  //          block); the schemes with parameters (GOAT, PoPE, sink, FoX) keep lcr's kernels
-  //          and their fp32 output, from which their parameter gradients take delta;
-  //   cudnn  cuDNN runs every product, GOAT's and PoPE's too (bf16 o, delta from it, as for
-  //          NoPE); an lcr::Error names what it cannot run (ALiBi, FoX's lanes, softcap, sink).
+  //   auto   cuDNN runs the product of every scheme where it can (no ALiBi, bias lanes,
+  //          softcap, sink; self-attention or a past block), GOAT's and PoPE's too (bf16 o,
+  //          their parameter gradients take delta from it); lcr's kernels run the rest, with
+  //          the fp32 output the parameter schemes and FoX take delta from;
+  //   cudnn  cuDNN runs every product; an lcr::Error names what it cannot run (ALiBi, FoX's
+  //          lanes, softcap, sink);
+  //   lcr    lcr's kernels only (the parameter schemes' gradients a little closer to exact:
+  //          docs/cuda.md, "GOAT and PoPE on cuDNN by default").
   void set_sdpa_impl(SdpaImpl impl) { sdpa_impl_ = impl; }
   SdpaImpl sdpa_impl() const { return sdpa_impl_; }
 
