@@ -59,8 +59,8 @@ struct TrainOptions {
   bool gemm_tf32 = true;   // cuda: projections on TF32 tensor cores (false = exact fp32)
   bool gemm_bf16 = false;  // cuda: projections on bf16 tensor cores (overrides gemm_tf32)
   // cuda: which SDPA kernels the attention asks for (Workspace::set_sdpa_impl): "auto"
-  // (cuDNN for the schemes without parameters, where it serves the call), "cudnn" (cuDNN for
-  // every scheme's product, an error where it cannot) or "lcr".
+  // (cuDNN wherever it serves the call, lcr's kernels elsewhere), "cudnn" (cuDNN for every
+  // call, an error where it cannot) or "lcr".
   std::string cuda_attention = "auto";
   double peak_tflops = 989;  // cuda: the GPU's dense bf16 peak, for the logged MFU (H200)
   // cuda, PaTH: attention in chunks of this many positions on one GPU (cuda::path::Chunked);
