@@ -62,11 +62,12 @@ struct AttentionGrads {
 
 // Device scratch reused across calls (grown on demand, freed with the object): lanes,
 // position tables, lane gradients, reduction partials. One Workspace per stream; not
-// thread-safe. The forward keeps its lanes here and, for schemes with parameters or FoX,
-// its output in fp32; a backward on the same workspace with the same spec, pointers,
-// shapes and positions reuses the lanes instead of recomputing them and takes the
-// softmax row term delta = <dO, O> from the fp32 output (else from the bf16 o, which
-// makes the parameter gradients noisier). The autograd contract: q, k, the parameters
+// thread-safe. The forward keeps its lanes here and, for schemes with parameters or FoX
+// when lcr's kernels run the product, its output in fp32; a backward on the same workspace
+// with the same spec, pointers, shapes and positions reuses the lanes instead of
+// recomputing them and takes the softmax row term delta = <dO, O> from the fp32 output
+// (else from the bf16 o, as cuDNN does: the parameter gradients a little noisier,
+// docs/cuda.md "GOAT and PoPE on cuDNN by default"). The autograd contract: q, k, the parameters
 // and the outputs must not change in between; call workspace.forget() after changing
 // them in place.
 class Workspace {
