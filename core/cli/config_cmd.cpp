@@ -1,9 +1,11 @@
-// `lcr config`: prints the fully resolved configuration (every default filled in) as TOML,
-// after a config file and overrides: a way to see every key, and to check a config.
+// `lcr config`: prints the fully resolved configuration (every default filled in, every
+// section: model, attention, train, data, task, eval, parallel, run) as TOML, after a config
+// file and overrides: a way to see every key, and to check a config. The text is the one a
+// run writes as runs/<name>/config.toml (config::train_config_toml).
 #include <iostream>
 
 #include "core/cli/verbs.hpp"
-#include "core/config/attention_config.hpp"
+#include "core/config/train_config.hpp"
 
 namespace lcr::cli {
 
@@ -19,9 +21,7 @@ void add_config_verb(CLI::App& app, Runner& run) {
   sub->add_option("overrides", o->overrides, "overrides, e.g. attention.scheme=goat");
   sub->callback([o, &run] {
     run = [o] {
-      const AttentionSpec spec =
-          config::attention_spec_from(config::load_config(o->config, o->overrides));
-      std::cout << config::attention_spec_toml(spec);
+      std::cout << config::train_config_toml(config::load_train_config(o->config, o->overrides));
       return 0;
     };
   });
