@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -14,10 +15,15 @@
 namespace lcr::train {
 
 std::unique_ptr<Communicator> world_communicator() {
+  const std::string backend = comm_backend_from_env();
+  require(backend != "nccl",
+          "LCR_COMM_BACKEND=nccl: lcr's world communicator carries host buffers (run-directory "
+          "agreement, metrics, gradients of the CPU model), which the NCCL backend cannot move; "
+          "unset LCR_COMM_BACKEND (or set it to mpi). GPU training (train.device = \"cuda\") "
+          "makes its own NCCL communicator for its device buffers");
   int initialised = 0;
   MPI_Initialized(&initialised);
-  // The backend is a run-time choice (LCR_COMM_BACKEND=mpi|nccl, default mpi).
-  if (initialised) return make_world_communicator(comm_backend_from_env());
+  if (initialised) return make_world_communicator(backend);
   return std::make_unique<SelfCommunicator>();
 }
 

@@ -9,9 +9,11 @@
 
 namespace lcr::train {
 
-// The world communicator of the backend LCR_COMM_BACKEND names (mpi by default; nccl in a
-// CUDA+NCCL build, parallel/comm/backend.hpp) when MPI is initialised, else a
-// SelfCommunicator.
+// The world communicator when MPI is initialised (MPI, host buffers), else a
+// SelfCommunicator. Its traffic is host memory (run-directory agreement, metrics, the CPU
+// model's gradients, scaling points), so LCR_COMM_BACKEND=nccl, whose backend moves only
+// device buffers, is an Error that says so; GPU training makes its own NCCL communicator
+// for its device buffers (core/train/gpu_engine.cpp). Other names: make_world_communicator.
 std::unique_ptr<Communicator> world_communicator();
 
 // A communicator of one rank: collectives return their input; point-to-point messages

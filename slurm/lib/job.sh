@@ -13,8 +13,7 @@
 #   LCR_LAUNCHER  srun (default: srun --mpi=pmix, one task per GPU/rank) | mpirun (Open MPI's
 #                 own launcher across the allocation; the emulated two-node test cluster
 #                 needs it, see slurm/local/cluster.sh)
-#   LCR_DEVICE    gpu | cpu (GPU binding in slurm/lib/lcr-task; gpu also sets
-#                 LCR_COMM_BACKEND=nccl unless it is set)
+#   LCR_DEVICE    gpu | cpu (GPU binding in slurm/lib/lcr-task)
 #   LCR_MAX_REQUEUES  stop requeueing after this many restarts (default 50)
 #
 # Time limits: submit with --requeue --signal=B:USR1@<seconds>. SLURM signals only this
@@ -43,9 +42,9 @@ lcr_job_init() {
   # NCCL over NVLink/InfiniBand. NVLS (NVLink SHARP multicast) stays off: it needs the
   # fabric manager's multicast support, which shared nodes often lack, and fails at init.
   export NCCL_NVLS_ENABLE=0
-  # GPU jobs move ring messages and all-reduces with NCCL (bootstrapped through MPI);
-  # LCR_COMM_BACKEND=mpi keeps MPI (e.g. a build without NCCL).
-  if [ "$LCR_DEVICE" = gpu ]; then export LCR_COMM_BACKEND=${LCR_COMM_BACKEND:-nccl}; fi
+  # lcr's world communicator stays MPI (its traffic is host memory: run-directory
+  # agreement, metrics); GPU training makes its own NCCL communicator, bootstrapped through
+  # MPI, for the ring and the gradient all-reduce (core/train/gpu_engine.cpp).
   export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
   export NCCL_ASYNC_ERROR_HANDLING=${NCCL_ASYNC_ERROR_HANDLING:-1}
   # Open MPI under a batch job: as root it needs these; harmless otherwise.

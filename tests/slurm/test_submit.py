@@ -1,8 +1,8 @@
 """slurm/lcr-submit without a cluster (--dry-run prints the sbatch commands): the context
 presets choose cp, nodes and template as docs/slurm.md's table says; the user's overrides
-come after the preset's; GPU requests only without --cpu; a sweep groups its plan rows into
-one job array per allocation shape; bad requests fail with a message. Also `bash -n` on
-every template and script.
+come after the preset's; GPU requests (and train.device = "cuda") only without --cpu; a
+sweep groups its plan rows into one job array per allocation shape; bad requests fail with
+a message. slurm/lib/lcr-task's GPU binding. Also `bash -n` on every template and script.
 
     python3 test_submit.py SOURCE_DIR
 """
@@ -57,6 +57,9 @@ def main():
               f"{preset}: the user's overrides come after the preset's")
         check(opts["signal"].startswith("B:USR1@") and "--requeue" in out,
               f"{preset}: --requeue --signal={opts['signal']}")
+        check('train.device="cuda"' in args and
+              args.index('train.device="cuda"') < args.index("train.batch=4"),
+              f"{preset}: GPU job trains on the GPU (train.device=\"cuda\", before the user's)")
 
     out = submit(src, "train", "--preset", "64k", "--dp", "4", "--dry-run").stdout
     opts, tmpl, _ = options(out)
@@ -64,7 +67,27 @@ def main():
     out = submit(src, "train", "--cpu", "--cp", "2", "--ranks-per-node", "1", "--dry-run").stdout
     opts, tmpl, _ = options(out)
     check(tmpl == "multi-node-cpu.sbatch" and "gpus-per-node" not in opts and
-          "LCR_DEVICE=cpu" in opts["export"], "--cpu: CPU template, no GPU request")
+          "LCR_DEVICE=cpu" in opts["export"] and "train.device" not in out,
+          "--cpu: CPU template, no GPU request, the config's device")
+
+    # lcr-task's GPU binding: one GPU per task, announced to lcr's NCCL communicator.
+    def task_env(**env):
+        base = {k: v for k, v in os.environ.items()
+                if not k.startswith(("OMPI_", "SLURM_", "CUDA_VISIBLE", "LCR_"))}
+        r = subprocess.run([os.path.join(src, "slurm", "lib", "lcr-task"), "env"],
+                           env={**base, **env}, capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            fail(f"lcr-task {env}: {r.stderr}")
+        return dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    e = task_env(LCR_DEVICE="gpu", CUDA_VISIBLE_DEVICES="2,5", SLURM_LOCALID="1")
+    check(e.get("CUDA_VISIBLE_DEVICES") == "5" and e.get("LCR_GPU_PER_TASK") == "1",
+          "lcr-task: local rank 1 of GPUs 2,5 keeps GPU 5, LCR_GPU_PER_TASK=1")
+    e = task_env(LCR_DEVICE="gpu", CUDA_VISIBLE_DEVICES="7", SLURM_LOCALID="3")
+    check(e.get("CUDA_VISIBLE_DEVICES") == "7" and e.get("LCR_GPU_PER_TASK") == "1",
+          "lcr-task: a task SLURM bound to GPU 7 keeps it, LCR_GPU_PER_TASK=1")
+    e = task_env(LCR_DEVICE="cpu", CUDA_VISIBLE_DEVICES="2,5", SLURM_LOCALID="1")
+    check("LCR_GPU_PER_TASK" not in e and e.get("CUDA_VISIBLE_DEVICES") == "2,5",
+          "lcr-task: CPU jobs leave the GPUs alone")
 
     out = submit(src, "sweep", "--name", "s", "--dir", "/tmp/lcr-submit-test", "--scaling", "both",
                  "--cp", "1,8,16", "--tokens-per-rank", "4096", "--seq-len", "65536",

@@ -439,8 +439,11 @@ std::unique_ptr<NcclCommunicator> nccl_world() {
   const int local = nccl_local_rank(), devices = cuda_device_count();
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  // Checked on every rank, agreed on inside the constructor's collective check.
-  const int device = local < devices ? local : -1;
+  // The GPU of the local rank; a task its launcher bound to one GPU (SLURM's lcr-task sets
+  // LCR_GPU_PER_TASK=1) sees only that one, as device 0. Checked on every rank, agreed on
+  // inside the constructor's collective check.
+  const bool bound = env_int("LCR_GPU_PER_TASK", 0) == 1 && devices == 1;
+  const int device = bound ? 0 : local < devices ? local : -1;
   MPI_Comm c = MPI_COMM_NULL;
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &c), "Comm_dup");
   if (device < 0) {

@@ -4,7 +4,9 @@
 //
 // Bootstrap: MPI must be up (lcr::MpiSession). Each rank picks GPU = its local rank on the
 // node (OMPI_COMM_WORLD_LOCAL_RANK, else SLURM_LOCALID, else its rank among the MPI ranks
-// sharing the node), rank 0 makes the ncclUniqueId and MPI_Bcast hands it to the others.
+// sharing the node), or device 0 when its launcher bound it to one GPU and says so with
+// LCR_GPU_PER_TASK=1 (slurm/lib/lcr-task); rank 0 makes the ncclUniqueId and MPI_Bcast
+// hands it to the others.
 //
 // Semantics, same contract as the MPI backend (communicator.hpp):
 //  - isend/irecv only queue the operation; the queue is issued as ONE NCCL group (so a
