@@ -55,6 +55,7 @@ def main():
               args[:2] == ["--config", "c.toml"], f"{preset}: seq_len {L}, cp {cp}")
         check(args.index("train.batch=1") < args.index("train.batch=4"),
               f"{preset}: the user's overrides come after the preset's")
+        check("train.probe_len=256" in args, f"{preset}: the probe on 256 tokens")
         check(opts["signal"].startswith("B:USR1@") and "--requeue" in out,
               f"{preset}: --requeue --signal={opts['signal']}")
         check('train.device="cuda"' in args and
