@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   lcr::cli::add_eval_verb(app, run);
   lcr::cli::add_inspect_verb(app, run);
   lcr::cli::add_scaling_point_verb(app, run);
+  lcr::cli::add_shards_verb(app, run);
   try {
     app.parse(int(cli_args.size()), cli_args.data());
   } catch (const CLI::ParseError& e) {

@@ -18,5 +18,6 @@ void add_train_verb(CLI::App& app, Runner& run);           // train_cmd.cpp
 void add_eval_verb(CLI::App& app, Runner& run);            // eval_cmd.cpp
 void add_inspect_verb(CLI::App& app, Runner& run);         // inspect_cmd.cpp
 void add_scaling_point_verb(CLI::App& app, Runner& run);   // scaling_cmd.cpp
+void add_shards_verb(CLI::App& app, Runner& run);          // shards_cmd.cpp
 
 }  // namespace lcr::cli

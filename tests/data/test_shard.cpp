@@ -11,6 +11,7 @@
 
 #include "core/data/shard.hpp"
 #include "core/error.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -18,20 +19,7 @@ using lcr::data::ShardDataset;
 using lcr::data::ShardReader;
 using lcr::data::write_shard;
 namespace fs = std::filesystem;
-
-// A fresh temporary folder per test.
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    dir = fs::temp_directory_path() /
-          ("lcr-data-test-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-           "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string path(const std::string& name) const { return (dir / name).string(); }
-};
+using lcr::test::TempDir;
 
 std::vector<unsigned char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -11,10 +11,12 @@
 #include "core/data/shard.hpp"
 #include "core/data/text.hpp"
 #include "core/error.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+using lcr::test::TempDir;
 using namespace lcr::data;
 
 std::string slurp(const std::string& path) {
@@ -27,23 +29,6 @@ std::vector<int32_t> all_tokens(const TokenSource& s) {
   s.read(0, s.size(), out.data());
   return out;
 }
-
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    dir = fs::temp_directory_path() /
-          (std::string("lcr-text-test-") +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~TempDir() { fs::remove_all(dir); }
-  std::string write(const std::string& name, const std::string& text) const {
-    const std::string p = (dir / name).string();
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-};
 
 TEST(Text, DefaultCorpusIsTheLicenseTextsInOrder) {
   const std::vector<std::string> files = default_corpus_files();
