@@ -3,8 +3,6 @@
 // data.source = "shards".
 #include <spdlog/spdlog.h>
 
-#include <iostream>
-
 #include "core/cli/verbs.hpp"
 #include "core/data/shard_import.hpp"
 

@@ -13,17 +13,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int width_of(RawTokenType t) { return t == RawTokenType::UInt16 ? 2 : 4; }
-const char* name_of(RawTokenType t) {
-  switch (t) {
-    case RawTokenType::UInt16:
-      return "uint16";
-    case RawTokenType::UInt32:
-      return "uint32";
-    case RawTokenType::Int32:
-      return "int32";
-  }
-  return "?";
+// Each type's name (as numpy spells its dtype) and width in bytes.
+struct TypeInfo {
+  RawTokenType type;
+  const char* name;
+  int width;
+};
+constexpr TypeInfo kTypes[] = {
+    {RawTokenType::UInt16, "uint16", 2},
+    {RawTokenType::UInt32, "uint32", 4},
+    {RawTokenType::Int32, "int32", 4},
+};
+const TypeInfo& info(RawTokenType t) {
+  for (const TypeInfo& i : kTypes)
+    if (i.type == t) return i;
+  throw_error("raw token type ", int(t), " is not one lcr knows");
 }
 
 std::string shard_path(const std::string& dir, const std::string& prefix, int64_t i) {
@@ -43,9 +47,8 @@ int64_t decode(const unsigned char* p, RawTokenType t) {
 }  // namespace
 
 RawTokenType parse_raw_token_type(const std::string& name) {
-  if (name == "uint16") return RawTokenType::UInt16;
-  if (name == "uint32") return RawTokenType::UInt32;
-  if (name == "int32") return RawTokenType::Int32;
+  for (const TypeInfo& i : kTypes)
+    if (name == i.name) return i.type;
   throw_error("raw token type '", name, "' is not one of uint16, uint32, int32 (the numpy dtype ",
               "the tokenizer's output was written with)");
 }
@@ -60,18 +63,20 @@ std::vector<ImportedShard> import_raw_tokens(const std::vector<std::string>& inp
   require(tokens_per_shard >= 1, "shards: tokens per shard must be >= 1, got ", tokens_per_shard);
   require(!prefix.empty() && prefix.find('/') == std::string::npos,
           "shards: the shard name prefix '", prefix, "' must be a plain, non-empty file name");
-  const int w = width_of(type);
+  const int w = info(type).width;
 
   // Sizes first: a bad input fails before any shard is written.
   int64_t total = 0;
+  std::vector<int64_t> counts;  // tokens per input
   for (const std::string& in : inputs) {
     std::error_code ec;
     const auto bytes = fs::file_size(in, ec);
     require(!ec, "shards: cannot read the size of ", in, ": ", ec.message());
     require(bytes % uintmax_t(w) == 0, "shards: ", in, " has ", bytes,
-            " bytes, not a whole number of ", name_of(type), " tokens (", w,
+            " bytes, not a whole number of ", info(type).name, " tokens (", w,
             " bytes each); check --dtype");
-    total += int64_t(bytes / uintmax_t(w));
+    counts.push_back(int64_t(bytes / uintmax_t(w)));
+    total += counts.back();
   }
   const int64_t n_shards = (total + tokens_per_shard - 1) / tokens_per_shard;
   for (int64_t i = 0; i < n_shards; ++i) {
@@ -94,10 +99,11 @@ std::vector<ImportedShard> import_raw_tokens(const std::vector<std::string>& inp
   constexpr int64_t kChunk = int64_t(1) << 20;  // tokens read at a time
   std::vector<unsigned char> bytes(size_t(kChunk) * size_t(w));
   try {
-    for (const std::string& in : inputs) {
+    for (size_t j = 0; j < inputs.size(); ++j) {
+      const std::string& in = inputs[j];
       std::ifstream f(in, std::ios::binary);
       require(bool(f), "shards: cannot open ", in);
-      const int64_t n = int64_t(fs::file_size(in) / uintmax_t(w));
+      const int64_t n = counts[j];
       for (int64_t at = 0; at < n;) {
         const int64_t k = std::min(kChunk, n - at);
         f.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(k * w));

@@ -54,6 +54,17 @@ suite_summary() {
     head -40 | tee -a "$OUT/summary.txt"
 }
 
+# bench_train_args RUN: the `lcr train` overrides of a training row RUN =
+# SCHEME[+cudnn|+lcr][+bf16] (kernels/bench/cuda/gpu_bench.sh, driver_rows.sh): the scheme,
+# train.cuda_attention (auto unless +cudnn or +lcr) and train.gemm_bf16 (true with +bf16).
+bench_train_args() {
+  local run=$1 impl=auto bf16=false
+  [[ $run == *+cudnn* ]] && impl=cudnn
+  [[ $run == *+lcr* ]] && impl=lcr
+  [[ $run == *+bf16 ]] && bf16=true
+  echo "attention.scheme=${run%%+*} train.cuda_attention=\"$impl\" train.gemm_bf16=$bf16"
+}
+
 # train_tail NAME...: the last logged steps (or the error) of each `lcr train` log.
 train_tail() {
   local f

@@ -6,6 +6,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 source scripts/device/cudnn_env.sh
+source scripts/device/common.sh  # bench_train_args
 export OUT=${OUT:-/tmp/driver_rows}
 mkdir -p "$OUT"
 [[ -d .devbundle/fin ]] || tar xJf .devbundle/gpack/fin.tar.xz -C .devbundle
@@ -19,12 +20,10 @@ for s in ${PEER_SHAPES:-}; do
   timeout 150 "$B/bench_cuda_path" --shapes "$s" --reps 10 2>&1 | grep '^lcr-path'
 done
 for run in ${TRAIN_RUNS:-}; do
-  s=${run%%+*} impl=auto bf16=false
-  [[ $run == *+cudnn* ]] && impl=cudnn
-  [[ $run == *+lcr* ]] && impl=lcr
-  [[ $run == *+bf16 ]] && bf16=true
-  echo "== $run: attention.scheme=$s train.cuda_attention=$impl train.gemm_bf16=$bf16"
-  timeout 150 "$B/lcr" train --config experiments/configs/gpu_125m_64k_goat.toml \
-    attention.scheme="$s" train.steps=15 train.cuda_attention="\"$impl\"" train.gemm_bf16=$bf16 \
-    train.log_every=5 run.overwrite=true run.dir="\"/tmp/rows/$run\"" 2>&1 | grep -E "step 15|rror"
+  args=$(bench_train_args "$run")
+  echo "== $run: $args"
+  # shellcheck disable=SC2086  # args: overrides without blanks, split on purpose
+  timeout 150 "$B/lcr" train --config experiments/configs/gpu_125m_64k_goat.toml $args \
+    train.steps=15 train.log_every=5 run.overwrite=true run.dir="\"/tmp/rows/$run\"" 2>&1 |
+    grep -E "step 15|rror"
 done

@@ -27,6 +27,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../../.."
 source scripts/device/cudnn_env.sh  # cuDNN 9 for lcr's run-time loader (torch's copy)
+source scripts/device/common.sh     # bench_train_args
 OUT=${OUT:-/tmp/gpu_bench}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -135,14 +136,11 @@ if [[ ${LCR_BENCH_SDPA_ONLY:-0} != 1 ]] && b=$(find_bin lcr); then
   # cudnn or lcr (lcr's kernels); projections TF32, or bf16 (train.gemm_bf16); path: PaTH in
   # chunks (cuda::path::Chunked, automatic).
   for run in ${LCR_BENCH_TRAIN_RUNS:-goat goat+bf16 goat+lcr nope nope+bf16 path}; do
-    s=${run%%+*} impl=auto bf16=false
-    [[ $run == *+cudnn* ]] && impl=cudnn
-    [[ $run == *+lcr* ]] && impl=lcr
-    [[ $run == *+bf16 ]] && bf16=true
-    note "lcr train gpu_125m_64k_goat.toml attention.scheme=$s train.cuda_attention=$impl train.gemm_bf16=$bf16"
+    args=$(bench_train_args "$run")
+    note "lcr train gpu_125m_64k_goat.toml $args"
+    # shellcheck disable=SC2086  # args: overrides without blanks, split on purpose
     CUDA_VISIBLE_DEVICES=$lcr_gpu timeout "$((2 * lim))" "$b" train \
-      --config experiments/configs/gpu_125m_64k_goat.toml attention.scheme="$s" train.steps=15 \
-      train.cuda_attention="\"$impl\"" train.gemm_bf16=$bf16 train.log_every=5 \
+      --config experiments/configs/gpu_125m_64k_goat.toml $args train.steps=15 train.log_every=5 \
       run.overwrite=true run.dir="\"/tmp/lcr_bench_runs/run_64k_${run//+/_}\"" 2>&1 |
       grep -E "model on|step|rror" | tee -a "$log"
   done

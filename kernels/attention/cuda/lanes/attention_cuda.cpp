@@ -535,13 +535,14 @@ void attention_forward(const AttentionSpec& s, const DeviceParams& prm, const At
   const PreparedAttention P = prepare_attention(s, prm, in, ws, st);
   // auto: cuDNN runs the product wherever it serves the call, the parameter schemes' too
   // (bf16 o); lcr's kernels, with the fp32 output where the scheme keeps one, elsewhere.
+  const bool keeps_f32 = keeps_f32_output(s);
   bool on_cudnn = false;
-  if (keeps_f32_output(s) && !s.numerics.sink && ws.sdpa_impl() == SdpaImpl::Auto) {
+  if (keeps_f32 && !s.numerics.sink && ws.sdpa_impl() == SdpaImpl::Auto) {
     SdpaArgs a = P.sdpa;
     a.impl = SdpaImpl::Auto;
     on_cudnn = sdpa_forward_vendor(a, out.o, out.lse, st);
   }
-  const bool f32_out = !on_cudnn && keeps_f32_output(s) && !all_on_cudnn(s, ws);
+  const bool f32_out = !on_cudnn && keeps_f32 && !all_on_cudnn(s, ws);
   if (f32_out) {
     float* of32 = w.get<float>(Slot::OF32, int64_t(in.B) * in.Lq * s.heads * s.v_dim());
     const float* sink =
