@@ -3,7 +3,7 @@
 // check that bad input is refused with a message naming the problem and the fix.
 #include <string>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::test {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "core/cli/verbs.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace {
 

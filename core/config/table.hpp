@@ -23,7 +23,7 @@
 #include <variant>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::config {
 

@@ -22,7 +22,7 @@
 
 #include "core/config/table.hpp"
 #include "core/model/config.hpp"
-#include "experiments/tasks/task.hpp"
+#include "core/data/tasks/task.hpp"
 #include "parallel/ring/layout.hpp"
 
 namespace lcr {

@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "core/data/shard.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::data {
 namespace fs = std::filesystem;

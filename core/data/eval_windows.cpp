@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::data {
 

@@ -1,7 +1,7 @@
 #include "core/data/sampler.hpp"
 
 #include "core/data/rng.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::data {
 namespace {

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "core/data/shard.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::data {
 namespace {

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/data/rng.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::data {
 

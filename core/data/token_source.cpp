@@ -6,7 +6,7 @@
 #include <sstream>
 #include <utility>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::data {
 

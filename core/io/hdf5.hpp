@@ -11,8 +11,8 @@
 #include <variant>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "kernels/base/error.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr::h5 {
 

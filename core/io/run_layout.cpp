@@ -1,7 +1,7 @@
 // The standard run-file tables (docs/run-file.md lists them with their meaning).
 #include "core/io/run_layout.hpp"
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::io {
 

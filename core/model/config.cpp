@@ -3,7 +3,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 

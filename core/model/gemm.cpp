@@ -1,6 +1,6 @@
 #include "core/model/gemm.hpp"
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 namespace {

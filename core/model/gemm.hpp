@@ -16,7 +16,7 @@
 //             dW += X^T dY     gemm(T, N, D, N, rows, 1, X, dY, 1, dW)
 #include <cstdint>
 
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr {
 

@@ -7,7 +7,7 @@
 // deterministic on every backend.
 #include <cstdint>
 
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr {
 

@@ -4,7 +4,7 @@
 // ignored: loss 0, gradient 0.
 #include <cstdint>
 
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr {
 

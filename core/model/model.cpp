@@ -1,6 +1,6 @@
 #include "core/model/model.hpp"
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/gemm.hpp"
 #include "core/model/layers.hpp"
 #include "core/model/loss.hpp"

@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/comm/communicator.hpp"
 #include "parallel/ring/layout.hpp"
 #include "parallel/ring/shard.hpp"

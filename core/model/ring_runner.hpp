@@ -20,7 +20,7 @@
 // Model::forward and sum the returned losses over the group.
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/ring_conv_prefix.hpp"
 #include "core/model/runner.hpp"
 #include "parallel/comm/communicator.hpp"

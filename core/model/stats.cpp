@@ -5,7 +5,7 @@
 #include <functional>
 #include <limits>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/numerics/qk_norm.hpp"
 #include "kernels/schemes/path/path.hpp"
 

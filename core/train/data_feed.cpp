@@ -4,7 +4,7 @@
 #include "core/data/eval_windows.hpp"
 #include "core/data/sampler.hpp"
 #include "core/data/shard.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::train {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Where a run's batches come from: byte text, token shards or a synthetic task, behind
 // one interface. Training batches are a pure function of (seed, step, dp_rank, dp_size)
-// (core/data/sampler.hpp, experiments/tasks/task.hpp), so a resumed run draws exactly
+// (core/data/sampler.hpp, core/data/tasks/task.hpp), so a resumed run draws exactly
 // what the uninterrupted one drew; the CP ranks of a replica call with the same dp_rank,
 // get the same full sequences and each keeps its shard.
 //

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <map>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/train/run_io.hpp"
 #include "core/train/setup.hpp"

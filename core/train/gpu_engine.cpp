@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_adamw.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_model.hpp"

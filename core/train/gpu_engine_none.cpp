@@ -1,5 +1,5 @@
 // GpuEngine in a build without CUDA: asking for it is an Error that says how to get it.
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/train/gpu_engine.hpp"
 
 namespace lcr::train {

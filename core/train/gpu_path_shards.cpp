@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_path.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"

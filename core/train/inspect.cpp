@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <map>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/io/run_file.hpp"
 #include "core/train/prior_stats.hpp"
 #include "core/train/run_io.hpp"

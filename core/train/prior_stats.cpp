@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/stats.hpp"
 #include "kernels/schemes/goat/goat.hpp"
 #include "kernels/schemes/rope/rope.hpp"

@@ -2,7 +2,7 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/train/prior_stats.hpp"
 #include "core/train/setup.hpp"
 

@@ -3,7 +3,7 @@
 #include <mpi.h>
 #include <sys/resource.h>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/train/world.hpp"
 #include "parallel/ring/layout.hpp"
 

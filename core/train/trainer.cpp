@@ -10,7 +10,7 @@
 #include <optional>
 #include <type_traits>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/ring_runner.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/flops.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/comm/backend.hpp"
 #include "parallel/comm/mpi/mpi_communicator.hpp"
 

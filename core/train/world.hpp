@@ -4,7 +4,7 @@
 // runs the same code path (its all-reduces are no-ops).
 #include <memory>
 
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 #include "parallel/comm/communicator.hpp"
 
 namespace lcr::train {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "kernels/base/error.hpp"
+#include "kernels/base/tensor.hpp"
 #include "kernels/attention/spec.hpp"
 
 namespace lcr {

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/goat/goat.hpp"
 #include "kernels/schemes/pope/pope.hpp"
 #include "kernels/schemes/rope/rope.hpp"

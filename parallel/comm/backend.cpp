@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/comm/mpi/mpi_communicator.hpp"
 #ifdef LCR_HAVE_NCCL
 #include "parallel/comm/nccl/nccl_communicator.hpp"

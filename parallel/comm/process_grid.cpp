@@ -1,6 +1,6 @@
 #include "parallel/comm/process_grid.hpp"
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 

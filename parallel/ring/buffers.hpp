@@ -5,7 +5,7 @@
 // device buffer itself. On a host build the mirror is the buffer: no copies.
 #include <utility>
 
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 #include "parallel/comm/communicator.hpp"
 
 namespace lcr {

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 namespace {

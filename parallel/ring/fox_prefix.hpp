@@ -8,7 +8,7 @@
 // The backward is the reverse (suffix) scan: dlog f_t = sum_{s >= t} dc_s, again with a
 // cross-rank exclusive suffix of chunk sums. Sums run in double whatever T is, so c stays
 // accurate at 1M positions in float32 mode.
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 #include "parallel/comm/communicator.hpp"
 #include "parallel/ring/layout.hpp"
 

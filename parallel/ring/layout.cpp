@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 

@@ -7,7 +7,7 @@
 // floating-point reordering. Both weights are <= 1 (no overflow); a side with lse = -inf
 // (a row that saw no key of that block) gets weight 0, and two -inf sides stay
 // (o = 0, lse = -inf). Computed in T: float (fp32) or double, never narrower.
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr {
 

@@ -1,6 +1,6 @@
 #include "parallel/ring/message.hpp"
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 

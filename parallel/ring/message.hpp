@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 #include "kernels/attention/spec.hpp"
 #include "parallel/ring/layout.hpp"
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/attention.hpp"
 #include "parallel/comm/communicator.hpp"
 #include "parallel/ring/buffers.hpp"

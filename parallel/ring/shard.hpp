@@ -6,8 +6,8 @@
 // (LayoutRight); the copy runs in the view's own execution space.
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "kernels/base/error.hpp"
+#include "kernels/base/tensor.hpp"
 #include "parallel/comm/communicator.hpp"
 #include "parallel/ring/layout.hpp"
 

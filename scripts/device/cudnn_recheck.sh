@@ -6,5 +6,5 @@ cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
 packed_init suites
 timeout 120 "$B/lcr_cuda_sdpa_tests" --gtest_color=no >"$OUT/sdpa.log" 2>&1
-shard 0 "$B/lcr_cuda_lanes_tests" lanes '*Cudnn*'
+shard 0 "$B/lcr_cuda_attention_tests" lanes '*Cudnn*'
 suite_summary sdpa lanes

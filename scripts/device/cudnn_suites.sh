@@ -6,7 +6,7 @@
 #  - GOAT likewise with train.cuda_attention = cudnn (cuDNN runs GOAT's product too).
 # Pack first (here):
 #   scripts/device/bundle.sh suites build-nccl/core/cli/lcr build-nccl/tests/cuda/lcr_cuda_sdpa_tests \
-#     build-nccl/tests/cuda/lanes/lcr_cuda_lanes_tests build-nccl/tests/cuda/model/lcr_cuda_model_tests
+#     build-nccl/tests/cuda/lanes/lcr_cuda_attention_tests build-nccl/tests/cuda/model/lcr_cuda_model_tests
 #   strip .devbundle/suites/bin/.real/*; mkdir -p .devbundle/gpack
 #   tar cf - -C .devbundle suites | xz -T2 > .devbundle/gpack/suites.tar.xz
 #   run(command="bash scripts/device/cudnn_suites.sh", carry=[".devbundle/gpack"])
@@ -17,7 +17,7 @@ packed_init suites
 train_cpu_refs 60 8 nope goat  # CPU references meanwhile (8 cores each)
 timeout 120 "$B/lcr_cuda_sdpa_tests" --gtest_color=no >"$OUT/sdpa.log" 2>&1
 timeout 150 "$B/lcr_cuda_model_tests" --gtest_color=no >"$OUT/model.log" 2>&1
-shard 0 "$B/lcr_cuda_lanes_tests" lanes
+shard 0 "$B/lcr_cuda_attention_tests" lanes
 train_gpu 60 nope:auto goat:cudnn
 wait
 echo "done at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"

@@ -34,7 +34,7 @@ done
   CUDA_VISIBLE_DEVICES=0 timeout 80 "$bin/bench_cuda_path" >"$OUT/path_bench.log" 2>&1
 ) &
 g0=$!
-shard 1 "$bin/lcr_cuda_lanes_tests" lanes
+shard 1 "$bin/lcr_cuda_attention_tests" lanes
 if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
   .whl/*.whl >/dev/null 2>&1; then
   CUDA_VISIBLE_DEVICES=1 PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout 120 \

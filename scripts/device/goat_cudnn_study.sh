@@ -10,7 +10,7 @@
 #     projections) on lcr's kernels and on cuDNN: tokens/s and MFU.
 # Pack (here):
 #   B=build-nccl; scripts/device/bundle.sh gstudy $B/core/cli/lcr $B/tests/cuda/lcr_cuda_sdpa_tests \
-#     $B/tests/cuda/lanes/lcr_cuda_lanes_tests
+#     $B/tests/cuda/lanes/lcr_cuda_attention_tests
 #   strip .devbundle/gstudy/bin/.real/*; mkdir -p .devbundle/gpack
 #   tar cf - -C .devbundle gstudy | xz -T2 > .devbundle/gpack/gstudy.tar.xz
 #   run(command="bash scripts/device/goat_cudnn_study.sh", carry=[".devbundle/gpack"])
@@ -22,7 +22,7 @@ REPS=${REPS:-16}  # STUDY_ONLY=1: step 2 alone
 
 if [[ ${STUDY_ONLY:-0} != 1 ]]; then
   shard 0 "$B/lcr_cuda_sdpa_tests" sdpa '-*Emu*'
-  shard 0 "$B/lcr_cuda_lanes_tests" lanes
+  shard 0 "$B/lcr_cuda_attention_tests" lanes
   suite_summary sdpa lanes
   echo "suites done at $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 fi
@@ -31,7 +31,7 @@ fi
 cases='goat_L129_d128:goat_L1000_d64_gqa:goat2d_L129_d128:goat2d_L1000_d64_gqa:pope_L129_d128:pope_L1000_d64_gqa'
 filter=$(echo "$cases" | tr ':' '\n' | sed 's/.*/Cuda\/CudaAttention*Test.*\/&/' | paste -sd:)
 for r in $(seq 1 "$REPS"); do
-  CUDA_VISIBLE_DEVICES=0 timeout 120 "$B/lcr_cuda_lanes_tests" --gtest_filter="$filter" \
+  CUDA_VISIBLE_DEVICES=0 timeout 120 "$B/lcr_cuda_attention_tests" --gtest_filter="$filter" \
     --gtest_color=no >"$OUT/study.$r" 2>&1 &
   (( r % 8 == 0 )) && wait
 done

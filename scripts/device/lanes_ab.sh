@@ -2,7 +2,7 @@
 # One device call (nvidia-h200): an A/B of two bench_cuda_attention builds (bundle "ab":
 # bench_old, bench_new), alternating, for the lane passes (the lanes_fwd / lanes_bwd
 # columns time them alone), plus the lanes suite of the new build.
-# Pack first (here): scripts/device/bundle.sh ab OLD NEW build-nccl/tests/cuda/lanes/lcr_cuda_lanes_tests
+# Pack first (here): scripts/device/bundle.sh ab OLD NEW build-nccl/tests/cuda/lanes/lcr_cuda_attention_tests
 #   [OLD_LANES_TESTS] (OLD, NEW: copies of the two builds named bench_old, bench_new; the old
 #   build's lanes suite, if packed, named lanes_old), strip, tar | xz into
 #   .devbundle/gpack/ab.tar.xz; run(command="bash scripts/device/lanes_ab.sh", carry=[".devbundle/gpack"])
@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
 packed_init ab
-shard 0 "$B/lcr_cuda_lanes_tests" lanes
+shard 0 "$B/lcr_cuda_attention_tests" lanes
 logs=lanes
 if [[ -x $B/lcr_cuda_model_tests ]]; then  # packed too: the model suite (MODEL_FILTER)
   CUDA_VISIBLE_DEVICES=0 timeout 200 "$B/lcr_cuda_model_tests" --gtest_color=no \
@@ -27,14 +27,14 @@ if [[ -x $B/lcr_nccl_tests ]]; then  # packed too: the NCCL suite on one rank (o
 fi
 suite_summary $logs
 if [[ -n ${REPLAY_SEED:-} && -x $B/lanes_old ]]; then
-  for v in lanes_old lcr_cuda_lanes_tests; do
+  for v in lanes_old lcr_cuda_attention_tests; do
     echo "== replay $REPLAY_SEED on $v" | tee -a "$OUT/summary.txt"
     LCR_TEST_SEED=$REPLAY_SEED timeout 120 "$B/$v" --gtest_filter="$REPLAY_FILTER" --gtest_color=no 2>&1 |
       grep -E "error|\[ratio\]|OK \]|FAILED \]" | cut -c1-200 | tee -a "$OUT/summary.txt"
   done
 fi
 if [[ -n ${REPEAT_FILTER:-} ]]; then
-  for v in lanes_old lcr_cuda_lanes_tests; do
+  for v in lanes_old lcr_cuda_attention_tests; do
     [[ -x $B/$v ]] || continue
     GTEST_REPEAT_ARGS="--gtest_repeat=${REPEAT:-3}" shard 0 "$B/$v" "rep_$v" "$REPEAT_FILTER"
     echo "== $v, $REPEAT_FILTER x ${REPEAT:-3}: $(grep -c '^\[       OK \]' "$OUT/rep_$v.log") ok," \

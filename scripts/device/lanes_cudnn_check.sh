@@ -6,7 +6,7 @@
 # bench_cuda_attention on lcr's kernels and on cuDNN.
 # Pack first (here):
 #   B=build-nccl; scripts/device/bundle.sh lc $B/core/cli/lcr $B/tests/cuda/lcr_cuda_sdpa_tests \
-#     $B/tests/cuda/lanes/lcr_cuda_lanes_tests $B/tests/cuda/model/lcr_cuda_model_tests \
+#     $B/tests/cuda/lanes/lcr_cuda_attention_tests $B/tests/cuda/model/lcr_cuda_model_tests \
 #     $B/kernels/attention/cuda/lanes/bench_cuda_attention
 #   strip .devbundle/lc/bin/.real/*; mkdir -p .devbundle/gpack
 #   tar cf - -C .devbundle lc | xz -T2 > .devbundle/gpack/lc.tar.xz
@@ -19,7 +19,7 @@ runs="nope:auto goat:cudnn pope:cudnn"
 train_cpu_refs 40 5 $runs  # CPU references meanwhile (5 cores each)
 timeout 150 "$B/lcr_cuda_sdpa_tests" --gtest_color=no >"$OUT/sdpa.log" 2>&1
 timeout 150 "$B/lcr_cuda_model_tests" --gtest_color=no >"$OUT/model.log" 2>&1
-shard 0 "$B/lcr_cuda_lanes_tests" lanes
+shard 0 "$B/lcr_cuda_attention_tests" lanes
 train_gpu 40 $runs
 for impl in cudnn lcr; do
   timeout 150 "$B/bench_cuda_attention" --schemes nope,goat,pope,rope \

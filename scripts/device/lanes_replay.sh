@@ -13,11 +13,11 @@ g0=$!
 for r in $REPLAY; do
   for v in "$NEW" "$OLD"; do
     echo "== ${r%%:*} ${r#*:} $v"
-    CUDA_VISIBLE_DEVICES=1 LCR_TEST_SEED=${r%%:*} timeout 60 $v/bin/lcr_cuda_lanes_tests \
+    CUDA_VISIBLE_DEVICES=1 LCR_TEST_SEED=${r%%:*} timeout 60 $v/bin/lcr_cuda_attention_tests \
       --gtest_filter="*${r#*:}" --gtest_color=no 2>&1 | grep -E "^\[  (PASSED|FAILED) |error [0-9]" | head -4
   done
 done
-shard 1 $NEW/bin/lcr_cuda_lanes_tests lanes
+shard 1 $NEW/bin/lcr_cuda_attention_tests lanes
 wait $g0
 suite_summary sdpa model lanes
 grep -h '^\[ [a-z_0-9]* \]' "$OUT/model.log" | head -14

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (nvidia-h200-x2): where PaTH's time goes at D = 128, plus the suites a
 # change to the lanes tests or the PaTH kernels must pass. Bundle NAME holds
-# bench_cuda_path, lcr_cuda_path_tests, lcr_nccl_tests (and lcr_cuda_lanes_tests,
+# bench_cuda_path, lcr_cuda_path_tests, lcr_nccl_tests (and lcr_cuda_attention_tests,
 # lcr_cuda_model_tests: run when there):
 #   run(command="tar xJf .devbundle/gpack/NAME.tar.xz -C .devbundle &&
 #                BUNDLE=.devbundle/NAME bash scripts/device/path_profile.sh",
@@ -39,9 +39,9 @@ ncu_shape=${NCU_SHAPE:-1,16,16384,128}
 ) &
 g0=$!
 (
-  [[ -x $B/lcr_cuda_lanes_tests ]] && shard 1 "$B/lcr_cuda_lanes_tests" lanes
+  [[ -x $B/lcr_cuda_attention_tests ]] && shard 1 "$B/lcr_cuda_attention_tests" lanes
   for r in ${REPLAY:-}; do  # SEED:CASE, a lanes case replayed with the run seed SEED
-    CUDA_VISIBLE_DEVICES=1 LCR_TEST_SEED=${r%%:*} timeout 60 "$B/lcr_cuda_lanes_tests" \
+    CUDA_VISIBLE_DEVICES=1 LCR_TEST_SEED=${r%%:*} timeout 60 "$B/lcr_cuda_attention_tests" \
       --gtest_filter="*/${r#*:}" --gtest_color=no
   done >"$OUT/replay.log" 2>&1
   shard 1 "$B/lcr_cuda_path_tests" path

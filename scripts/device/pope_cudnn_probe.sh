@@ -6,7 +6,7 @@
 #  - bench_cuda_attention --impl cudnn for NoPE, GOAT, PoPE, RoPE at the benchmark shapes;
 #  - ncu's duration of every kernel of one GOAT and one NoPE forward + backward on cuDNN.
 # Pack first (here):
-#   B=build-nccl; scripts/device/bundle.sh probe $B/tests/cuda/lanes/lcr_cuda_lanes_tests \
+#   B=build-nccl; scripts/device/bundle.sh probe $B/tests/cuda/lanes/lcr_cuda_attention_tests \
 #     $B/kernels/bench/cuda/bench_cuda_sdpa $B/kernels/attention/cuda/lanes/bench_cuda_attention
 #   strip .devbundle/probe/bin/.real/*; mkdir -p .devbundle/gpack
 #   tar cf - -C .devbundle probe | xz -T2 > .devbundle/gpack/probe.tar.xz
@@ -15,7 +15,7 @@ set -u
 cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
 packed_init probe
-shard 0 "$B/lcr_cuda_lanes_tests" lanes '*Cudnn*'
+shard 0 "$B/lcr_cuda_attention_tests" lanes '*Cudnn*'
 suite_summary lanes
 grep -h '^\[ratio\].* cudnn ' "$OUT/lanes.log" | sort -k7 -n -r | head -8 | tee -a "$OUT/summary.txt"
 for w in "128 64" "256 128"; do

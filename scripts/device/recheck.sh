@@ -58,7 +58,7 @@ PY
 ) &
 g0=$!
 (
-  shard 1 "$B/lcr_cuda_lanes_tests" lanes
+  shard 1 "$B/lcr_cuda_attention_tests" lanes
   res=(--config experiments/configs/default.toml "${quick[@]}" train.device=cuda parallel.cp=1
     train.steps=40 train.ckpt_every=20)
   CUDA_VISIBLE_DEVICES=1 timeout 150 "$B/lcr" train "${res[@]}" run.overwrite=true \

@@ -40,7 +40,7 @@ print(sys.argv[2], "per kernel, ns summed over", "warmup + 1 iter (fwd + bwd)")
 for k, v in sorted(tot.items(), key=lambda x: -x[1]): print(f"  {v/1e3:10.1f} us  x{cnt[k]:3d}  {k}")
 PY
 done
-shard 0 "$B/lcr_cuda_lanes_tests" lanes
+shard 0 "$B/lcr_cuda_attention_tests" lanes
 CUDA_VISIBLE_DEVICES=0 timeout 150 "$B/lcr_cuda_model_tests" --gtest_color=no >"$OUT/model.log" 2>&1
 wait $p1
 suite_summary sdpa lanes model

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for the GPU training path (train.device = "cuda"). Pack first (here):
-#   scripts/device/bundle.sh gtrain <lcr> <lcr_cuda_model_tests> <lcr_cuda_lanes_tests>
+#   scripts/device/bundle.sh gtrain <lcr> <lcr_cuda_model_tests> <lcr_cuda_attention_tests>
 #   strip .devbundle/gtrain/bin/.real/*; mkdir -p .devbundle/gpack
 #   tar cf - -C .devbundle gtrain | xz -T8 > .devbundle/gpack/gtrain.tar.xz
 #   run(command="tar xJf .devbundle/gpack/gtrain.tar.xz -C .devbundle &&
@@ -26,10 +26,10 @@ CUDA_VISIBLE_DEVICES=0 timeout 150 "$B/lcr_cuda_model_tests" --gtest_color=no >"
 g0=$!
 (
   for i in 1 2 3; do
-    CUDA_VISIBLE_DEVICES=1 timeout 100 "$B/lcr_cuda_lanes_tests" --gtest_filter='*goat*' \
+    CUDA_VISIBLE_DEVICES=1 timeout 100 "$B/lcr_cuda_attention_tests" --gtest_filter='*goat*' \
       --gtest_color=no >"$OUT/lanes_goat.$i" 2>&1
   done
-  CUDA_VISIBLE_DEVICES=1 LCR_TEST_SEED=2217899177049446753 timeout 60 "$B/lcr_cuda_lanes_tests" \
+  CUDA_VISIBLE_DEVICES=1 LCR_TEST_SEED=2217899177049446753 timeout 60 "$B/lcr_cuda_attention_tests" \
     --gtest_filter='*goat2d_value_dim_differs*' --gtest_color=no >"$OUT/lanes_seed.log" 2>&1
   cat "$OUT"/lanes_goat.? >"$OUT/lanes_goat.log"; rm -f "$OUT"/lanes_goat.?
 ) &

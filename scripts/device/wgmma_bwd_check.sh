@@ -12,7 +12,7 @@
 # bundled with the others), each shape's default runs base / new / base / new instead (A/B in
 # one call; with BIAS=1 with --bias too; AB_OPTS="--bias --alibi" times those options only),
 # then cuDNN once; a third build bundled as bench_cuda_sdpa_abl (a measurement-only build, e.g.
-# an ablation) joins the alternation. With lcr_cuda_lanes_tests in the bundle the attention
+# an ablation) joins the alternation. With lcr_cuda_attention_tests in the bundle the attention
 # API's suite runs after the SDPA suite.
 # Pack first (here):
 #   scripts/device/bundle.sh wgbwd build-nccl/tests/cuda/lcr_cuda_sdpa_tests
@@ -24,8 +24,8 @@ source "$(dirname "$0")/common.sh"
 packed_init wgbwd
 shard 0 "$B/lcr_cuda_sdpa_tests" sdpa "${SDPA_FILTER:--*Emu*}"
 suite_summary sdpa
-if [[ -x $B/lcr_cuda_lanes_tests ]]; then
-  shard 0 "$B/lcr_cuda_lanes_tests" lanes "${LANES_FILTER:-*}"
+if [[ -x $B/lcr_cuda_attention_tests ]]; then
+  shard 0 "$B/lcr_cuda_attention_tests" lanes "${LANES_FILTER:-*}"
   suite_summary lanes
 fi
 ab_opts=("" ${BIAS:+--bias})

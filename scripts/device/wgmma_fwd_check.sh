@@ -19,8 +19,8 @@ source "$(dirname "$0")/common.sh"
 packed_init wgfwd
 shard 0 "$B/lcr_cuda_sdpa_tests" sdpa "${SDPA_FILTER:-*}"
 suite_summary sdpa
-if [[ -x $B/lcr_cuda_lanes_tests ]]; then  # the attention API's suite too, when bundled
-  shard 0 "$B/lcr_cuda_lanes_tests" lanes "${LANES_FILTER:-*}"
+if [[ -x $B/lcr_cuda_attention_tests ]]; then  # the attention API's suite too, when bundled
+  shard 0 "$B/lcr_cuda_attention_tests" lanes "${LANES_FILTER:-*}"
   suite_summary lanes
 fi
 fwd() {  # fwd BINARY ARGS...: the forward at the loop's shape (b h l d dv)

@@ -3,7 +3,7 @@
 # CUDA suite that runs on one GPU (SDPA, lanes, model, PaTH, NCCL on one rank), sharded where
 # the float64 references are heavy. Pack first (here):
 #   B=build-nccl; scripts/device/bundle.sh wgs $B/tests/cuda/lcr_cuda_sdpa_tests \
-#     $B/tests/cuda/lanes/lcr_cuda_lanes_tests $B/tests/cuda/model/lcr_cuda_model_tests \
+#     $B/tests/cuda/lanes/lcr_cuda_attention_tests $B/tests/cuda/model/lcr_cuda_model_tests \
 #     $B/tests/cuda/path/lcr_cuda_path_tests $B/tests/cuda/nccl/lcr_nccl_tests
 #   strip .devbundle/wgs/bin/.real/*; tar cf - -C .devbundle wgs | xz -T2 > .devbundle/gpack/wgs.tar.xz
 #   run(command="bash scripts/device/wgmma_suites.sh", carry=[".devbundle/gpack"])
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 source scripts/device/common.sh
 packed_init wgs
 shard 0 "$B/lcr_cuda_sdpa_tests" sdpa
-shard 0 "$B/lcr_cuda_lanes_tests" lanes
+shard 0 "$B/lcr_cuda_attention_tests" lanes
 timeout 150 "$B/lcr_cuda_model_tests" --gtest_color=no >"$OUT/model.log" 2>&1
 shard 0 "$B/lcr_cuda_path_tests" path
 timeout 150 "${mpi[@]}" -np 1 "$B/lcr_nccl_tests" --gtest_color=no >"$OUT/nccl1.log" 2>&1

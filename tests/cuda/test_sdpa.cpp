@@ -23,7 +23,7 @@
 #include <random>
 #include <string>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"

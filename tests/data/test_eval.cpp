@@ -7,9 +7,9 @@
 
 #include "core/data/eval_windows.hpp"
 #include "core/data/text.hpp"
-#include "core/error.hpp"
-#include "experiments/tasks/passkey_grid.hpp"
-#include "experiments/tasks/task.hpp"
+#include "kernels/base/error.hpp"
+#include "core/data/tasks/passkey_grid.hpp"
+#include "core/data/tasks/task.hpp"
 
 namespace {
 

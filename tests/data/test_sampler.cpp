@@ -10,7 +10,7 @@
 
 #include "core/data/rng.hpp"
 #include "core/data/sampler.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace {
 

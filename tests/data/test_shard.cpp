@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/data/shard.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "temp_dir.hpp"
 
 namespace {

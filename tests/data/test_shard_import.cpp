@@ -14,7 +14,7 @@
 
 #include "core/data/shard.hpp"
 #include "core/data/shard_import.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "temp_dir.hpp"
 
 namespace {

@@ -10,7 +10,7 @@
 #include "core/data/dataset.hpp"
 #include "core/data/shard.hpp"
 #include "core/data/text.hpp"
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "temp_dir.hpp"
 
 namespace {

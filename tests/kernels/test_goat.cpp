@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention_scheme_tests.hpp"
 #include "kernels/schemes/goat/goat.hpp"
 

@@ -5,7 +5,7 @@
 #include <random>
 #include <string>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/model.hpp"
 
 namespace lcr::test {

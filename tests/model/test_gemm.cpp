@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/gemm.hpp"
 
 namespace lcr {

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/optimizer.hpp"
 
 namespace lcr {

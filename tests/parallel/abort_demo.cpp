@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/comm/mpi/mpi_communicator.hpp"
 
 int main(int argc, char** argv) {

@@ -4,7 +4,7 @@
 #include <numeric>
 
 #include "../error_text.hpp"  // tests/error_text.hpp
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/comm/backend.hpp"
 #include "parallel/comm/process_grid.hpp"
 #include "test_world.hpp"

@@ -6,7 +6,7 @@
 #include <limits>
 #include <random>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/ring/fox_prefix.hpp"
 #include "parallel/ring/merge.hpp"
 #include "parallel/ring/shard.hpp"

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 
 namespace lcr::cuda::model {

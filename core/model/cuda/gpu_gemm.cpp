@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 
 namespace lcr::cuda::model {

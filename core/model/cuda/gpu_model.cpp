@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_path.hpp"
 #include "core/model/model.hpp"
-#include "kernels/attention/cuda/lanes/lane_kernels.hpp"
+#include "kernels/attention/cuda/api/lane_kernels.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "kernels/schemes/path/params.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::detail {
 inline void check_cuda(cudaError_t err, const char* what, const char* file, int line) {

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 
 namespace lcr::cuda {

@@ -1,7 +1,7 @@
 // Host-side argument checks of the CUDA SDPA (sdpa.hpp): every message names the bad
 // value and what would be accepted, so a caller wiring a scheme to the GPU sees at once
 // which tensor or option is off.
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
 
 namespace lcr::cuda {

@@ -1,7 +1,7 @@
 #pragma once
 // Internal to lcr_cuda_sdpa: the parameter block the kernels receive by value, the tile
 // configurations, and the launchers the public functions of sdpa.hpp dispatch to. The
-// benchmark (kernels/bench/cuda) includes this to time the alternative tilings by index.
+// benchmark (experiments/bench/cuda) includes this to time the alternative tilings by index.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

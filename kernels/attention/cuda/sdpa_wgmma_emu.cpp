@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/sdpa_backward_wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_forward_wgmma.cuh"
 

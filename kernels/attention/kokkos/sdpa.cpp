@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/math.hpp"
 
 namespace lcr {

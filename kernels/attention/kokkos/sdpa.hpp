@@ -9,7 +9,7 @@
 // Tiled with online softmax: memory O(L) per head, never an L x L matrix. Backward
 // recomputes the probabilities from lse (FlashAttention-2 style): one pass over key
 // tiles for dK/dV, one over query tiles for dQ, no atomics.
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr {
 

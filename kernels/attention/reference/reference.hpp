@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/error.hpp"
-#include "core/tensor.hpp"
+#include "kernels/base/error.hpp"
+#include "kernels/base/tensor.hpp"
 #include "kernels/attention/params.hpp"
 #include "kernels/attention/reference/dual.hpp"
 #include "kernels/attention/reference/goat.hpp"

@@ -1,6 +1,6 @@
 #include "kernels/schemes/fox/fox.hpp"
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/math.hpp"
 
 namespace lcr::fox {

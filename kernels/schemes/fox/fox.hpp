@@ -7,7 +7,7 @@
 // sum of log f over the global positions before this span: empty at the sequence start,
 // the previous shards' total on a context-parallel rank (c at the previous shard's last
 // position), so every rank's c is the global one.
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr::fox {
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/math.hpp"
 
 namespace lcr::goat {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/goat/goat.hpp"
 
 namespace lcr::goat {

@@ -1,7 +1,7 @@
 #pragma once
 // QK-RMSNorm: per-head RMSNorm of q and k before the position scheme (Qwen3 / Gemma 3 /
 // OLMo 2 convention): y = x / sqrt(mean(x^2) + eps) * gain, gain [dq] shared by heads.
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr {
 

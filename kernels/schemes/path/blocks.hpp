@@ -12,7 +12,7 @@
 //   P_m  = H_{s_m} ... H_{e_m}     = I - W^T T_m^T W             [d, d]
 //   k_j^T H_{j+1} ... H_i q_i      = q_i.k_j - (M E_m)[i][j]      for s_m <= j <= i <= e_m
 // (H_e ... H_s = I - W^T T W is the other direction; the transposes matter.)
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr::path {
 

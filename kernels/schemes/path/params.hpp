@@ -10,7 +10,7 @@
 // before the span come from `prefix` [B, 2, Hkv, d] (prefix[:, 1] is position start-1);
 // an empty prefix means zeros, i.e. the start of the sequence. A context-parallel rank
 // passes the previous shard's last two rows of u and gets their gradient back.
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr::path {
 

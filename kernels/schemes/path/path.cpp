@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/sdpa.hpp"
 #include "kernels/schemes/numerics/qk_norm.hpp"
 #include "kernels/schemes/path/params.hpp"

@@ -9,7 +9,7 @@
 #include <initializer_list>
 #include <utility>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/path/blocks.hpp"
 #include "kernels/schemes/path/team_la.hpp"
 

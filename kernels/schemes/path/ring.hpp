@@ -17,7 +17,7 @@
 // head h / (H / Hkv)), P [B, Hkv, d, d]. `block` is the internal block size (any >= 1).
 // Every *_backward ADDS into its gradient outputs (dq, dk, dw, dbeta, dP, dx), so the
 // several uses of one chunk's w and beta accumulate into one buffer.
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr::path {
 

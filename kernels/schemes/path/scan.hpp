@@ -20,7 +20,7 @@
 //   4. dP_c += sum_i g_i^(c-1) x_i^(c)^T
 // then block_backward turns dq~, dk~, dP and the intra-block softmax into dq, dk, dw,
 // dbeta (blocks_backward.cpp).
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr::path {
 

@@ -2,7 +2,7 @@
 // Small dense linear algebra for one Kokkos team on scratch (or global) 2-D views: what
 // the PaTH block kernels are made of. Every routine splits output rows over the team's
 // threads and ends with a team barrier, so its result can be read right away.
-#include "core/tensor.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr::path::la {
 

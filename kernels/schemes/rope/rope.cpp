@@ -23,7 +23,7 @@
 
 #include <cmath>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/math.hpp"
 
 namespace lcr::rope {

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 namespace {

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 
 namespace lcr {

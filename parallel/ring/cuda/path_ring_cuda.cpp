@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "parallel/ring/cuda/ring_state.hpp"

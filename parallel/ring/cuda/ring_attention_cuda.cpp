@@ -5,9 +5,9 @@
 
 #include <chrono>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
-#include "kernels/attention/cuda/lanes/lane_kernels.hpp"
+#include "kernels/attention/cuda/api/lane_kernels.hpp"
 #include "kernels/attention/params.hpp"
 #include "parallel/ring/cuda/ring_state.hpp"
 

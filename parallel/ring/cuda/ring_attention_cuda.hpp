@@ -5,7 +5,7 @@
 // as the single-GPU cuda::attention_forward / attention_backward on the whole sequence
 // up to fp32 reordering and bf16 rounding of the softmax weights.
 //
-// The scheme lanes come from the CUDA attention API (kernels/attention/cuda/lanes):
+// The scheme lanes come from the CUDA attention API (kernels/attention/cuda/api):
 // prepare_attention per LOCAL chunk with the chunk's GLOBAL first position (zigzag ranks
 // hold two chunks that are not adjacent), so the ring (RingSdpa) moves only what the
 // kernel consumes: k' lanes, v and the FoX c_j. The backward maps the lane gradients
@@ -19,7 +19,7 @@
 //   grads: dq, dk, dv, dfox_cq, dfox_ck local (overwritten); dparams summed over comm.
 #include <memory>
 
-#include "kernels/attention/cuda/lanes/attention_cuda.hpp"
+#include "kernels/attention/cuda/api/attention_cuda.hpp"
 #include "parallel/ring/cuda/ring_cuda.hpp"
 
 namespace lcr::cuda {

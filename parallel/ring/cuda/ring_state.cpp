@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 
 namespace lcr::cuda {

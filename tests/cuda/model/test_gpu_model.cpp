@@ -12,7 +12,7 @@
 #include <cmath>
 #include <random>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_adamw.hpp"
 #include "core/model/cuda/gpu_model.hpp"
 #include "core/model/model.hpp"
@@ -117,7 +117,7 @@ class GpuModelVsCpu : public ::testing::TestWithParam<SchemeCase> {};
 // 0.02-0.12 for path_beta_b (2 values, one per head), then 0.253 and 0.58 (2026-11-29, seed
 // 3131215911 and the path_identity_softcap case), 0.21 for fox_b, 0.11 for GOAT2D's bump.
 // Pooled, the slices that carry the gradient's weight decide, and a wiring error there (a
-// swapped slice, a sign, a missing term) gives O(1). tests/cuda/lanes bounds these gradients
+// swapped slice, a sign, a missing term) gives O(1). tests/cuda/api bounds these gradients
 // per slice against a naive bf16 implementation's error; the worst single slice is printed.
 constexpr double kSchemeParamsBound = 0.25;
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "nccl_test_env.hpp"

@@ -1,6 +1,6 @@
 // The spec-level GPU ring (parallel/ring/cuda/ring_attention_cuda.hpp: scheme lanes per
 // local chunk + RingSdpa) against the single-GPU CUDA attention API on the whole sequence
-// (kernels/attention/cuda/lanes), for RoPE, GOAT, GOAT-2D, PoPE, FoX and ALiBi with
+// (kernels/attention/cuda/api), for RoPE, GOAT, GOAT-2D, PoPE, FoX and ALiBi with
 // QK-norm, sink and softcap, both layouts, odd lengths, GQA, a global position offset.
 // Every rank draws the same fresh random inputs and parameters (the single-GPU suite's
 // make_problem, seed from rank 0, printed on failure), runs the single-GPU API on its own
@@ -23,9 +23,9 @@
 #include <vector>
 
 #include "cuda_test_util.hpp"
-#include "kernels/attention/cuda/lanes/attention_cuda.hpp"
+#include "kernels/attention/cuda/api/attention_cuda.hpp"
 #include "kernels/attention/params.hpp"
-#include "lanes/lanes_test_util.hpp"
+#include "api/lanes_test_util.hpp"
 #include "nccl_test_env.hpp"
 #include "parallel/ring/cuda/ring_attention_cuda.hpp"
 #include "ring_test_util.hpp"

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
 #include "nccl_test_env.hpp"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
 
 namespace lcr::test::cudapath {

@@ -27,7 +27,7 @@
 #include <cstdio>
 #include <random>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
 #include "path_cuda_support.hpp"
 

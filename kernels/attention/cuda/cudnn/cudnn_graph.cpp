@@ -3,7 +3,7 @@
 
 #include <utility>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::cudnn {
 

@@ -24,7 +24,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/cudnn/cudnn_graph.hpp"
 #include "kernels/attention/cuda/device_buffer.hpp"

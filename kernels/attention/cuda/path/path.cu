@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/path/device/all.cuh"
 #include "kernels/attention/cuda/path/path.hpp"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/error.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "kernels/attention/cuda/path/plan.hpp"
 

@@ -1,0 +1,17 @@
+#pragma once
+// The constructors behind make_task(), one per task source file. Each validates its
+// options and throws an lcr::Error naming the bad option ("task.flip_flop.p_ignore").
+#include <memory>
+
+#include "core/data/tasks/task.hpp"
+
+namespace lcr::tasks {
+
+std::unique_ptr<Task> make_copy_mixture(int64_t seq_len, const CopyMixtureOptions& o);
+std::unique_ptr<Task> make_passkey(int64_t seq_len, const PasskeyOptions& o);
+std::unique_ptr<Task> make_indirect_indexing(int64_t seq_len, const IndirectIndexingOptions& o);
+std::unique_ptr<Task> make_flip_flop(int64_t seq_len, const FlipFlopOptions& o);
+std::unique_ptr<Task> make_mqar(int64_t seq_len, const MqarOptions& o);
+std::unique_ptr<Task> make_a5(int64_t seq_len, const A5Options& o);
+
+}  // namespace lcr::tasks

@@ -1,0 +1,355 @@
+// The smaller CUDA pieces of the dot-product pipeline (contracts in lane_kernels.hpp):
+// PoPE's clamped phase bias, ALiBi slopes, the output rows (fp32 -> bf16, the learned sink,
+// delta = <dO, O>), the sink's gradient and FoX's cumulative log gates (GOAT's key bias is
+// goat_key_kernels.cu). What the CPU path keeps in double (the FoX running sums, the sink's
+// reduction) is double here too; every reduction runs in a fixed order (no atomics).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/api/lane_kernels.hpp"
+#include "kernels/attention/cuda/vec_io.cuh"
+
+namespace lcr::cuda::lanes {
+namespace {
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr double kTwoPi = 6.283185307179586;
+constexpr int kRowThreads = 256;  // finish_output, row_delta_f32
+constexpr int kFoxSeg = 64;       // positions per FoX scan segment
+
+// The CPU's double forms (kernels/attention/kokkos/math.hpp).
+__device__ __forceinline__ double sigmoid_d(double x) {
+  return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+}
+__device__ __forceinline__ double softplus_d(double x) {
+  return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+__global__ void pope_delta_trig_kernel(const float* delta, int n, float2* out) {
+  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
+    const double dl = fmin(fmax(double(delta[e]), -kTwoPi), 0.0);
+    double sn, cs;
+    sincos(dl, &sn, &cs);
+    out[e] = make_float2(float(cs), float(sn));
+  }
+}
+
+__global__ void alibi_kernel(int H, float* out) {
+  const int h = blockIdx.x * blockDim.x + threadIdx.x;
+  if (h < H) out[h] = float(exp2(-8.0 * (h + 1) / H));
+}
+
+// The row kernels over [rows, Dv] with rows = (b, i, h) of [B, Lq, H]: 2^tpr_log2 threads
+// per row (at most 32, consecutive lanes of one warp), thread c of a row taking the V-wide
+// chunks c, c + TPR, ... (V = 4: 16-byte fp32 and 8-byte bf16 accesses; V = 1 for any other
+// Dv or alignment). The loop over rows is warp-uniform, so the row's lanes can shuffle, and
+// (b, i, h) is formed once per row from 32-bit division (rows < 2^31, checked by the
+// launchers); addresses stay int64.
+// body(r, c0) for every row group of this warp, grid-strided: r is this thread's row (it may
+// be >= rows in the last group, where the lanes still take part in the row's shuffles, so the
+// body checks it), c0 the thread's place in the row.
+template <class Body>
+__device__ __forceinline__ void for_row_groups(int64_t rows, int tpr_log2, Body&& body) {
+  const int c0 = threadIdx.x & ((1 << tpr_log2) - 1);
+  const int64_t step = (int64_t(gridDim.x) * kRowThreads) >> tpr_log2;
+  for (int64_t r0 = (int64_t(blockIdx.x) * kRowThreads + (threadIdx.x & ~31)) >> tpr_log2;
+       r0 < rows; r0 += step)
+    body(r0 + ((threadIdx.x & 31) >> tpr_log2), c0);
+}
+
+// Row r = (b, i, h) of [B, Lq, H] split with 32-bit division; bhi() is its index in
+// [B, H, Lq] (lse, delta).
+struct RowBHI {
+  unsigned b, h, i;
+  __device__ int64_t bhi(int Lq, int H) const { return (int64_t(b) * H + h) * Lq + i; }
+};
+__device__ __forceinline__ RowBHI split_row(int64_t r, int Lq, int H) {
+  const unsigned q = unsigned(r) / unsigned(H), b = q / unsigned(Lq);
+  return {b, unsigned(r) - q * unsigned(H), q - b * unsigned(Lq)};
+}
+
+// o = o_f32 * f with f = exp(lse_old - lse_new) (1 without a sink; 0 where the row saw no
+// key), o_f32 scaled in place and lse[b, h, i] <- lse_new by the row's first thread, the
+// only one that reads it (it hands f to the others).
+template <int V>
+__global__ void __launch_bounds__(kRowThreads)
+    finish_o_kernel(int B, int Lq, int H, int Dv, int tpr_log2, const float* sink, float* o_f32,
+                    float* lse, __nv_bfloat16* o) {
+  const int tpr = 1 << tpr_log2;
+  const int64_t rows = int64_t(B) * Lq * H;
+  for_row_groups(rows, tpr_log2, [&](int64_t r, int c0) {
+    float f = 1.f;
+    if (sink) {
+      if (c0 == 0 && r < rows) {
+        const RowBHI x = split_row(r, Lq, H);
+        const int64_t li = x.bhi(Lq, H);
+        const float old = lse[li], s = sink[x.h], mx = fmaxf(old, s);
+        const float nl = mx + logf(expf(old - mx) + expf(s - mx));
+        f = old == -INFINITY ? 0.f : expf(old - nl);
+        lse[li] = nl;
+      }
+      f = __shfl_sync(kFull, f, 0, tpr);
+    }
+    if (r >= rows) return;
+    for (int c = c0; c < Dv / V; c += tpr) {
+      const int64_t e = r * Dv + c * V;
+      float v[V];
+      dev::load_vec(o_f32 + e, v);
+      if (sink) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) v[k] *= f;
+        dev::store_vec(o_f32 + e, v);
+      }
+      dev::store_vec(o + e, v);
+    }
+  });
+}
+
+// delta[b, h, i] = sum_c o_f32 dout over row (b, i, h). Sum order: each thread adds its
+// chunks' products in element order, then a butterfly over the row's threads (fixed, so
+// reproducible; it differs from a plain left-to-right sum by fp32 rounding only).
+template <int V>
+__global__ void __launch_bounds__(kRowThreads)
+    row_delta_f32_kernel(int B, int Lq, int H, int Dv, int tpr_log2, const float* o,
+                         const __nv_bfloat16* dout, float* delta) {
+  const int tpr = 1 << tpr_log2;
+  const int64_t rows = int64_t(B) * Lq * H;
+  for_row_groups(rows, tpr_log2, [&](int64_t r, int c0) {
+    float acc = 0.f;
+    if (r < rows)
+      for (int c = c0; c < Dv / V; c += tpr) {
+        float x[V], y[V];
+        dev::load_vec(o + r * Dv + c * V, x);
+        dev::load_vec(dout + r * Dv + c * V, y);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc = fmaf(x[k], y[k], acc);
+      }
+    for (int off = tpr / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(kFull, acc, off);
+    if (c0 == 0 && r < rows) delta[split_row(r, Lq, H).bhi(Lq, H)] = acc;
+  });
+}
+
+__global__ void fox_query_grad_kernel(int B, int Lq, int H, const float* delta, const float* lse,
+                                      const float* sink, float* dcq) {
+  const int64_t n = int64_t(B) * Lq * H;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int h = int(e % H), i = int((e / H) % Lq), b = int(e / (int64_t(H) * Lq));
+    const int64_t r = (int64_t(b) * H + h) * Lq + i;  // [b, h, i]
+    dcq[e] = sink ? delta[r] * expf(sink[h] - lse[r]) : 0.f;
+  }
+}
+
+__global__ void fox_query_grad_from_sums_kernel(int64_t n, const float* sums, float* dcq) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x)
+    dcq[e] = fmaf(-sums[2 * n + e], sums[n + e], sums[e]);  // A - D C
+}
+
+__global__ void sink_backward_kernel(int B, int Lq, int H, const float* sink, const float* lse,
+                                     const float* delta, float* dsink) {
+  __shared__ double red[32];
+  const int h = blockIdx.x;
+  double acc = 0;
+  for (int64_t e = threadIdx.x; e < int64_t(B) * Lq; e += blockDim.x) {
+    const int64_t idx = (e / Lq * H + h) * Lq + e % Lq;  // [b, h, i]
+    acc += exp(double(sink[h]) - double(lse[idx])) * double(delta[idx]);
+  }
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(kFull, acc, o);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) s += red[w];
+    dsink[h] = float(-s);
+  }
+}
+
+// FoX scan in three passes over segments of kFoxSeg positions: segment totals, a scan of
+// the totals per (b, h), then each segment re-walked from its offset.
+__device__ __forceinline__ double log_sigmoid(float x) { return -softplus_d(-double(x)); }
+
+__global__ void fox_segment_sums(int B, int L, int H, const float* x, bool backward, double* seg) {
+  const int nseg = (L + kFoxSeg - 1) / kFoxSeg;
+  const int64_t n = int64_t(B) * nseg * H;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int h = int(e % H), sg = int((e / H) % nseg), b = int(e / (int64_t(H) * nseg));
+    double acc = 0;
+    for (int t = sg * kFoxSeg; t < min(L, (sg + 1) * kFoxSeg); ++t) {
+      const float v = x[(int64_t(b) * L + t) * H + h];
+      acc += backward ? double(v) : log_sigmoid(v);
+    }
+    seg[e] = acc;
+  }
+}
+
+// Exclusive scan of the segment totals per (b, h): forward left to right starting at
+// offset, backward right to left starting at 0 (then total -> doffset).
+__global__ void fox_scan_segments(int B, int L, int H, const float* offset, bool backward,
+                                  double* seg, float* doffset) {
+  const int nseg = (L + kFoxSeg - 1) / kFoxSeg;
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= B * H) return;
+  const int b = e / H, h = e % H;
+  double acc = (!backward && offset) ? double(offset[e]) : 0.0;
+  for (int k = 0; k < nseg; ++k) {
+    const int sg = backward ? nseg - 1 - k : k;
+    double& v = seg[(int64_t(b) * nseg + sg) * H + h];
+    const double tot = v;
+    v = acc;
+    acc += tot;
+  }
+  if (backward && doffset) doffset[e] = float(acc);
+}
+
+__global__ void fox_segment_walk(int B, int L, int H, const float* x, const float* dc,
+                                 const double* seg, float* out) {
+  const int nseg = (L + kFoxSeg - 1) / kFoxSeg;
+  const int64_t n = int64_t(B) * nseg * H;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n;
+       e += int64_t(gridDim.x) * blockDim.x) {
+    const int h = int(e % H), sg = int((e / H) % nseg), b = int(e / (int64_t(H) * nseg));
+    double acc = seg[e];
+    const int t0 = sg * kFoxSeg, t1 = min(L, (sg + 1) * kFoxSeg);
+    if (!dc) {  // forward: c_t = offset + sum_{s <= t} log sigmoid(x_s)
+      for (int t = t0; t < t1; ++t) {
+        const int64_t i = (int64_t(b) * L + t) * H + h;
+        acc += log_sigmoid(x[i]);
+        out[i] = float(acc);
+      }
+    } else {  // backward: dx_s = sigmoid(-x_s) sum_{t >= s} dc_t
+      for (int t = t1 - 1; t >= t0; --t) {
+        const int64_t i = (int64_t(b) * L + t) * H + h;
+        acc += double(dc[i]);
+        out[i] = float(acc * sigmoid_d(-double(x[i])));
+      }
+    }
+  }
+}
+
+// Rows (b, i, h) of the row kernels, which split them with 32-bit division.
+int64_t check_rows(int B, int Lq, int H) {
+  const int64_t rows = int64_t(B) * Lq * H;
+  require(rows < (int64_t(1) << 31), "CUDA attention output: B * Lq * heads must be < 2^31, got ",
+          rows);
+  return rows;
+}
+
+// 16-byte fp32 and 8-byte bf16 row accesses (V = 4) where Dv and the pointers allow them.
+bool vector_rows(int Dv, const float* f32, const __nv_bfloat16* bf16) {
+  return Dv % 4 == 0 && reinterpret_cast<uintptr_t>(f32) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(bf16) % 8 == 0;
+}
+
+// log2 of the threads per row: two chunks per thread, at most 32 threads.
+int row_tpr_log2(int chunks) {
+  int l = 0;
+  while (l < 5 && (2 << l) < chunks) ++l;
+  return l;
+}
+
+}  // namespace
+
+void pope_delta_trig(const float* delta, int n, float2* out, cudaStream_t s) {
+  if (n == 0) return;
+  pope_delta_trig_kernel<<<blocks_for(n, 128), 128, 0, s>>>(delta, n, out);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void alibi_slopes(int H, float* out, cudaStream_t s) {
+  if (H == 0) return;
+  alibi_kernel<<<(H + 127) / 128, 128, 0, s>>>(H, out);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void finish_output(int B, int Lq, int H, int Dv, const float* sink, float* o_f32, float* lse,
+                   __nv_bfloat16* o, cudaStream_t s) {
+  const int64_t rows = check_rows(B, Lq, H);
+  if (rows == 0 || Dv == 0) return;
+  if (vector_rows(Dv, o_f32, o)) {
+    const int tl = row_tpr_log2(Dv / 4);
+    finish_o_kernel<4><<<blocks_for(rows << tl, kRowThreads), kRowThreads, 0, s>>>(
+        B, Lq, H, Dv, tl, sink, o_f32, lse, o);
+  } else {
+    const int tl = row_tpr_log2(Dv);
+    finish_o_kernel<1><<<blocks_for(rows << tl, kRowThreads), kRowThreads, 0, s>>>(
+        B, Lq, H, Dv, tl, sink, o_f32, lse, o);
+  }
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void row_delta_f32(int B, int Lq, int H, int Dv, const float* o_f32, const __nv_bfloat16* dout,
+                   float* delta, cudaStream_t s) {
+  const int64_t rows = check_rows(B, Lq, H);
+  if (rows == 0) return;
+  if (vector_rows(Dv, o_f32, dout)) {
+    const int tl = row_tpr_log2(Dv / 4);
+    row_delta_f32_kernel<4><<<blocks_for(rows << tl, kRowThreads), kRowThreads, 0, s>>>(
+        B, Lq, H, Dv, tl, o_f32, dout, delta);
+  } else {
+    const int tl = row_tpr_log2(Dv);
+    row_delta_f32_kernel<1><<<blocks_for(rows << tl, kRowThreads), kRowThreads, 0, s>>>(
+        B, Lq, H, Dv, tl, o_f32, dout, delta);
+  }
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void fox_query_grad(int B, int Lq, int H, const float* delta, const float* lse, const float* sink,
+                    float* dcq, cudaStream_t s) {
+  const int64_t n = int64_t(B) * Lq * H;
+  if (n == 0) return;
+  fox_query_grad_kernel<<<blocks_for(n, 256), 256, 0, s>>>(B, Lq, H, delta, lse, sink, dcq);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void fox_query_grad_from_sums(int B, int Lq, int H, const float* sums, float* dcq, cudaStream_t s) {
+  const int64_t n = int64_t(B) * Lq * H;
+  if (n == 0) return;
+  fox_query_grad_from_sums_kernel<<<blocks_for(n, 256), 256, 0, s>>>(n, sums, dcq);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void sink_backward(int B, int Lq, int H, const float* sink, const float* lse, const float* delta,
+                   float* dsink, cudaStream_t s) {
+  if (H == 0) return;
+  sink_backward_kernel<<<H, 256, 0, s>>>(B, Lq, H, sink, lse, delta, dsink);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+int64_t fox_scratch_doubles(int B, int L, int H) {
+  return int64_t(B) * ((L + kFoxSeg - 1) / kFoxSeg) * H;
+}
+
+void fox_cumulative(int B, int L, int H, const float* x, const float* offset, float* c,
+                    double* scratch, cudaStream_t s) {
+  const int64_t n = fox_scratch_doubles(B, L, H);
+  if (n == 0) return;
+  fox_segment_sums<<<blocks_for(n, 128), 128, 0, s>>>(B, L, H, x, false, scratch);
+  LCR_CUDA_CHECK_LAUNCH();
+  fox_scan_segments<<<(B * H + 127) / 128, 128, 0, s>>>(B, L, H, offset, false, scratch, nullptr);
+  LCR_CUDA_CHECK_LAUNCH();
+  fox_segment_walk<<<blocks_for(n, 128), 128, 0, s>>>(B, L, H, x, nullptr, scratch, c);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void fox_cumulative_backward(int B, int L, int H, const float* x, const float* dc, float* dx,
+                             float* doffset, double* scratch, cudaStream_t s) {
+  const int64_t n = fox_scratch_doubles(B, L, H);
+  if (n == 0) {
+    if (doffset && B * H > 0) LCR_CUDA_CHECK(cudaMemsetAsync(doffset, 0, sizeof(float) * B * H, s));
+    return;
+  }
+  fox_segment_sums<<<blocks_for(n, 128), 128, 0, s>>>(B, L, H, dc, true, scratch);
+  LCR_CUDA_CHECK_LAUNCH();
+  fox_scan_segments<<<(B * H + 127) / 128, 128, 0, s>>>(B, L, H, nullptr, true, scratch, doffset);
+  LCR_CUDA_CHECK_LAUNCH();
+  fox_segment_walk<<<blocks_for(n, 128), 128, 0, s>>>(B, L, H, x, dc, scratch, dx);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace lcr::cuda::lanes
