@@ -2,10 +2,10 @@
 // map takes each lane from one place: the row's own input element (scaled) or a table that
 // depends only on (position, head). That is Copy and GOAT without QK-RMSNorm, the GOAT
 // benchmark's and training's configuration. The row kernels of lane_kernels.cu spend ~110
-// warp instructions per GOAT row (issue-bound at ~1 TB/s, docs/cuda.md "GOAT's passes");
-// here a thread writes 8 lanes of one row with four 4-byte loads, one 16-byte store and no
-// per-lane branches beyond a select, and the prior lanes are formed once per (position,
-// head) into a table instead of once per row inside the row loop.
+// warp instructions per GOAT row (issue-bound, far below the memory bandwidth, docs/cuda.md
+// "GOAT's passes"); here a thread writes 8 lanes of one row with four 4-byte loads, one
+// 16-byte store and no per-lane branches beyond a select, and the prior lanes are formed once
+// per (position, head) into a table instead of once per row inside the row loop.
 #include <cuda_bf16.h>
 
 #include <algorithm>

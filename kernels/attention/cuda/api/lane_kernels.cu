@@ -464,9 +464,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   // PoPE: a row's phases of the thread's channels, loaded one row ahead like its lanes
-  // (lanes_bwd 0.212 -> 0.188 ms at 1x16x16384x64). The same for RoPE's pairs and GOAT's
-  // modes measured neutral to 6% slower (more registers, fewer blocks per SM): they load in
-  // the loop.
+  // (a faster lanes_bwd at 1x16x16384x64). For RoPE's pairs and GOAT's modes the same is no
+  // faster and can be slower (more registers, fewer blocks per SM): they load in the loop.
   auto load_phases = [&](int t, bool live, float2(&ph)[8]) {
     if constexpr (kPope) {
       if (live && 8 * c < a.d) pope_phases(a, t, h, 8 * c, vec_trig, ph);

@@ -377,7 +377,7 @@ bool backward(const SdpaArgs& a, const float* lse, const __nv_bfloat16* o,
   if (mask_of(a) == Mask::Causal) uids.push_back(kNegInf), ptrs.push_back(&neg_inf);
   run(p, uids, ptrs, ws, s);
   // dQ from cuDNN's bf16 output: its fp32 dQ_accum is scratch in cuDNN's own order, not
-  // the declared [B, H, L, D] (read that way it failed every test, 2026-12-01).
+  // the declared [B, H, L, D] (read that way, every test fails).
   if (widen_q) detail::add_bf16_to_f32(nq, dq16, dq, accumulate, s);
   if (widen_k) detail::add_bf16_to_f32(nk, dk16, dk, accumulate, s);
   detail::add_bf16_to_f32(nv, dv16, dv, accumulate, s);

@@ -138,7 +138,8 @@ void wgmma_thread(float* d, AOf a_of, uint64_t db, bool trans_b, bool acc, int w
 
 // Two floats to shared memory (8-byte aligned p) as st.shared.v2.f32: a pointer carved from
 // the dynamic shared memory is generic to the compiler, whose plain stores through it are
-// ST.E through the LG queue (measured: 10% of the bulk-dq backward's stall samples at QK 256).
+// ST.E through the LG queue (a visible share of the bulk-dq backward's stall samples at QK
+// 256).
 LCR_DEV void store_shared_f32x2(float* p, float a, float b) {
 #if defined(LCR_CUDA_EMU)
   store_f32x2(p, a, b);

@@ -151,8 +151,8 @@ Chunked::~Chunked() = default;
 int Chunked::chunk_length(const Args& a) const {
   // Automatic: 8192 positions at D = 64 from L = 65536 (8 chunks) on; the whole-sequence
   // kernels otherwise, and at D = 128, where the folds cost more than the chunks save
-  // (measured, docs/cuda.md PaTH section: fwd + bwd at (1,16,16384,64) whole 21.0 ms, chunks
-  // of 4096 25.4; at (1,8,65536,64) whole 102.7, chunks of 8192 96.6, of 4096 101.0).
+  // (docs/cuda.md PaTH section: fwd + bwd at (1,16,16384,64) chunks of 4096 are slower than
+  // the whole sequence; at (1,8,65536,64) chunks of 8192 are the fastest, 4096 about even).
   if (st_->chunk == 0) return (a.D == 64 && a.L >= 65536 && a.L % 8192 == 0) ? 8192 : a.L;
   const int Lc = st_->chunk;
   return (Lc > 0 && a.L > Lc && a.L % Lc == 0) ? Lc : a.L;

@@ -132,8 +132,8 @@ void block_backward_kernel(Params p) {
   const Logit logit{p.scale, p.softcap};
   // Accumulating epilogues into the fp32 outputs (rows of this block that exist). Reductions
   // (red.global.add), not load-add-store: a `+=` on global memory is a load the next store
-  // may alias, so the compiler ran the epilogue's elements one round trip after another
-  // (ncu, 2026-11-30: long-scoreboard stalls dominated the kernel). The block owns these
+  // may alias, so the compiler runs the epilogue's elements one round trip after another
+  // (ncu: long-scoreboard stalls then dominate the kernel). The block owns these
   // rows and a given element always comes from the same thread (every product into them is
   // kBlk x D, cta_gemm's fixed thread mapping), so the sums stay in program order.
   // Epilogues of the (c, c + 1) pairs (cta_gemm): one 8-byte reduction each; the first

@@ -13,8 +13,8 @@
 // operands in shared memory, dV and dK with P^T and dS^T from the registers S^T and dP^T
 // were accumulated in (the m64 accumulator is the A fragment, as FlashAttention-3 does) and
 // dO, X read MN-major from the same swizzled tiles. With mma.sync (each warp 16 keys) every
-// warp reloaded the whole X and dO tiles through ldmatrix per product: 8.2 of the backward's
-// 20.0 ms at (1,16,16384,128) (docs/cuda.md, PaTH section).
+// warp would reload the whole X and dO tiles through ldmatrix per product: about two fifths of
+// the backward's time at (1,16,16384,128) (docs/cuda.md, PaTH section).
 #include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"

@@ -12,7 +12,7 @@
 // here, the block kernel adds its part). Per key stage of 64: S = X K^T and dP = dO V^T with
 // both operands in shared memory, dq += dS K with dS from the registers S was accumulated in
 // and K read MN-major; per segment g P with P MN-major. With mma.sync (128-row tiles, warps of
-// 16 or 32 rows) it took 5.9 of the backward's 16.8 ms at (1,16,16384,128).
+// 16 or 32 rows) it would take about a third of the backward's time at (1,16,16384,128).
 #include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"

@@ -10,8 +10,9 @@
 // Per step: S = X K^T (both operands in shared memory), online softmax, O += P V (P from the
 // registers S was accumulated in, V read MN-major); x P^T with P K-major. K/V tiles are
 // double-buffered with cp.async; a transition's matrix is loaded while the step's keys are
-// processed. Logits in log2 units (exp2), fp32 accumulation throughout. (With mma.sync, warps
-// of 16 or 32 rows of 128-row tiles: 4.85 of 5.9 ms at (1,16,16384,128), docs/cuda.md.)
+// processed. Logits in log2 units (exp2), fp32 accumulation throughout. (wgmma, not mma.sync:
+// with warps of 16 or 32 rows of 128-row tiles this scan would take most of the forward's time at
+// (1,16,16384,128), docs/cuda.md.)
 #include "kernels/attention/cuda/device/wgmma.cuh"
 #include "kernels/attention/cuda/path/device/params.cuh"
 #include "kernels/attention/cuda/path/device/tile.cuh"

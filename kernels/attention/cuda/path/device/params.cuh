@@ -71,7 +71,8 @@ struct Params {
   float* dpf = nullptr;    // [B, Hkv, nb, D, D]   d P_m
   float* dps = nullptr;    // [B, Hkv, nS, D, D]   d P^s
   // The UT transform of every fine block as prep computes it (ut.cuh), for block_backward,
-  // which used to compute it twice more per block (its setup and its UT backward): 64 x 64.
+  // which would otherwise compute it twice more per block (its setup and its UT backward):
+  // 64 x 64.
   float* utg = nullptr;  // [B, Hkv, nb, 64, 64]  Gm = strictLower(W W^T)
   float* utl = nullptr;  // [B, Hkv, nb, 64, 64]  Lam
   bf16* ute = nullptr;   // [B, Hkv, nb, 64, 64]  E = T Nk
@@ -103,9 +104,9 @@ struct Params {
 // The logit of one (query, key) pair in log2 units from the raw dot product, and d s / d x:
 //   x = scale raw + fq - fk,  s = softcap ? cap tanh(x / cap) : x,  returns s log2(e).
 // Mode: which terms there are, fixed at compile time in the hot kernels (forward scan, dq,
-// dkv). With the runtime test (kAnyLogit) every element of a tile was its own branch around
-// tanh, so the compiler could not interleave the elements' dependent chains: the scan issued
-// ~11 instructions per tensor-core product (ncu, 2026-11-30) against the SDPA's ~4.
+// dkv). With the runtime test (kAnyLogit) every element of a tile is its own branch around
+// tanh, so the compiler cannot interleave the elements' dependent chains: the scan then
+// issues ~11 instructions per tensor-core product (ncu) against the SDPA's ~4.
 enum LogitMode : int { kPlainLogit = 0, kFoxLogit = 1, kCapLogit = 2, kAnyLogit = 3 };
 
 template <int kMode>

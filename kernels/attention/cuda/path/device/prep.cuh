@@ -15,8 +15,8 @@
 
 namespace lcr::cuda::LCR_PATHK {
 
-// 112 KiB at D = 128 (two CTAs per SM; the layout of one region per tensor took 158 KB and
-// gave one): every tile whose life ends before another's begins shares its storage.
+// 112 KiB at D = 128 (two CTAs per SM; one region per tensor would take 158 KB and allow
+// one): every tile whose life ends before another's begins shares its storage.
 //   W, Q           64 x pad(D) bf16
 //   KV             K through the keys' phase and each head's logits, then V (forward: loaded
 //                  while the softmax runs; K is loaded again for the next head of a group)

@@ -26,10 +26,10 @@ struct Term {
 // instead of two (prep's and block_backward's epilogues write global memory, where the store
 // queue showed in ncu, lg_throttle); each warp takes 16 x 32 output blocks in
 // turn: four independent accumulator chains per k step, one A fragment for four products
-// (against 16 x 16 blocks: the same time for prep and block_backward on an H200, 2026-11-30,
-// whose stalls are the barriers between these products and fixed-latency dependencies, not
-// the products themselves). Ends with a block barrier, so results can be read at once. The
-// epilogue must not write any operand of the same call.
+// (16 x 16 blocks give prep and block_backward the same time, whose stalls are the barriers
+// between these products and fixed-latency dependencies, not the products themselves). Ends with a
+// block barrier, so results can be read at once. The epilogue must not write any operand of the
+// same call.
 template <int NT, class Epi>
 LCR_DEV void cta_gemm(int M, int N, const Term (&terms)[NT], Epi&& epi) {
   const int nw = nthreads() / 32, blocks_n = N / 32, blocks = (M / 16) * blocks_n;
@@ -107,8 +107,8 @@ LCR_DEV void async_tile(bf16* dst, int ld, const bf16* src, int64_t stride, int 
 // The same for a ROWS x D tile with every size known at compile time (NT threads): each
 // thread keeps one 16-byte column and walks rows NT / (D / 8) apart, so its copies after the
 // first are fixed strides on both sides. The generic loop above spends ~20 instructions per
-// copy on the index split and 64-bit address arithmetic: 22% of the forward scan's
-// instructions at D = 128 (ncu source counters, 2026-11-30 13:17 UTC).
+// copy on the index split and 64-bit address arithmetic: about a fifth of the forward scan's
+// instructions at D = 128 (ncu source counters).
 template <int ROWS, int D, int NT>
 LCR_DEV void async_rows(bf16* dst, int ld, const bf16* src, int64_t stride, int valid) {
   constexpr int kChunks = D / 8, kStep = NT / kChunks;

@@ -22,9 +22,9 @@ LCR_DEV uint32_t pack_bf16_lo(float x, float y) {
 // (W = hi + lo, 64 x pad(D) bf16 tiles each). Each entry is a dot product of unit rows, so
 // the dropped lo lo^T term and the remainder's rounding leave ~2^-16 absolute: a hundred
 // times below what storing w in bf16 once costs (the tests' naive yardstick), and below the
-// bf16 rounding of the transitions built from T. It replaced an fp32 loop on the CUDA cores
-// that read two shared-memory words per multiply-add (Gm at D = 128 took a large part of
-// prep_kernel, whose warps stalled on fixed-latency dependencies, ncu 2026-12-01).
+// bf16 rounding of the transitions built from T. Not an fp32 loop on the CUDA cores: that
+// reads two shared-memory words per multiply-add, and Gm at D = 128 then takes a large part
+// of prep_kernel, whose warps stall on fixed-latency dependencies (ncu).
 template <int D>
 LCR_DEV void gram_lower_split(const bf16* W, const bf16* Wlo, float* Gm) {
   const Term t[3] = {{op(W, pad(D)), op(W, pad(D), true), D, 1.f},
