@@ -6,11 +6,11 @@
 //
 // Precision: fp32 storage; Tf32 (default) runs on the tensor cores with 10-bit mantissa
 // inputs and fp32 accumulation (cuBLAS' CUBLAS_COMPUTE_32F_FAST_TF32: ~8x the plain fp32
-// rate on an H200), Fp32 is exact fp32 (for tests that compare with the CPU model), Bf16
+// peak on H100 / H200), Fp32 is exact fp32 (for tests that compare with the CPU model), Bf16
 // rounds A and B to bf16 (8-bit mantissa; one conversion pass each into the Gemm's scratch,
 // per call) and runs the bf16 tensor cores with fp32 accumulation and an fp32 C: the
-// mixed precision of bf16 training, about twice TF32's rate (measured on the 125M model's
-// layer products at 64K rows, H200: TF32 at ~273 TFLOP/s).
+// mixed precision of bf16 training, about twice TF32's rate (the bf16 tensor-core peak is
+// twice the TF32 one).
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so cuBLAS gets the
 // operands swapped and no data moves.
 #include <cublas_v2.h>

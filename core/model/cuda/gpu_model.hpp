@@ -185,8 +185,8 @@ class GpuModel {
   DeviceBuffer<float> xf_, rstdf_, logits_, lse_, row_loss_;
   // The LM head with its vocabulary padded to vocab_pad() (zero rows / columns): cuBLAS picks
   // its aligned kernels only when every row is 16-byte aligned, and GPT-2's 50257 is odd
-  // (measured, H200, 125M at 64K: the three LM-head products on unaligned SM80 kernels at
-  // ~125 TFLOP/s, 121 ms of a 0.975 s step). head_pad_ is the padded weight (lm_head
+  // (unpadded, the three LM-head products run on slower unaligned SM80 kernels, about an
+  // eighth of a 125M model's step at 64K tokens). head_pad_ is the padded weight (lm_head
   // [D, Vp], or the tied embedding [Vp, D]), refreshed from params_ each forward;
   // dhead_pad_ its gradient before it is added to grads_.
   DeviceBuffer<float> head_pad_, dhead_pad_;

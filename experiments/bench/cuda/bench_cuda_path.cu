@@ -1,5 +1,6 @@
-// Benchmark of the CUDA PaTH / PaTH-FoX kernels (path.hpp), forward and backward, at the
-// issue's shapes; docs/cuda.md (PaTH section) has the command and the measured figures.
+// Benchmark of the CUDA PaTH / PaTH-FoX kernels (path.hpp), forward and backward, by default
+// at (1,16,16384,64), (1,16,16384,128) and (1,8,65536,64); docs/cuda.md (PaTH section) has the
+// command and the measured figures.
 //
 //   bench_cuda_path [--shapes "B,H,L,D;..."] [--fox] [--no-autotune] [--profile] [--reps N]
 //                   [--chunks "Lc,Lc,..."] [--warp-rows 16|32]

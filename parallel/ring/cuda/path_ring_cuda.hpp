@@ -52,10 +52,9 @@ struct PathRingGrads {
 
 // The split (parallel/ring/layout.hpp) for the PaTH ring over `layout`'s chunks at head
 // width D: pieces of about 8192 positions at D = 64 and 16384 at D = 128 (at least one per
-// chunk), so more of the work runs as plain dot products on the SDPA kernel. Measured on
-// 2x H200 at 128K tokens (32K chunks, docs/cuda.md "PaTH on the GPU ring"): D = 64 split
-// 1 / 2 / 4 = 77-78% / 90-91% / 93% of the chunked single-GPU PaTH, D = 128 138-136% /
-// 150-147% / 146-138% of the whole-sequence kernels.
+// chunk), so more of the work runs as plain dot products on the SDPA kernel. The sizes are
+// the fastest of 1, 2 and 4 pieces per chunk on two GPUs at 128K tokens (32K chunks,
+// docs/cuda.md "PaTH on the GPU ring"): 4 at D = 64, 2 at D = 128.
 int path_ring_split(const SeqLayout& layout, int D);
 
 class PathRing {
