@@ -80,7 +80,7 @@ TEST(RunFile, WritesAndReadsBack) {
   EXPECT_EQ(p.at("world_size"), "2");
   EXPECT_EQ(p.at("cp"), "2");
   EXPECT_EQ(p.at("hdf5_version").substr(0, 5), "1.10.");
-  EXPECT_EQ(p.at("start_time").size(), 20u);  // 2026-01-02T03:04:05Z
+  EXPECT_EQ(p.at("start_time").size(), 20u);  // YYYY-MM-DDThh:mm:ssZ
   EXPECT_EQ(p.at("resume_count"), "0");
 
   // A cleanly closed run file opens normally too, with the axes and /priors attributes.

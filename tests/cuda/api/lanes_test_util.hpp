@@ -9,11 +9,11 @@
 // (kernels/attention/attention.cpp in float) run on the same bf16-rounded q, k, v, dout,
 // with its o rounded to bf16 (the API's output type) and that rounded o handed to its
 // backward, whose row delta <dO, O> then carries the rounding as the GPU's does. Without it
-// the GPU's dS = P (dP - delta) was measured against a delta the naive path had exactly:
+// the GPU's dS = P (dP - delta) would be measured against a delta the naive path has exactly:
 // goat_sink_L1000_d64_gqa's goat.lambda (a near-uniform sum of du, which nearly cancels
-// with a sink) at 49x the naive error on an H200, 2026-11-30, LCR_TEST_SEED=
-// 4568377567463704505; within the bound with the rounded o, same seed. The naive path rounds only
-// at the API boundary, so it is the error that bf16 storage itself costs; the GPU additionally
+// with a sink) then reaches 49x the naive error (LCR_TEST_SEED=4568377567463704505), and is
+// within the bound with the rounded o, same seed. The naive path rounds only at the API
+// boundary, so it is the error that bf16 storage itself costs; the GPU additionally
 // rounds q', k', the softmax probabilities P and dS to bf16 inside its tensor-core
 // products, hence a small multiple of the naive error (the factors below).
 #include <cstdint>
@@ -26,8 +26,8 @@
 namespace lcr::cuda::test {
 
 // GPU error <= factor x naive error + floor x max|reference| + kAbsFloor, factor and floor
-// by tensor kind (max ratios measured on an H200, 2026-11-29, two runs of the 147 cases
-// with fresh inputs, in brackets):
+// by tensor kind (in brackets, the largest ratio measured over two runs of the 147 cases
+// with fresh inputs):
 //  - o, lse: kForwardFactor [2.9]: q', k' and P are rounded to bf16 once more than the
 //    naive path rounds;
 //  - dq, dk, dv: kGradFactor [3.4]: dS and P enter the tensor-core products in bf16;
@@ -36,23 +36,23 @@ namespace lcr::cuda::test {
 //    through dK = dS^T q' and dQ = dS k'), which the fp32 naive path does not round at
 //    all; on few-key cases the naive error can be ~0.01% of the largest value while the
 //    GPU's is ~0.3%, under one bf16 ulp (2^-8) of that value (kSumFloor below).
-//    The FoX query lane under softcap (no closed form, see fox_query_grad) had a factor of
-//    its own (12) while it was the SDPA's row sum of dS: that sum nearly cancels, so it
-//    carried in full the offset of delta = <dO, O> (O made with bf16 P) from the backward's
-//    own sum_j P dP [8.1, then 18.4]. It is now A - D C from fp32 row sums that do not use
-//    delta (sdpa.hpp, dbias_q_sums): 25 runs of the 7 fox_softcap cases on an H200
-//    (2026-11-29) stayed at 2.9 or less for every gradient of those cases.
+//    The FoX query lane under softcap (no closed form, see fox_query_grad) is A - D C from
+//    fp32 row sums that do not use delta (sdpa.hpp, dbias_q_sums), not the SDPA's row sum
+//    of dS: that sum nearly cancels, so it would carry in full the offset of
+//    delta = <dO, O> (O made with bf16 P) from the backward's own sum_j P dP (up to 18x the
+//    naive error). 25 runs of the 7 fox_softcap cases stayed at 2.9 or less for every
+//    gradient of those cases.
 //    GOAT's key-bias slices (lambda, mlp_*) sum du(j) = sum_i dS_ij, whose total over j
 //    is known exactly (0, or -sum dsink with a sink) while the SDPA's misses it by its bf16
 //    dS and the delta offset above; lambda and mlp_b1 weight du(j) almost uniformly and
-//    carried that miss (a CPU emulation of goat2d_value_dim_differs: 9% of draws over the
-//    bound, up to 58x the naive error). attention_backward now projects du onto the total
+//    would carry that miss (a CPU emulation of goat2d_value_dim_differs: 9% of draws over
+//    the bound, up to 58x the naive error), so attention_backward projects du onto the total
 //    (lanes::goat_du_project): in the same emulation 1.7% for lambda, 0.1% for mlp_b1.
-//    On the H200 that 1.7% showed: over three runs of the whole suite (2026-11-29) four
-//    sum-type slices exceeded the old floor of 2^-8 of max|reference|, each replayed by its
-//    seed with the identical error on the kernels of before and after that day's changes
-//    (a tail of the error model, not a regression): goat2d_L1000_d64_gqa goat.lambda 1.9%
-//    of max|ref| (LCR_TEST_SEED=1269982401719496288), goat_all_numerics_value_dim_differs
+//    That 1.7% shows on the GPU: over three runs of the whole suite four sum-type slices
+//    exceeded a floor of 2^-8 of max|reference|, each replayed by its seed with the
+//    identical error on kernels before and after a kernel change (a tail of the error
+//    model, not a regression): goat2d_L1000_d64_gqa goat.lambda 1.9% of max|ref|
+//    (LCR_TEST_SEED=1269982401719496288), goat_all_numerics_value_dim_differs
 //    goat.lambda 3.4%, goat2d_offset_queries_after_keys goat.bump 2.0%
 //    (3467572855901518127), fox_qknorm_sink_offset_queries_after_keys sink 0.6%
 //    (422260115865314786), each 10-200x the fp32 naive error. The error of such a sum is set
@@ -64,8 +64,8 @@ namespace lcr::cuda::test {
 //    case runs: error 0.088 against max|ref| 0.016 and a naive error of 0.0066, 13x;
 //    LCR_TEST_SEED=5520221542784292695), and single-key slices whose reference nearly
 //    cancels: goat2d_offset_queries_after_keys goat.bump = du(0) at 37% of a max|ref| of
-//    1.35e-3 (H200, 2026-12-02, LCR_TEST_SEED=2566652370617445124; the same digits on the
-//    build of 2026-12-01, so not the forward kernel changed that day; 0 of 15 fresh draws).
+//    1.35e-3 (LCR_TEST_SEED=2566652370617445124; the same digits before and after a change
+//    of the forward kernel, so not caused by it; 0 of 15 fresh draws).
 //    Their error scale is that of the summed terms, not of the sum; bounding it so needs the
 //    reference's sum of |terms| per slice (not done).
 // kFloor is a quarter of bf16's relative resolution 2^-8, so tensors whose naive error
@@ -80,17 +80,17 @@ constexpr double kSumFloor = 1.0 / 16;
 constexpr double kAbsFloor = 1e-5;
 // lse only, absolute: one bf16 ulp (2^-8) of an O(1) logit. The GPU rounds the lanes q', k'
 // to bf16 and the naive path does not; with one key (L = 1) the lse IS that one logit, with
-// no softmax averaging, so its error is that rounding in full: measured on an H200
-// (2026-11-29) 1.8e-3 for pope_L1_d16, 1.9e-3 for alibi_all_numerics_L1_d16, 8.5e-4 for
-// goat_sink_L1_d16, against naive errors of 0.9-2.0e-4. A wrong scale, lane or mask moves
+// no softmax averaging, so its error is that rounding in full: measured 1.8e-3 for
+// pope_L1_d16, 1.9e-3 for alibi_all_numerics_L1_d16, 8.5e-4 for goat_sink_L1_d16, against
+// naive errors of 0.9-2.0e-4. A wrong scale, lane or mask moves
 // lse by O(0.1), far above it.
 constexpr double kLseAbsFloor = 1.0 / 256;
 // o, dq, dk, dv with a single key (Lk = 1), relative to max|reference|: for the same reason
 // they are then functions of one logit, whose bf16 lane rounding (~2^-8) reaches them
 // undamped through P (1 - P) (with a sink, o = sigmoid(s - sink) v) and, with softcap,
-// through d tanh (large where the logit is near the cap). Measured on an H200: (2026-11-30)
+// through d tanh (large where the logit is near the cap). Measured:
 // alibi_all_numerics_L1_d16 (softcap and a sink) dk 1.6% of max|ref|, 11x its naive error,
-// every time LCR_TEST_SEED=5036008977908392003 is replayed; (2026-12-01)
+// every time LCR_TEST_SEED=5036008977908392003 is replayed;
 // pope_qknorm_sink_L1_d16 o 0.90% of max|ref|, 4.7x its naive error
 // (LCR_TEST_SEED=14655483094135238700). From two keys on, kFloor.
 constexpr double kSingleKeyFloor = 1.0 / 32;
