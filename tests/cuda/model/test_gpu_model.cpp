@@ -107,15 +107,15 @@ class GpuModelVsCpu : public ::testing::TestWithParam<SchemeCase> {};
 // Tolerances: q, k, v, o, dO and the kernel's P and dS are rounded to bf16 (unit roundoff
 // u = 2^-9 ~ 2e-3); through two layers the loss moves by a few u relative (1e-2 bound) and
 // each weight slice's gradient by up to ~10 u in relative Frobenius norm (measured <= 3.7e-2
-// over two H200 runs; bound 6e-2). The scheme's own parameters (attn.*: GOAT prior, PoPE
+// over two GPU runs; bound 6e-2). The scheme's own parameters (attn.*: GOAT prior, PoPE
 // delta, sink, QK-norm gains), PaTH's (path_u, path_conv, path_beta_w, path_beta_b) and the
 // FoX gate's (fox_w, fox_b) are checked pooled: one relative error over all of them together,
 // bound kSchemeParamsBound. Their gradients are sums over every (query, key) pair (PaTH's
 // dw_t, dbeta_t and FoX's dc_t: every pair whose span contains t) of dS-weighted terms that
 // largely cancel, so bf16 P and dS (PaTH: also its bf16 transitions) leave an error set by
-// the terms, not by the sum: a small slice can be mostly noise. Per slice, H200 runs gave
-// 0.02-0.12 for path_beta_b (2 values, one per head), then 0.253 and 0.58 (2026-11-29, seed
-// 3131215911 and the path_identity_softcap case), 0.21 for fox_b, 0.11 for GOAT2D's bump.
+// the terms, not by the sum: a small slice can be mostly noise. Per slice, GPU runs gave
+// 0.02-0.12 for path_beta_b (2 values, one per head), then 0.253 and 0.58 (seed 3131215911
+// and the path_identity_softcap case), 0.21 for fox_b, 0.11 for GOAT2D's bump.
 // Pooled, the slices that carry the gradient's weight decide, and a wiring error there (a
 // swapped slice, a sign, a missing term) gives O(1). tests/cuda/api bounds these gradients
 // per slice against a naive bf16 implementation's error; the worst single slice is printed.
