@@ -16,7 +16,7 @@ torch.autograd.grad of o with respect to q, k, v, w, beta (and the gates) for a 
 dO, the graph kept between repetitions. fla comes as wheels (.whl in the repository root on
 the development machine); install them first:
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-    PYTHONPATH=/tmp/site python3 kernels/attention/cuda/path/fla_peer.py
+    PYTHONPATH=/tmp/site python3 experiments/bench/peers/fla_peer.py
 """
 import argparse
 import sys

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Peers of lcr's CUDA attention for experiments/bench/gpu_bench.sh, and the table maker.
+"""Peers of lcr's CUDA attention for experiments/bench/gpu.sh, and its table makers.
 
   peers.py measure --shapes 1,16,16384,64 ... --out peers.csv [--fla]
       torch SDPA with the cuDNN and FlashAttention-2 backends (bf16, causal), forward and
       backward; with --fla also fla's Triton PaTH (parallel_path_attn) when fla imports.
       CSV rows: impl,dir,B,H,Hkv,L,D,Dv,variant,ms,tflops (the bench_cuda_sdpa format).
-  peers.py table --lcr lcr.csv --peers peers.csv [--lanes lanes.txt] [--path path.txt]
-                 [--ring ring.txt] --out gpu_bench.md
+  peers.py table --shapes ... --lcr lcr.csv --peers peers.csv [--lanes lanes.txt]
+                 [--lanes-cudnn lanes_cudnn.txt] [--path path.txt] [--gpu NAME] --out table.md
       the side-by-side markdown table; missing inputs give rows marked "not measured".
+  peers.py train --runs "goat nope+bf16" --dir RUNS [--why REASON] [--gpu NAME] --out train.md
+      the training rows from RUNS/run_<run>/run.h5 (tokens/s, model TFLOP/s, MFU).
+  peers.py ring --ring ring.txt [--why REASON] [--gpu NAME] --out ring.md
+      the ring rows from bench_cuda_ring's RESULT lines.
+Every title names the GPU: --gpu, else what nvidia-smi (or torch) reports.
 
 FLOPs (causal; the convention of the torch/FlashAttention benchmarks, DEVICE.md): forward
 4*B*H*L^2*D/2, backward 2.5x that. Times: CUDA events, median of --reps after warm-up,
@@ -17,7 +22,29 @@ import argparse
 import csv
 import math
 import os
+import subprocess
 import sys
+
+
+def gpu_name(given=None):
+    """The GPU present, as nvidia-smi names it ("2x NAME" for several), else torch's name."""
+    if given:
+        return given
+    try:
+        names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                               capture_output=True, text=True, timeout=20).stdout.split("\n")
+        names = [n.strip() for n in names if n.strip()]
+        if names:
+            return names[0] if len(names) == 1 else f"{len(names)}x {names[0]}"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        import torch
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(0)
+    except Exception:
+        pass
+    return "unknown GPU"
 
 
 def flops_fwd(B, H, L, D, Dv=None):
@@ -146,8 +173,11 @@ def read_csv(path):
         for r in csv.reader(f):
             if len(r) != 11 or r[0].startswith("#"):
                 continue
-            key = (r[0], r[1], int(r[2]), int(r[3]), int(r[5]), int(r[6]))
-            out.setdefault(key, (float(r[9]), float(r[10]), r[8]))
+            try:  # a header or a line cut short by a time limit is skipped
+                key = (r[0], r[1], int(r[2]), int(r[3]), int(r[5]), int(r[6]))
+                out.setdefault(key, (float(r[9]), float(r[10]), r[8]))
+            except ValueError:
+                pass
     return out
 
 
@@ -169,7 +199,8 @@ def read_lanes(path):
 def table(args):
     lcr, peers = read_csv(args.lcr), read_csv(args.peers)
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes]
-    md = ["## lcr CUDA attention vs torch SDPA (bf16, causal, H200)", "",
+    gpu = gpu_name(args.gpu)
+    md = [f"## lcr CUDA attention vs torch SDPA (bf16, causal, {gpu})", "",
           "TFLOP/s = 4·B·H·L²·D/2 per forward (2.5x that backward) over the median time. "
           "lcr kernels: lcr's own CUDA SDPA (tile variant in brackets); lcr + cuDNN: the same "
           "API with impl = cudnn (cuDNN's fused attention behind it, bf16 gradients widened "
@@ -188,9 +219,9 @@ def table(args):
             tile = f" [{a[2]}]" if a else ""
             md.append(f"| {B},{H},{L},{D} | {d} | {fmt(a)}{tile} | {fmt(v)} | {fmt(f2)} | "
                       f"{fmt(cd)} | {ratio(a, f2)} | {ratio(v, f2)} | {ratio(v, cd)} |")
-    for title, path in (("Schemes (full lcr CUDA attention API: lanes + SDPA, lcr's kernels)",
+    for title, path in ((f"Schemes (full lcr CUDA attention API: lanes + SDPA, lcr's kernels, {gpu})",
                          args.lanes),
-                        ("Schemes on cuDNN (the same API with impl = cudnn)", args.lanes_cudnn)):
+                        (f"Schemes on cuDNN (the same API with impl = cudnn, {gpu})", args.lanes_cudnn)):
         md += ["", "## " + title, ""]
         lanes = read_lanes(path)
         if not lanes:
@@ -202,7 +233,7 @@ def table(args):
             base = lanes.get(("nope", B, H, L, D))
             r = f"{(f + b) / sum(base):.2f}x" if base else "-"
             md.append(f"| {s} | {B},{H},{L},{D} | {f:.2f} | {b:.2f} | {r} |")
-    md += ["", "## PaTH vs fla (Triton)", ""]
+    md += ["", f"## PaTH vs fla (Triton, {gpu})", ""]
     path = read_kv_lines(args.path, "lcr-path")
     if not path and not any(k[0] == "fla_path" for k in peers):
         md.append("PaTH: **not measured** (bench_cuda_path and fla both absent).")
@@ -220,18 +251,57 @@ def table(args):
         for r in fox:
             md.append(f"| {r['B']},{r['H']},{r['L']},{r['D']} (PaTH-FoX) | fwd/bwd | "
                       f"{float(r['fwd_tflops']):.0f} / {float(r['bwd_tflops']):.0f} | - | - |")
-    md += ["", "## Ring attention on 2 GPUs (efficiency = 1-GPU time / (2 x ring time))", ""]
-    ring = read_ring(args.ring)
-    if ring:
-        md += ["| scheme | L | B,H,D | dir | layout | 1 GPU ms | ring ms | efficiency |",
-               "|---|---|---|---|---|---|---|---|"]
-        md += ring
-    else:
-        md += raw_section("ring (NCCL) benchmark", args.ring)
+    write_md(md, args.out)
+
+
+def write_md(md, out):
     text = "\n".join(md) + "\n"
-    with open(args.out, "w") as f:
+    with open(out, "w") as f:
         f.write(text)
     print(text)
+
+
+def ring(args):
+    gpu = gpu_name(args.gpu)
+    md = [f"## Ring attention on 2 GPUs ({gpu}; efficiency = 1-GPU time / (2 x ring time))", ""]
+    rows = read_ring(args.ring)
+    if rows:
+        md += ["| scheme | L | B,H,D | dir | layout | 1 GPU ms | ring ms | efficiency |",
+               "|---|---|---|---|---|---|---|---|"]
+        md += rows
+    elif args.why:
+        md.append(f"**not measured**: {args.why}.")
+    else:
+        md += raw_section("ring (NCCL) benchmark", args.ring)
+    write_md(md, args.out)
+
+
+def train(args):
+    """The training rows from DIR/run_<run>/run.h5 (the last logged step's metrics)."""
+    gpu = gpu_name(args.gpu)
+    md = [f"## Training on one GPU ({gpu}; lcr train, experiments/configs/gpu_125m_64k_goat.toml)",
+          "",
+          "Runs SCHEME[+cudnn|+lcr][+bf16]: attention kernels train.cuda_attention = auto (cuDNN "
+          "for GOAT and NoPE alike) unless +lcr (lcr's kernels) or +cudnn; projections TF32 unless "
+          "+bf16 (train.gemm_bf16). MFU against train.peak_tflops (default 989, the dense bf16 "
+          "peak of an H100 / H200 SXM).", "",
+          "| run (125M, L = 65536, batch 1) | tokens/s | model TFLOP/s | MFU (causal) | "
+          "MFU (PaLM count) |", "|---|---|---|---|---|"]
+    for run in args.runs.split():
+        if args.why:
+            md.append(f"| {run} | not measured ({args.why}) | | | |")
+            continue
+        try:
+            import h5py
+            name = run.replace("+", "_")
+            with h5py.File(os.path.join(args.dir, f"run_{name}", "run.h5"), "r") as f:
+                m = {k: f["metrics/" + k][-1]
+                     for k in ("tokens_per_s", "model_tflops", "mfu", "mfu_palm")}
+            md.append(f"| {run} | {m['tokens_per_s']:.0f} | {m['model_tflops']:.0f} | "
+                      f"{100 * m['mfu']:.1f}% | {100 * m['mfu_palm']:.1f}% |")
+        except Exception as e:
+            md.append(f"| {run} | not measured ({type(e).__name__}: {e}) | | | |")
+    write_md(md, args.out)
 
 
 def read_kv_lines(path, prefix):
@@ -295,10 +365,21 @@ def main():
     t.add_argument("--lanes")
     t.add_argument("--lanes-cudnn")
     t.add_argument("--path")
-    t.add_argument("--ring")
+    t.add_argument("--gpu", help="the GPU's name for the titles (default: nvidia-smi's)")
     t.add_argument("--out", required=True)
+    r = sub.add_parser("ring")
+    r.add_argument("--ring", required=True, help="bench_cuda_ring's output")
+    r.add_argument("--why", help="why the rows were not measured")
+    r.add_argument("--gpu")
+    r.add_argument("--out", required=True)
+    tr = sub.add_parser("train")
+    tr.add_argument("--runs", required=True, help="SCHEME[+cudnn|+lcr][+bf16] ...")
+    tr.add_argument("--dir", required=True, help="the folder of the run_<run> run folders")
+    tr.add_argument("--why", help="why the rows were not measured")
+    tr.add_argument("--gpu")
+    tr.add_argument("--out", required=True)
     args = ap.parse_args()
-    measure(args) if args.cmd == "measure" else table(args)
+    {"measure": measure, "table": table, "ring": ring, "train": train}[args.cmd](args)
 
 
 if __name__ == "__main__":
