@@ -85,7 +85,8 @@ cmd_pack() {
   if [[ ! -f $cache ]]; then
     echo "pack: $build is not a CMake build folder. Configure and build it first:" >&2
     echo "  $configure" >&2
-    echo "  ninja -C $build $(for e in "${PACK_EXES[@]}" "${PACK_NCCL[@]}"; do printf '%s ' "${e##*/}"; done)" >&2
+    local all=("${PACK_EXES[@]##*/}" "${PACK_NCCL[@]##*/}")
+    echo "  ninja -C $build ${all[*]}" >&2
     return 2
   fi
   if ! grep -q '^LCR_ENABLE_CUDA:BOOL=ON' "$cache"; then
@@ -122,15 +123,18 @@ cmd_pack() {
   fi
   echo "pack: ${#exes[@]} executables from $build into .devbundle/$bundle ..."
   gpu_pack "$bundle" "${exes[@]/#/$build/}" || { echo "pack: failed" >&2; return 1; }
-  local arc=.devbundle/gpack/$bundle.tar.xz mib tree whl=0 total
-  mib=$(($(stat -c %s "$arc") / 1048576))
-  tree=$(($(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1) / 1048576))
-  compgen -G ".whl/*.whl" >/dev/null && whl=$(($(du -cb .whl/*.whl | tail -1 | cut -f1) / 1048576))
-  total=$(($(du -cb .devbundle/gpack/*.tar.xz | tail -1 | cut -f1) / 1048576 + tree + whl))
-  echo "pack: .devbundle/$bundle $(du -sh ".devbundle/$bundle" | cut -f1) unpacked; $arc ${mib} MiB"
-  echo "pack: travelling: tree ~${tree} MiB + .devbundle/gpack ~$((total - tree - whl)) MiB + .whl ~${whl} MiB = ~${total} MiB of 64"
-  ((mib < 60)) || echo "pack: WARNING: the archive is ${mib} MiB, over 60: pack fewer executables" >&2
-  ((total < 64)) || echo "pack: WARNING: ~${total} MiB would travel, over the 64 MiB limit" >&2
+  # Sizes in KiB: the archive, every archive in gpack, the tracked tree, the wheels.
+  local arc=.devbundle/gpack/$bundle.tar.xz kib gpack tree whl=0 total
+  kib=$(($(stat -c %s "$arc") / 1024))
+  gpack=$(($(du -cb .devbundle/gpack/*.tar.xz | tail -1 | cut -f1) / 1024))
+  tree=$(($(git ls-files -z | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1) / 1024))
+  compgen -G ".whl/*.whl" >/dev/null && whl=$(($(du -cb .whl/*.whl | tail -1 | cut -f1) / 1024))
+  total=$((gpack + tree + whl))
+  mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
+  echo "pack: .devbundle/$bundle $(du -sh ".devbundle/$bundle" | cut -f1) unpacked; $arc $(mib $kib)"
+  echo "pack: travelling: tree $(mib $tree) + .devbundle/gpack $(mib $gpack) + .whl $(mib $whl) = $(mib $total) of 64 MiB"
+  ((kib < 60 * 1024)) || echo "pack: WARNING: the archive is $(mib $kib), over 60 MiB: pack fewer executables" >&2
+  ((total < 64 * 1024)) || echo "pack: WARNING: $(mib $total) would travel, over the 64 MiB limit" >&2
   if ! compgen -G ".whl/fla*.whl" >/dev/null && ! compgen -G ".whl/flash_linear*.whl" >/dev/null; then
     echo "pack: no fla wheels in .whl (PaTH vs fla rows will read 'not measured'); to add them:"
     echo "  python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \\"
@@ -145,7 +149,7 @@ cmd_pack() {
 }
 
 # --------------------------------------------------------------------- the GPU machine
-ngpu=0 gpu="" WORK="" LOG="" t0=$SECONDS phase_caps=0 PHASE_START=0 PHASE_END=0
+ngpu=0 gpu="" model="" WORK="" LOG="" t0=$SECONDS phase_caps=0 PHASE_START=0 PHASE_END=0
 declare -A phase_s=()
 
 # lim CAP: the seconds a step may take (CAP, less if the phase's or the budget's end is
@@ -283,7 +287,7 @@ cmd_table() {
     peers
   fi
   unset CUDA_VISIBLE_DEVICES
-  python3 experiments/bench/peers/peers.py table --gpu "$gpu" --shapes "${sh[@]}" \
+  python3 experiments/bench/peers/peers.py table --gpu "$model" --shapes "${sh[@]}" \
     --lcr "$WORK/lcr_sdpa.csv" --peers "$WORK/peers.csv" --lanes "$WORK/lanes.txt" \
     --lanes-cudnn "$WORK/lanes_cudnn.txt" --path "$WORK/path.txt" --out "$WORK/table_attention.md" \
     >/dev/null 2>>"$LOG" || echo "table: peers.py table failed (bench.log)" >"$WORK/table_attention.md"
@@ -306,7 +310,7 @@ cmd_train() {
   local why=""
   have lcr || why="lcr not in the bundle"
   ((ngpu > 0)) || why="no GPU visible"
-  python3 experiments/bench/peers/peers.py train --gpu "$gpu" --runs "$runs" \
+  python3 experiments/bench/peers/peers.py train --gpu "$model" --runs "$runs" \
     --dir "$WORK/train" ${why:+--why "$why"} --out "$WORK/table_train.md" >/dev/null 2>>"$LOG"
   phase_end train
 }
@@ -324,7 +328,7 @@ cmd_ring() {
   else
     echo "ring: not measured: $why" | tee -a "$LOG"
   fi
-  python3 experiments/bench/peers/peers.py ring --gpu "$gpu" --ring "$WORK/ring.txt" \
+  python3 experiments/bench/peers/peers.py ring --gpu "$model" --ring "$WORK/ring.txt" \
     ${why:+--why "$why"} --out "$WORK/table_ring.md" >/dev/null 2>>"$LOG"
   phase_end ring
 }
@@ -373,13 +377,13 @@ main() {
       *) echo "gpu.sh: unknown subcommand '$c' (pack, tests, table, train, ring, all; help)" >&2; return 2 ;;
     esac
   done
+  deadline_set "${LCR_GPU_BUDGET_S:-560}"  # from the start: unpacking counts too
   if ! gpu_unpack "$bundle"; then
     echo "gpu.sh: no bundle: neither .devbundle/$bundle/bin nor .devbundle/gpack/$bundle.tar.xz" \
       "(experiments/bench/gpu.sh pack on the development machine; carry .devbundle/gpack)" >&2
     return 2
   fi
   gpu_env
-  deadline_set "${LCR_GPU_BUDGET_S:-560}"
   ((${#cmds[@]} > 1)) && phase_caps=1
   OUT=${OUT:-/tmp/lcr_gpu_out}
   mkdir -p "$OUT" || return 1
@@ -387,6 +391,7 @@ main() {
   LOG=$WORK/bench.log
   ngpu=$(gpu_count)
   gpu=$(gpu_label)
+  model=$(gpu_model)  # the titles: the tables are measured on GPU 0 (the ring on 2 like it)
   echo "== $(date -u +%Y-%m-%dT%H:%MZ) $gpu; bundle $B; ${cmds[*]}" | tee "$LOG"
   for c in "${cmds[@]}"; do "cmd_$c"; done
   finish "${cmds[@]}"

@@ -5,7 +5,7 @@
 #
 # Packing (development machine): gpu_pack NAME BUILD_DIR EXE...
 # On the GPU machine: gpu_env, gpu_unpack NAME (sets B, the bundle's bin folder), gpu_count,
-# gpu_label, fla_install, gtest_shards, gtest_count, deadline_set / time_left, ncu_kernel_table,
+# gpu_model, gpu_label, fla_install, gtest_shards, gtest_count, deadline_set / time_left, ncu_kernel_table,
 # bench_train_args.
 
 LCR_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -95,14 +95,18 @@ gpu_count() {
   echo "${n:-0}"
 }
 
-# gpu_label: the GPU actually present, e.g. "NVIDIA H100 80GB HBM3" or "2x NVIDIA H200";
-# "no GPU" without one.
-gpu_label() {
-  local n name
-  n=$(gpu_count)
-  ((n > 0)) || { echo "no GPU"; return; }
+# gpu_model: the model of GPU 0 as nvidia-smi names it, e.g. "NVIDIA H100 80GB HBM3" ("no
+# GPU" without one); gpu_label: the same with the count where there are several, e.g.
+# "2x NVIDIA H200".
+gpu_model() {
+  local name
   name=$(timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-  if ((n > 1)); then echo "${n}x $name"; else echo "$name"; fi
+  echo "${name:-no GPU}"
+}
+gpu_label() {
+  local n
+  n=$(gpu_count)
+  if ((n > 1)); then echo "${n}x $(gpu_model)"; else gpu_model; fi
 }
 
 # fla_install: fla's wheels carried in .whl (flash-linear-attention, fla-core) into

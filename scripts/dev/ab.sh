@@ -11,7 +11,8 @@
 #   run(command="bash scripts/dev/ab.sh base new 3 bench_cuda_sdpa --B 1 --H 16 --L 16384 --D 64 --bwd-only --reps 10",
 #       carry=[".devbundle/gpack"])
 # Usage: scripts/dev/ab.sh A B ROUNDS EXE [ARGS...]
-# AB_GREP (an extended regex) keeps only matching output lines in the summary; AB_TIMEOUT
+# AB_GREP (an extended regex that the start of an output line must match, e.g. 'lcr,bwd')
+# keeps only those lines in the summary; AB_TIMEOUT
 # (default 150 s) bounds each run. Writes $OUT/ab.log (every line, tagged "A1 |", "B1 |", ...);
 # prints the kept lines last.
 set -uo pipefail
@@ -32,7 +33,7 @@ for name in "$a" "$b"; do
   fi
   bin[$name]=$B/$exe
 done
-echo "ab: $(gpu_label); $exe $*; A = $a, B = $b, $rounds rounds" | tee "$OUT/ab.log"
+echo "ab: $(gpu_label); $exe $*; A = $a, B = $b, $rounds rounds" >"$OUT/ab.log"
 for ((r = 1; r <= rounds; r++)); do
   for tag in A B; do
     name=$a
@@ -41,4 +42,4 @@ for ((r = 1; r <= rounds; r++)); do
       sed "s/^/$tag$r | /" >>"$OUT/ab.log"
   done
 done
-grep -E "^ab:|^[AB][0-9]+ \| .*(${AB_GREP:-.})" "$OUT/ab.log"
+grep -E "^ab:|^[AB][0-9]+ \| (${AB_GREP:-.*})" "$OUT/ab.log"

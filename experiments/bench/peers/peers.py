@@ -12,7 +12,7 @@
       the training rows from RUNS/run_<run>/run.h5 (tokens/s, model TFLOP/s, MFU).
   peers.py ring --ring ring.txt [--why REASON] [--gpu NAME] --out ring.md
       the ring rows from bench_cuda_ring's RESULT lines.
-Every title names the GPU: --gpu, else what nvidia-smi (or torch) reports.
+Every title names the GPU: --gpu, else GPU 0's model as nvidia-smi (or torch) reports it.
 
 FLOPs (causal; the convention of the torch/FlashAttention benchmarks, DEVICE.md): forward
 4*B*H*L^2*D/2, backward 2.5x that. Times: CUDA events, median of --reps after warm-up,
@@ -27,7 +27,7 @@ import sys
 
 
 def gpu_name(given=None):
-    """The GPU present, as nvidia-smi names it ("2x NAME" for several), else torch's name."""
+    """The model of GPU 0, as nvidia-smi names it, else as torch does."""
     if given:
         return given
     try:
@@ -35,7 +35,7 @@ def gpu_name(given=None):
                                capture_output=True, text=True, timeout=20).stdout.split("\n")
         names = [n.strip() for n in names if n.strip()]
         if names:
-            return names[0] if len(names) == 1 else f"{len(names)}x {names[0]}"
+            return names[0]
     except (OSError, subprocess.SubprocessError):
         pass
     try:
@@ -225,7 +225,8 @@ def table(args):
         md += ["", "## " + title, ""]
         lanes = read_lanes(path)
         if not lanes:
-            md.append("**not measured** (bench_cuda_attention not found or no output).")
+            md.append("**not measured** (bench_cuda_attention absent, failed or out of time: "
+                      "bench.log says which).")
             continue
         md += ["| scheme | B,H,L,D | fwd ms | bwd ms | time vs NoPE (fwd+bwd) |",
                "|---|---|---|---|---|"]
@@ -236,7 +237,8 @@ def table(args):
     md += ["", f"## PaTH vs fla (Triton, {gpu})", ""]
     path = read_kv_lines(args.path, "lcr-path")
     if not path and not any(k[0] == "fla_path" for k in peers):
-        md.append("PaTH: **not measured** (bench_cuda_path and fla both absent).")
+        md.append("PaTH: **not measured** (bench_cuda_path and fla absent, failed or out of "
+                  "time: bench.log says which).")
     else:
         md += ["| B,H,L,D | dir | lcr PaTH TFLOP/s (ms) | fla PaTH TFLOP/s (ms) | lcr/fla |",
                "|---|---|---|---|---|"]
