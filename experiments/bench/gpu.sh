@@ -50,7 +50,8 @@
 #   LCR_GPU_BUNDLE   bundle name (default gpu): .devbundle/NAME, .devbundle/gpack/NAME.tar.xz
 #   LCR_GPU_BUDGET_S the whole invocation's budget in s (default 560, inside the 600 s call)
 #   LCR_GPU_TESTS_S, LCR_GPU_TABLE_S, LCR_GPU_TRAIN_S, LCR_GPU_RING_S: each phase's cap when
-#                    several run (defaults 160, 220, 150, 80)
+#                    several run (defaults 150, 240, 150, 80; a phase that ends early leaves
+#                    its time to the budget, not to the next phase's cap)
 #   LCR_GPU_SUITE_S  one suite's limit (default 150); LCR_GPU_SHARDS (default min(8, cores))
 #   LCR_GPU_FILTER   gtest filter for every suite (default -*Emu* on a GPU, *Emu* without)
 #   LCR_BENCH_SHAPES "B,H,L,D ..." (default "1,16,16384,64 1,16,16384,128 1,8,65536,64")
@@ -190,7 +191,7 @@ phase_end() { phase_s[$1]=$((SECONDS - PHASE_START)); }
 shapes() { echo "${LCR_BENCH_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64}"; }
 
 cmd_tests() {
-  phase_begin tests LCR_GPU_TESTS_S 160
+  phase_begin tests LCR_GPU_TESTS_S 150
   local shards=${LCR_GPU_SHARDS:-$(($(nproc) < 8 ? $(nproc) : 8))} filter suite exe log
   local per=${LCR_GPU_SUITE_S:-150} t
   if ((ngpu > 0)); then filter=${LCR_GPU_FILTER:--*Emu*}; else filter=${LCR_GPU_FILTER:-*Emu*}; fi
@@ -234,21 +235,28 @@ cmd_tests() {
 }
 
 cmd_table() {
-  phase_begin table LCR_GPU_TABLE_S 220
-  local reps=${LCR_BENCH_REPS:-10} cap=${LCR_BENCH_STEP_S:-120} s B_ H L D sh
-  local sdpa_only=${LCR_BENCH_SDPA_ONLY:-0} fla=() peer_gpu=0 peers_pid=""
+  phase_begin table LCR_GPU_TABLE_S 240
+  local reps=${LCR_BENCH_REPS:-10} cap=${LCR_BENCH_STEP_S:-120} s B_ H L D sh xs semi
+  local sdpa_only=${LCR_BENCH_SDPA_ONLY:-0} fla=0 peers_pid=""
   read -ra sh <<<"$(shapes)"
-  ((ngpu > 1)) && peer_gpu=1
+  xs=$(echo "${sh[@]}" | tr ' ,' ',x')  # 1x16x16384x64,... (bench_cuda_attention)
+  semi=$(echo "${sh[@]}" | tr ' ' ';')  # 1,16,16384,64;... (bench_cuda_path)
   if ((!sdpa_only)); then
-    if fla_install; then fla=(--fla); else echo "== fla not importable (wheels not in .whl): PaTH vs fla not measured" | tee -a "$LOG"; fi
+    if fla_install; then fla=1; else echo "== fla not importable (no wheels in .whl): PaTH vs fla not measured" | tee -a "$LOG"; fi
   fi
+  # peers CSV GPU [ARGS]: torch's SDPA (and/or fla's PaTH) at the shapes, on GPU GPU.
   peers() {
-    CUDA_VISIBLE_DEVICES=$peer_gpu STEP_TEE=$WORK/peers.log step "peers.py measure ${fla[*]} (GPU $peer_gpu)" \
+    CUDA_VISIBLE_DEVICES=$2 STEP_TEE=$WORK/peers.log step "peers.py measure${3:+ ${*:3}} (GPU $2)" \
       $((2 * cap)) python3 experiments/bench/peers/peers.py measure --shapes "${sh[@]}" \
-      --reps "$reps" --out "$WORK/peers.csv" "${fla[@]}"
+      --reps "$reps" --out "$WORK/$1" "${@:3}"
   }
-  if ((peer_gpu != 0)); then  # in the background, its log joined to bench.log after
-    STEP_LOG=$WORK/peers.run.log peers &
+  # With 2 GPUs the peers (torch import, Triton compiles: CPU-heavy, minutes) run on GPU 1
+  # beside lcr's binaries on GPU 0; with one, in turn: torch's SDPA right after lcr's, fla
+  # last, so a phase cut short loses the least.
+  if ((ngpu > 1)); then
+    local f=()
+    ((fla)) && f=(--fla)
+    STEP_LOG=$WORK/peers.run.log peers peers.csv 1 "${f[@]}" &
     peers_pid=$!
   fi
   export CUDA_VISIBLE_DEVICES=0
@@ -264,9 +272,8 @@ cmd_table() {
   else
     echo "== bench_cuda_sdpa not in the bundle: lcr SDPA rows not measured" | tee -a "$LOG"
   fi
+  [[ -z $peers_pid ]] && peers peers.csv 0
   if ((!sdpa_only)); then
-    local xs
-    xs=$(echo "${sh[@]}" | tr ' ,' ',x')
     if have bench_cuda_attention; then
       STEP_TEE=$WORK/lanes.txt step "bench_cuda_attention" "$cap" "$B/bench_cuda_attention" \
         --schemes nope,goat,pope,rope,alibi,fox --shapes "$xs" --no-check
@@ -274,23 +281,23 @@ cmd_table() {
         "$B/bench_cuda_attention" --schemes nope,goat,pope,rope --shapes "$xs" --no-check --impl cudnn
     fi
     if have bench_cuda_path; then
-      STEP_TEE=$WORK/path.txt step "bench_cuda_path" "$cap" "$B/bench_cuda_path" \
-        --shapes "$(echo "${sh[@]}" | tr ' ' ';')" --reps "$reps"
+      STEP_TEE=$WORK/path.txt step "bench_cuda_path" "$cap" "$B/bench_cuda_path" --shapes "$semi" \
+        --reps "$reps"
       STEP_TEE=$WORK/path.txt step "bench_cuda_path --fox" "$cap" "$B/bench_cuda_path" \
-        --shapes "$(echo "${sh[@]}" | tr ' ' ';')" --fox --reps 5
+        --shapes "$semi" --fox --reps 5
     fi
+    [[ -z $peers_pid ]] && ((fla)) && peers peers_fla.csv 0 --fla-only
   fi
   if [[ -n $peers_pid ]]; then
     wait "$peers_pid"
     cat "$WORK/peers.run.log" >>"$LOG" 2>/dev/null
-  else
-    peers
   fi
   unset CUDA_VISIBLE_DEVICES
   python3 experiments/bench/peers/peers.py table --gpu "$model" --shapes "${sh[@]}" \
-    --lcr "$WORK/lcr_sdpa.csv" --peers "$WORK/peers.csv" --lanes "$WORK/lanes.txt" \
-    --lanes-cudnn "$WORK/lanes_cudnn.txt" --path "$WORK/path.txt" --out "$WORK/table_attention.md" \
-    >/dev/null 2>>"$LOG" || echo "table: peers.py table failed (bench.log)" >"$WORK/table_attention.md"
+    --lcr "$WORK/lcr_sdpa.csv" --peers "$WORK/peers.csv" "$WORK/peers_fla.csv" \
+    --lanes "$WORK/lanes.txt" --lanes-cudnn "$WORK/lanes_cudnn.txt" --path "$WORK/path.txt" \
+    --out "$WORK/table_attention.md" >/dev/null 2>>"$LOG" ||
+    echo "table: peers.py table failed (bench.log)" >"$WORK/table_attention.md"
   phase_end table
 }
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Peers of lcr's CUDA attention for experiments/bench/gpu.sh, and its table makers.
 
-  peers.py measure --shapes 1,16,16384,64 ... --out peers.csv [--fla]
+  peers.py measure --shapes 1,16,16384,64 ... --out peers.csv [--fla | --fla-only]
       torch SDPA with the cuDNN and FlashAttention-2 backends (bf16, causal), forward and
-      backward; with --fla also fla's Triton PaTH (parallel_path_attn) when fla imports.
+      backward; with --fla also (--fla-only: only) fla's Triton PaTH (parallel_path_attn),
+      when fla imports.
       CSV rows: impl,dir,B,H,Hkv,L,D,Dv,variant,ms,tflops (the bench_cuda_sdpa format).
-  peers.py table --shapes ... --lcr lcr.csv --peers peers.csv [--lanes lanes.txt]
+  peers.py table --shapes ... --lcr lcr.csv --peers peers.csv... [--lanes lanes.txt]
                  [--lanes-cudnn lanes_cudnn.txt] [--path path.txt] [--gpu NAME] --out table.md
       the side-by-side markdown table; missing inputs give rows marked "not measured".
   peers.py train --runs "goat nope+bf16" --dir RUNS [--why REASON] [--gpu NAME] --out train.md
@@ -84,7 +85,7 @@ def measure(args):
         print(",".join(map(str, row)), flush=True)
 
     dev = torch.device("cuda")
-    for shape in args.shapes:
+    for shape in [] if args.fla_only else args.shapes:
         B, H, L, D = (int(x) for x in shape.split(","))
         sets = []
         for _ in range(3):
@@ -118,7 +119,7 @@ def measure(args):
         del sets
         torch.cuda.empty_cache()
     # fla last: its Triton kernels compile on first use, the slowest part of the run.
-    for shape in args.shapes if args.fla else []:
+    for shape in args.shapes if args.fla or args.fla_only else []:
         B, H, L, D = (int(x) for x in shape.split(","))
         for row in measure_fla_path(B, H, L, D, args.reps):
             emit(row)
@@ -197,7 +198,9 @@ def read_lanes(path):
 
 
 def table(args):
-    lcr, peers = read_csv(args.lcr), read_csv(args.peers)
+    lcr, peers = read_csv(args.lcr), {}
+    for path in args.peers:
+        peers.update(read_csv(path))
     shapes = [tuple(int(x) for x in s.split(",")) for s in args.shapes]
     gpu = gpu_name(args.gpu)
     md = [f"## lcr CUDA attention vs torch SDPA (bf16, causal, {gpu})", "",
@@ -360,10 +363,11 @@ def main():
     m.add_argument("--out", required=True)
     m.add_argument("--reps", type=int, default=20)
     m.add_argument("--fla", action="store_true", help="also time fla's Triton PaTH")
+    m.add_argument("--fla-only", action="store_true", help="time fla's Triton PaTH alone")
     t = sub.add_parser("table")
     t.add_argument("--shapes", nargs="+", required=True)
     t.add_argument("--lcr", required=True)
-    t.add_argument("--peers", required=True)
+    t.add_argument("--peers", nargs="+", required=True, help="measure's CSV files")
     t.add_argument("--lanes")
     t.add_argument("--lanes-cudnn")
     t.add_argument("--path")
