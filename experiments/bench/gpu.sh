@@ -38,7 +38,7 @@
 #          15 steps a run): tokens/s, model TFLOP/s, MFU, one row per run.
 #   ring   bench_cuda_ring under mpirun -np 2 (SDPA and PaTH rings), only with >= 2 GPUs.
 #   all    tests, table, train, ring in turn, each phase capped (below) inside the budget.
-# Every title names the GPU present (nvidia-smi). Outputs, under $OUT (default
+# Every title names the GPU present (GPU 0's model, from nvidia-smi). Outputs, under $OUT (default
 # /tmp/lcr_gpu_out; the device tool returns at most 8 files):
 #   summary.md  GPU, commit, each phase's time, the suites' lines, then table.md
 #   table.md    the tables of the phases run (attention, training, ring)
@@ -59,7 +59,7 @@
 #                    limit (default 120; the peers, with Triton's compiles, twice that)
 #   LCR_BENCH_VARIANTS=all  every compiled SDPA tiling; LCR_BENCH_SDPA_ONLY=1 SDPA rows only
 #   LCR_BENCH_TRAIN_RUNS the training rows, SCHEME[+cudnn|+lcr][+bf16] (default
-#                    "goat goat+bf16 nope+bf16"; also goat+lcr, nope, path: each ~1 min)
+#                    "goat goat+bf16 nope+bf16"; also goat+lcr, nope, path: each one more run)
 #   LCR_BENCH_TRAIN_STEPS steps a training row (default 15)
 # A row whose binary is absent, or whose step ran out of time, reads "not measured".
 set -uo pipefail
