@@ -34,13 +34,6 @@ Shapes read_shapes(const h5::File& f) {
   return s;
 }
 
-bool uses_fox(const AttentionSpec& spec) {
-  return spec.scheme == Scheme::FoX || spec.scheme == Scheme::PaTHFoX;
-}
-bool uses_path(const AttentionSpec& spec) {
-  return spec.scheme == Scheme::PaTH || spec.scheme == Scheme::PaTHFoX;
-}
-
 // defaults < the input's /spec attributes < --config < overrides; then the sizes from the
 // datasets, which a stated heads / kv_heads / head_dim / value_dim must agree with.
 AttentionSpec resolve_spec(const h5::File& f, const AttentionCommand& cmd, const Shapes& s) {
@@ -206,11 +199,11 @@ AttentionProblem<T> read_problem(const h5::File& f, const AttentionSpec& spec, c
   in.k_pos0 = position_attr(f, "k_pos0");
   // Scheme-specific inputs are optional named datasets, read when present; check_inputs
   // rejects any the scheme does not take.
-  if (uses_fox(spec))
+  if (uses_fox(spec.scheme))
     require(f.has_dataset("fox_cq") && f.has_dataset("fox_ck"), f.file(), ": scheme '",
             scheme_name(spec.scheme), "' needs datasets /fox_cq [B, Lq, H] and /fox_ck [B, Lk, H]",
             " (cumulative log forget gates at global positions)");
-  if (uses_path(spec))
+  if (is_path(spec.scheme))
     require(f.has_dataset("path_w") && f.has_dataset("path_beta"), f.file(), ": scheme '",
             scheme_name(spec.scheme), "' needs datasets /path_w [B, L, Hkv, head_dim] and ",
             "/path_beta [B, L, Hkv] (Householder directions and strengths)");

@@ -42,13 +42,6 @@ struct Problem {
   ParamSet<double, HostSpace> params;
 };
 
-bool uses_fox(const AttentionSpec& s) {
-  return s.scheme == Scheme::FoX || s.scheme == Scheme::PaTHFoX;
-}
-bool uses_path(const AttentionSpec& s) {
-  return s.scheme == Scheme::PaTH || s.scheme == Scheme::PaTHFoX;
-}
-
 // Parameter draws that keep every logit O(1) at the demo sizes, by parameter name.
 double draw_param(const std::string& name, std::mt19937_64& rng) {
   std::normal_distribution<double> n01;
@@ -73,7 +66,7 @@ Problem draw(const AttentionSpec& s, const DemoOptions& o, std::mt19937_64& rng)
             ParamSet<double, HostSpace>(attention_param_layout(s))};
   for (auto* x : {&p.q, &p.k, &p.v, &p.dout})
     for (size_t i = 0; i < x->span(); ++i) x->data()[i] = n01(rng);
-  if (uses_fox(s)) {  // cumulative log forget gates c_t = sum_{u <= t} log sigmoid(2 + n)
+  if (uses_fox(s.scheme)) {  // cumulative log forget gates c_t = sum_{u <= t} log sigmoid(2 + n)
     p.fox_cq = H3<double>("fox_cq", B, L, s.heads);
     p.fox_ck = H3<double>("fox_ck", B, L, s.heads);
     for (int b = 0; b < B; ++b)
@@ -83,7 +76,7 @@ Problem draw(const AttentionSpec& s, const DemoOptions& o, std::mt19937_64& rng)
           p.fox_cq(b, t, h) = p.fox_ck(b, t, h) = prev - std::log1p(std::exp(-(2.0 + n01(rng))));
         }
   }
-  if (uses_path(s)) {  // unit directions w_t, strengths beta_t = 2 sigmoid(n) in (0, 2)
+  if (is_path(s.scheme)) {  // unit directions w_t, strengths beta_t = 2 sigmoid(n) in (0, 2)
     p.path_w = H4<double>("path_w", B, L, s.kv_heads, s.head_dim);
     p.path_beta = H3<double>("path_beta", B, L, s.kv_heads);
     for (int b = 0; b < B; ++b)
@@ -108,8 +101,9 @@ auto to_device(const V& h) {
 AttentionInputs<double> device_inputs(const Problem& p) {
   AttentionInputs<double> in;
   in.q = to_device(p.q), in.k = to_device(p.k), in.v = to_device(p.v);
-  if (uses_fox(p.spec)) in.fox_cq = to_device(p.fox_cq), in.fox_ck = to_device(p.fox_ck);
-  if (uses_path(p.spec)) in.path_w = to_device(p.path_w), in.path_beta = to_device(p.path_beta);
+  if (uses_fox(p.spec.scheme)) in.fox_cq = to_device(p.fox_cq), in.fox_ck = to_device(p.fox_ck);
+  if (is_path(p.spec.scheme))
+    in.path_w = to_device(p.path_w), in.path_beta = to_device(p.path_beta);
   return in;
 }
 
@@ -134,18 +128,19 @@ ref::RefOutputs<S> reference(const Problem& p, std::map<std::string, std::vector
   };
   ParamSet<S, HostSpace> params(p.params.layout, "ref_params");
   lift(p.params.data, params.data, "params");
-  if (uses_path(p.spec)) {
+  if (is_path(p.spec.scheme)) {
     ref::PathRefInputs<S> r;
     r.q = lift4(p.q, "q"), r.k = lift4(p.k, "k"), r.v = lift4(p.v, "v");
     r.w = lift4(p.path_w, "path_w"), r.beta = lift3(p.path_beta, "path_beta");
-    if (uses_fox(p.spec))
+    if (uses_fox(p.spec.scheme))
       r.fox_cq = lift3(p.fox_cq, "fox_cq"), r.fox_ck = lift3(p.fox_ck, "fox_ck");
     r.params = params;
     return ref::path_reference_forward<S>(p.spec, r);
   }
   ref::RefInputs<S> r;
   r.q = lift4(p.q, "q"), r.k = lift4(p.k, "k"), r.v = lift4(p.v, "v");
-  if (uses_fox(p.spec)) r.fox_cq = lift3(p.fox_cq, "fox_cq"), r.fox_ck = lift3(p.fox_ck, "fox_ck");
+  if (uses_fox(p.spec.scheme))
+    r.fox_cq = lift3(p.fox_cq, "fox_cq"), r.fox_ck = lift3(p.fox_ck, "fox_ck");
   r.params = params;
   return ref::reference_forward<S>(p.spec, r);
 }
@@ -206,10 +201,10 @@ Row run_scheme(const Problem& p) {
   double kokkos = dot(g.dq, direction("q", p.q.span())) + dot(g.dk, direction("k", p.k.span())) +
                   dot(g.dv, direction("v", p.v.span())) +
                   dot(g.dparams.data, direction("params", p.params.data.span()));
-  if (uses_fox(s))
+  if (uses_fox(s.scheme))
     kokkos += dot(g.dfox_cq, direction("fox_cq", p.fox_cq.span())) +
               dot(g.dfox_ck, direction("fox_ck", p.fox_ck.span()));
-  if (uses_path(s))  // dpath_w: the plain partial derivative, w not held to the unit sphere
+  if (is_path(s.scheme))  // dpath_w: the plain partial derivative, w not held to the unit sphere
     kokkos += dot(g.dpath_w, direction("path_w", p.path_w.span())) +
               dot(g.dpath_beta, direction("path_beta", p.path_beta.span()));
   const auto dual = reference<ref::Dual>(p, &u);

@@ -23,8 +23,6 @@ struct RingAttentionCommand {
   std::string layout = "zigzag";  // zigzag | contiguous
 };
 
-bool is_path_scheme(Scheme s) { return s == Scheme::PaTH || s == Scheme::PaTHFoX; }
-
 // A rank's rows of an optional input (scheme inputs are empty for other schemes).
 template <class V>
 V shard_if(const V& full, const SeqLayout& layout, int rank) {
@@ -71,7 +69,7 @@ void run_ring_typed(const RingAttentionCommand& cmd, Communicator& comm) {
                  layout.describe(), full.q.extent(0), spec.heads, spec.kv_heads,
                  cmd.base.precision);
 
-  const bool path = is_path_scheme(spec.scheme);
+  const bool path = is_path(spec.scheme);
   const auto out = make_outputs<T>(spec, in);
   log_stats(comm, path ? path_ring_forward<T>(comm, layout, spec, in, pr.params, out)
                        : ring_attention_forward<T>(comm, layout, spec, in, pr.params, out));

@@ -26,7 +26,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -42,6 +41,7 @@
 #include "core/train/trainer.hpp"
 #include "core/train/world.hpp"
 #include "kernels/attention/kokkos/math.hpp"
+#include "kernels/base/timer.hpp"
 #include "parallel/comm/process_grid.hpp"
 #include "parallel/ring/path_ring.hpp"
 #include "parallel/ring/ring_attention.hpp"
@@ -50,7 +50,6 @@ namespace lcr::cli {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-using Clock = std::chrono::steady_clock;
 
 struct ScalingCommand {
   std::string results, sweep = "adhoc", kind = "attention", layout = "zigzag";
@@ -62,10 +61,6 @@ struct ScalingCommand {
 
 // A point's attributes, in the order they are written (docs/scaling-results.md).
 using Point = std::vector<std::pair<std::string, io::AttrValue>>;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return kNaN;
@@ -80,15 +75,6 @@ double min_over(Communicator& c, double x) { return -train::allreduce_max(c, -x)
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // This rank's node: SLURM's node name inside a job (two emulated nodes share one host
@@ -159,7 +145,7 @@ Problem<T> make_problem(const AttentionSpec& s, int64_t batch, const std::vector
   p.in.k = random4("k", s.kv_heads, dq);
   p.in.v = random4("v", s.kv_heads, s.v_dim());
   p.dout = random4("dout", s.heads, s.v_dim());
-  if (s.scheme == Scheme::FoX || s.scheme == Scheme::PaTHFoX) {
+  if (uses_fox(s.scheme)) {
     // c_t = sum_{u <= t} log 0.99 at the row's global position t.
     auto c = View3<T>("fox_c", size_t(batch), size_t(n), size_t(s.heads));
     auto h_c = Kokkos::create_mirror_view(c);
@@ -169,7 +155,7 @@ Problem<T> make_problem(const AttentionSpec& s, int64_t batch, const std::vector
     Kokkos::deep_copy(c, h_c);
     p.in.fox_cq = p.in.fox_ck = c;
   }
-  if (s.scheme == Scheme::PaTH || s.scheme == Scheme::PaTHFoX) {
+  if (is_path(s.scheme)) {
     View4<T> w = random4("path_w", s.kv_heads, s.head_dim);
     const int d = s.head_dim;
     Kokkos::parallel_for(
@@ -195,8 +181,6 @@ std::vector<int64_t> iota(int64_t n, int64_t start = 0) {
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + i;
   return v;
 }
-
-bool is_path(Scheme s) { return s == Scheme::PaTH || s == Scheme::PaTHFoX; }
 
 // ---------------------------------------------------------------------------------------
 // Measurements of kind = attention.
@@ -603,7 +587,7 @@ int run_scaling_point(ScalingCommand cmd) {
       {"precision", cmd.precision},
       {"host", node_name()},
       {"git_rev", train::git_revision()},
-      {"timestamp", utc_now()},
+      {"timestamp", io::now_utc()},
       {"slurm_job_id", env_or("SLURM_JOB_ID", "")},
       {"scaling", cmd.scaling},
       {"nodes", nodes},

@@ -33,6 +33,14 @@ void validate(const RunLayout& L) {
   }
 }
 
+int64_t product(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (auto e : s) n *= e;
+  return n;
+}
+
+}  // namespace
+
 std::string now_utc() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -41,14 +49,6 @@ std::string now_utc() {
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
-
-int64_t product(const std::vector<int64_t>& s) {
-  int64_t n = 1;
-  for (auto e : s) n *= e;
-  return n;
-}
-
-}  // namespace
 
 // ---- Writer --------------------------------------------------------------------------
 

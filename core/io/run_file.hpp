@@ -103,6 +103,9 @@ class RunReader {
   std::unique_ptr<Impl> impl_;
 };
 
+// The current UTC time as ISO 8601, "YYYY-MM-DDThh:mm:ssZ" (provenance timestamps).
+std::string now_utc();
+
 // Makes a run file whose writer died (kill -9, node failure) openable normally again.
 // Does nothing to a file that already opens normally. Never call it on a file that a live
 // writer still holds. How:

@@ -5,7 +5,8 @@ namespace lcr {
 template <class T>
 Activations<T> make_activations(const ModelLayout& m, int64_t B, int64_t L) {
   const int64_t R = B * L, D = m.D(), F = m.F(), H = m.H(), Hkv = m.Hkv();
-  const bool fox = model_uses_fox(m.config()), path = model_uses_path(m.config());
+  const Scheme scheme = m.config().attention.scheme;
+  const bool fox = uses_fox(scheme), path = is_path(scheme);
   const int64_t d = m.config().attention.head_dim;
   Activations<T> a;
   a.B = B;
@@ -62,13 +63,13 @@ BackwardWork<T> make_backward_work(const ModelLayout& m, int64_t B, int64_t L) {
   w.attn.dk = View4<T>("lcr::dk", B, L, Hkv, m.dq());
   w.attn.dv = View4<T>("lcr::dv", B, L, Hkv, m.dv());
   w.attn.dparams = ParamSet<T>(m.attention(), "lcr::dattn_params");
-  if (model_uses_fox(m.config())) {
+  if (uses_fox(m.config().attention.scheme)) {
     w.attn.dfox_cq = View3<T>("lcr::dfox_cq", B, L, H);
     w.attn.dfox_ck = View3<T>("lcr::dfox_ck", B, L, H);
     w.dfox_c = View3<T>("lcr::dfox_c", B, L, H);
     w.dfox_z = View3<T>("lcr::dfox_z", B, L, H);
   }
-  if (model_uses_path(m.config())) {
+  if (is_path(m.config().attention.scheme)) {
     const int64_t d = m.config().attention.head_dim;
     w.attn.dpath_w = View4<T>("lcr::dpath_w", B, L, Hkv, d);
     w.attn.dpath_beta = View3<T>("lcr::dpath_beta", B, L, Hkv);

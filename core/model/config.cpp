@@ -15,14 +15,6 @@ int ModelConfig::ffn() const {
   return f > 0 ? f : 8;
 }
 
-bool model_uses_fox(const ModelConfig& cfg) {
-  return cfg.attention.scheme == Scheme::FoX || cfg.attention.scheme == Scheme::PaTHFoX;
-}
-
-bool model_uses_path(const ModelConfig& cfg) {
-  return cfg.attention.scheme == Scheme::PaTH || cfg.attention.scheme == Scheme::PaTHFoX;
-}
-
 void validate(const ModelConfig& c) {
   require(c.vocab_size > 0, "model.vocab_size must be positive, got ", c.vocab_size);
   require(c.d_model > 0, "model.d_model must be positive, got ", c.d_model);
@@ -35,7 +27,7 @@ void validate(const ModelConfig& c) {
           c.init_std);
   require(std::isfinite(c.fox_bias_init), "model.fox_bias_init must be finite");
   validate(c.attention);
-  if (model_uses_path(c))
+  if (is_path(c.attention.scheme))
     require(c.attention.path.block_size >= 1,
             "attention.path.block_size must be >= 1 (PaTH's block length: every value gives the "
             "same result, 64 is a good default), got ",

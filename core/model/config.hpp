@@ -35,13 +35,6 @@ struct ModelConfig {
 // block_size below 1.
 void validate(const ModelConfig& cfg);
 
-// Whether the scheme has a FoX forget gate (fox_w, fox_b parameters and the c lanes):
-// FoX and PaTH-FoX.
-bool model_uses_fox(const ModelConfig& cfg);
-// Whether the scheme has PaTH transitions (path_* parameters, w and beta per position):
-// PaTH and PaTH-FoX.
-bool model_uses_path(const ModelConfig& cfg);
-
 // "V=256 D=64 layers=2 heads=4/4 head_dim=16 ffn=176 scheme=goat tied"
 std::string describe(const ModelConfig& cfg);
 

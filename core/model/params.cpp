@@ -53,11 +53,11 @@ ModelLayout::ModelLayout(const ModelConfig& cfg) : cfg_(cfg) {
       require(off - s.attn == e.offset, "internal: attention block of layer ", l,
               " is not contiguous");
     }
-    if (model_uses_fox(cfg_)) {
+    if (uses_fox(cfg_.attention.scheme)) {
       s.fox_w = add(p + "fox_w", {D_, H_});
       s.fox_b = add(p + "fox_b", {H_});
     }
-    if (model_uses_path(cfg_)) {
+    if (is_path(cfg_.attention.scheme)) {
       // A full [D, Hkv d] w projection, as flash-linear-attention uses for GQA. Its MHA
       // variant (and the paper's "low-rank linear layer") factors it through rank 32 to save
       // parameters at D = 2048. At CPU widths (D, Hkv d <= 64) a rank-32 factor costs
@@ -178,7 +178,7 @@ void init_params(const ModelLayout& layout, const View1<T, HostSpace>& P, uint64
     }
   }
   const Scheme s = c.attention.scheme;
-  if (s == Scheme::GOAT || s == Scheme::GOAT2D) {
+  if (is_goat(s)) {
     for (int l = 0; l < c.n_layers; ++l) {
       ParamSet<T, HostSpace> ps = attention_params(layout, P, l);
       goat::init_params<T>(c.attention, ps, mix(seed ^ mix(0xA77E4000ull + uint64_t(l))));

@@ -20,9 +20,9 @@
 // Model::forward and sum the returned losses over the group.
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "core/model/ring_conv_prefix.hpp"
 #include "core/model/runner.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/comm/communicator.hpp"
 #include "parallel/ring/fox_prefix.hpp"
 #include "parallel/ring/layout.hpp"
@@ -73,8 +73,9 @@ class RingAttention : public AttentionRunner<T> {
   void forward(const AttentionSpec& spec, const AttentionInputs<T>& in, const ParamSet<T>& params,
                const AttentionOutputs<T>& out) override {
     forward_stats_ =
-        is_path(spec) ? path_ring_forward<T>(comm_, layout_, spec, at_row0(in), params, out)
-                      : ring_attention_forward<T>(comm_, layout_, spec, at_row0(in), params, out);
+        is_path(spec.scheme)
+            ? path_ring_forward<T>(comm_, layout_, spec, at_row0(in), params, out)
+            : ring_attention_forward<T>(comm_, layout_, spec, at_row0(in), params, out);
   }
 
   void backward(const AttentionSpec& spec, const AttentionInputs<T>& in, const ParamSet<T>& params,
@@ -82,7 +83,7 @@ class RingAttention : public AttentionRunner<T> {
                 AttentionGrads<T>& grads) override {
     const AttentionInputs<T> in0 = at_row0(in);
     backward_stats_ =
-        is_path(spec)
+        is_path(spec.scheme)
             ? path_ring_backward<T>(comm_, layout_, spec, in0, params, out, dout, grads)
             : ring_attention_backward<T>(comm_, layout_, spec, in0, params, out, dout, grads);
     if (comm_.rank() != 0) Kokkos::deep_copy(grads.dparams.data, T(0));
@@ -93,9 +94,6 @@ class RingAttention : public AttentionRunner<T> {
   const RingStats& backward_stats() const { return backward_stats_; }
 
  private:
-  static bool is_path(const AttentionSpec& s) {
-    return s.scheme == Scheme::PaTH || s.scheme == Scheme::PaTHFoX;
-  }
   // The ring wants the position of global row 0, not of this rank's first row.
   AttentionInputs<T> at_row0(AttentionInputs<T> in) const {
     in.q_pos0 = in.k_pos0 = pos0_;

@@ -72,7 +72,7 @@ RowLogits path_logits(const AttentionSpec& spec, const AttentionInputs<T>& in,
   auto beta = Kokkos::create_mirror_view_and_copy(HostSpace(), in.path_beta);
   auto cq = Kokkos::create_mirror_view_and_copy(HostSpace(), in.fox_cq);
   auto ck = Kokkos::create_mirror_view_and_copy(HostSpace(), in.fox_ck);
-  const bool fox = spec.scheme == Scheme::PaTHFoX;
+  const bool fox = uses_fox(spec.scheme);
   const int64_t d = q.extent(3), group = spec.group();
   const double scale = 1.0 / std::sqrt(double(spec.head_dim)), cap = spec.numerics.softcap;
   return [=](int64_t b, int64_t i, int h, std::vector<double>& s) {
@@ -100,8 +100,8 @@ std::vector<HeadAttentionStats> layer_stats(const Model<T>& model, int l, const 
   const AttentionSpec& spec = model.config().attention;
   const AttentionInputs<T> in = model.attention_inputs(l);
   const ParamSet<T> params = model.attention_params(l);
-  const RowLogits logits = path::is_path(spec.scheme) ? path_logits(spec, in, params)
-                                                      : dot_product_logits(spec, in, params);
+  const RowLogits logits =
+      is_path(spec.scheme) ? path_logits(spec, in, params) : dot_product_logits(spec, in, params);
   const bool sink = spec.numerics.sink;
   std::vector<double> sink_logit(size_t(spec.heads), 0.0);
   if (sink) {

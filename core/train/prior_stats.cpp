@@ -3,15 +3,13 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/base/error.hpp"
 #include "core/model/stats.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/goat/goat.hpp"
 #include "kernels/schemes/rope/rope.hpp"
 
 namespace lcr::train {
 namespace {
-
-bool is_goat(Scheme s) { return s == Scheme::GOAT || s == Scheme::GOAT2D; }
 
 // One layer's attention parameters as a float64 host ParamSet (what goat:: statistics take).
 template <class T>
@@ -148,7 +146,7 @@ std::vector<std::pair<std::string, io::Row>> prior_rows(const Model<T>& model,
         row["k_pair_norm"] =
             mean_pair_norms(Kokkos::create_mirror_view_and_copy(HostSpace(), p.kn), half, pair);
       }
-    } else if (spec.scheme == Scheme::PaTH || spec.scheme == Scheme::PaTHFoX) {
+    } else if (is_path(spec.scheme)) {
       // beta [B, L, Hkv] of the probe forward, per KV head over every position: mean, std,
       // min, max (beta > 1 flips the sign along w; near 0 the transition is the identity).
       auto beta =

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,7 +9,6 @@
 #include <optional>
 #include <type_traits>
 
-#include "kernels/base/error.hpp"
 #include "core/model/ring_runner.hpp"
 #include "core/train/evaluate.hpp"
 #include "core/train/flops.hpp"
@@ -21,6 +19,8 @@
 #include "core/train/setup.hpp"
 #include "core/train/signals.hpp"
 #include "core/train/world.hpp"
+#include "kernels/base/error.hpp"
+#include "kernels/base/timer.hpp"
 #include "parallel/ring/shard.hpp"
 
 namespace lcr::train {
@@ -32,11 +32,6 @@ namespace {
 struct AgreedError : Error {
   using Error::Error;
 };
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // [B, L] int32 device view of a host row-major buffer.
 View2<int32_t> device_rows(const std::vector<int32_t>& v, int64_t B, int64_t L, const char* name) {
@@ -93,8 +88,7 @@ class Trainer {
     }
     open_run_file();
     const AttentionSpec& a = cfg_.model.attention;
-    if (s_.writer() && (a.scheme == Scheme::GOAT || a.scheme == Scheme::GOAT2D) &&
-        a.goat.train_len != cfg_.train.seq_len)
+    if (s_.writer() && is_goat(a.scheme) && a.goat.train_len != cfg_.train.seq_len)
       spdlog::warn(
           "attention.goat.train_len = {} (L_train of GOAT's key-bias features) differs "
           "from train.seq_len = {}",

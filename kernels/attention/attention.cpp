@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/sdpa.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/goat/goat.hpp"
 #include "kernels/schemes/numerics/qk_norm.hpp"
 #include "kernels/schemes/path/path.hpp"
@@ -12,8 +12,6 @@
 
 namespace lcr {
 namespace {
-
-bool uses_fox(Scheme s) { return s == Scheme::FoX || s == Scheme::PaTHFoX; }
 
 // What the scheme hands the SDPA kernel.
 template <class T>
@@ -95,7 +93,7 @@ void expect_shape(const char* name, const V& v, std::vector<int64_t> want) {
 template <class T>
 PreparedAttention<T> prepare_attention(const AttentionSpec& spec, const AttentionInputs<T>& in,
                                        const ParamSet<T>& params) {
-  require(!path::is_path(spec.scheme),
+  require(!is_path(spec.scheme),
           "prepare_attention is the dot-product path; PaTH's ring quantities are in "
           "kernels/schemes/path/ring.hpp");
   PreparedAttention<T> p;
@@ -172,7 +170,7 @@ void check_inputs(const AttentionSpec& spec, const AttentionInputs<T>& in,
           "parameter buffer has ", params.data.extent(0), " values; scheme '",
           scheme_name(spec.scheme), "' with these options needs ", want.total(),
           " (build it from attention_param_layout(spec))");
-  if (path::is_path(spec.scheme))
+  if (is_path(spec.scheme))
     path::check_inputs(spec, in);  // self-attention span, w, beta shapes and values
   else
     require(in.path_w.extent(0) == 0 && in.path_beta.extent(0) == 0,
@@ -198,7 +196,7 @@ AttentionGrads<T> make_grads(const AttentionSpec& spec, const AttentionInputs<T>
     g.dfox_cq = View3<T>("lcr::dfox_cq", in.q.extent(0), in.q.extent(1), spec.heads);
     g.dfox_ck = View3<T>("lcr::dfox_ck", in.k.extent(0), in.k.extent(1), spec.heads);
   }
-  if (path::is_path(spec.scheme)) {
+  if (is_path(spec.scheme)) {
     g.dpath_w = View4<T>("lcr::dpath_w", in.path_w.extent(0), in.path_w.extent(1),
                          in.path_w.extent(2), in.path_w.extent(3));
     g.dpath_beta = View3<T>("lcr::dpath_beta", in.path_beta.extent(0), in.path_beta.extent(1),
@@ -214,7 +212,7 @@ void attention_forward(const AttentionSpec& spec, const AttentionInputs<T>& in,
   expect_shape("o", out.o,
                {int64_t(in.q.extent(0)), int64_t(in.q.extent(1)), spec.heads, spec.v_dim()});
   expect_shape("lse", out.lse, {int64_t(in.q.extent(0)), spec.heads, int64_t(in.q.extent(1))});
-  if (path::is_path(spec.scheme)) return path::attention_forward<T>(spec, in, params, out);
+  if (is_path(spec.scheme)) return path::attention_forward<T>(spec, in, params, out);
   const PreparedAttention<T> p = prepare_attention(spec, in, params);
   sdpa_forward(p.sdpa, out.o, out.lse);
   if (spec.numerics.sink) sdpa_apply_sink<T>(params.v1("sink"), out.o, out.lse);
@@ -226,8 +224,7 @@ void attention_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
                         const View4<const T>& dout, AttentionGrads<T>& g) {
   check_inputs(spec, in, params);
   expect_shape("dout", dout, shape_of(out.o));
-  if (path::is_path(spec.scheme))
-    return path::attention_backward<T>(spec, in, params, out, dout, g);
+  if (is_path(spec.scheme)) return path::attention_backward<T>(spec, in, params, out, dout, g);
   const PreparedAttention<T> p = prepare_attention(spec, in, params);
   const int B = in.q.extent(0), Lq = in.q.extent(1), H = spec.heads;
   Kokkos::deep_copy(g.dparams.data, T(0));

@@ -29,7 +29,7 @@ const ParamEntry& ParamLayout::at(const std::string& name) const {
 
 ParamLayout attention_param_layout(const AttentionSpec& spec) {
   ParamLayout l;
-  if (spec.scheme == Scheme::GOAT || spec.scheme == Scheme::GOAT2D) goat::add_params(spec, l);
+  if (is_goat(spec.scheme)) goat::add_params(spec, l);
   if (spec.scheme == Scheme::PoPE) pope::add_params(spec, l);
   if (spec.numerics.sink) l.add("sink", {spec.heads});
   if (spec.numerics.qk_norm) {

@@ -13,6 +13,14 @@ namespace lcr {
 
 enum class Scheme { NoPE, RoPE, ALiBi, GOAT, GOAT2D, PoPE, FoX, PaTH, PaTHFoX };
 
+// What a scheme is made of: the one place the code asks these questions.
+// PaTH transitions (w, beta per position); the rest are dot-product (SDPA) schemes.
+constexpr bool is_path(Scheme s) { return s == Scheme::PaTH || s == Scheme::PaTHFoX; }
+// FoX forget gates (the cumulative log-gate lanes fox_cq, fox_ck).
+constexpr bool uses_fox(Scheme s) { return s == Scheme::FoX || s == Scheme::PaTHFoX; }
+// GOAT's learned prior lanes, on a line (GOAT) or a grid (GOAT2D).
+constexpr bool is_goat(Scheme s) { return s == Scheme::GOAT || s == Scheme::GOAT2D; }
+
 const char* scheme_name(Scheme s);
 // Parses "nope", "rope", "alibi", "goat", "goat2d", "pope", "fox", "path", "path_fox";
 // an unknown name is an Error that lists the valid ones.

@@ -12,11 +12,10 @@ int RingMessage::index_of(const std::string& name) const {
 
 RingMessage ring_message(const AttentionSpec& spec, int lane_width) {
   RingMessage m;
-  const bool path = spec.scheme == Scheme::PaTH || spec.scheme == Scheme::PaTHFoX;
+  const bool path = is_path(spec.scheme);
   m.fields.push_back({path ? "k_folded" : "k_lanes", spec.kv_heads, lane_width});
   m.fields.push_back({"v", spec.kv_heads, spec.v_dim()});
-  if (spec.scheme == Scheme::FoX || spec.scheme == Scheme::PaTHFoX)
-    m.fields.push_back({"fox_ck", spec.heads, 1});
+  if (uses_fox(spec.scheme)) m.fields.push_back({"fox_ck", spec.heads, 1});
   m.chunk_transitions = path;
   return m;
 }

@@ -18,11 +18,7 @@ RingStats path_ring_forward(Communicator& comm, const SeqLayout& layout, const A
   check_path_ring_inputs(comm, layout, spec, in, params);
   const int N = comm.size(), me = comm.rank();
   const int B = int(in.q.extent(0)), H = spec.heads, Dv = spec.v_dim(), d = spec.head_dim;
-  const int64_t Lr = int64_t(in.q.extent(1));
-  require(shape_of(out.o) == std::vector<int64_t>{B, Lr, H, Dv} &&
-              shape_of(out.lse) == std::vector<int64_t>{B, H, Lr},
-          "ring forward outputs must be o [B, L_local, H, dv] and lse [B, H, L_local] (use "
-          "make_outputs(spec, local inputs))");
+  check_ring_outputs(spec, in, out);
   RingStats st;
   st.pass = "forward";
 
@@ -69,12 +65,7 @@ RingStats path_ring_forward(Communicator& comm, const SeqLayout& layout, const A
                        ring_merge<T>(o_acc[ai].view, lse_acc[ai].view, o_blk[ai], lse_blk[ai]);
                      });
 
-  for (size_t ai = 0; ai < chunks.size(); ++ai) {
-    if (spec.numerics.sink) sdpa_apply_sink<T>(params.v1("sink"), o_acc[ai].view, lse_acc[ai].view);
-    o_acc[ai].flush();
-    lse_acc[ai].flush();
-  }
-  Kokkos::fence();
+  finish_ring_forward<T>(spec, params, o_acc, lse_acc);
   st.total_s = seconds_since(t_start);
   return st;
 }

@@ -29,7 +29,7 @@ RingStats path_ring_backward(Communicator& comm, const SeqLayout& layout, const 
   const int N = comm.size(), me = comm.rank();
   const int B = int(in.q.extent(0)), H = spec.heads, Hkv = spec.kv_heads, d = spec.head_dim;
   const int Dv = spec.v_dim(), block = spec.path.block_size;
-  const bool fox = spec.scheme == Scheme::PaTHFoX;
+  const bool fox = uses_fox(spec.scheme);
   RingStats st;
   st.pass = "backward";
   Kokkos::deep_copy(grads.dparams.data, T(0));

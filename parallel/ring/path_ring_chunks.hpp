@@ -59,7 +59,7 @@ std::vector<PathChunk<T>> prepare_path_chunks(const SeqLayout& layout, int me,
     pc.v = chunk_input(in.v, 1, pc.ch, whole);
     pc.w = chunk_input(in.path_w, 1, pc.ch, whole);
     pc.beta = chunk_input(in.path_beta, 1, pc.ch, whole);
-    if (spec.scheme == Scheme::PaTHFoX) {
+    if (uses_fox(spec.scheme)) {
       pc.fox_q = chunk_input(in.fox_cq, 1, pc.ch, whole);
       pc.fox_k = chunk_input(in.fox_ck, 1, pc.ch, whole);
     }
@@ -109,18 +109,9 @@ template <class T>
 void check_path_ring_inputs(const Communicator& comm, const SeqLayout& layout,
                             const AttentionSpec& spec, const AttentionInputs<T>& in,
                             const ParamSet<T>& params) {
-  require(path::is_path(spec.scheme), "path_ring_forward / backward take scheme path or path_fox,",
+  require(is_path(spec.scheme), "path_ring_forward / backward take scheme path or path_fox,",
           " got '", scheme_name(spec.scheme), "' (use ring_attention_forward / backward)");
-  require(layout.ranks() == comm.size(), "the sequence layout is for ", layout.ranks(),
-          " ranks but the context-parallel group has ", comm.size());
-  check_inputs(spec, in, params);
-  const int me = comm.rank();
-  const int64_t Lr = layout.local_length(me);
-  require(int64_t(in.q.extent(1)) == Lr && int64_t(in.k.extent(1)) == Lr, "rank ", me, " holds ",
-          Lr, " positions in ", layout.describe(), " but its local q has ", in.q.extent(1),
-          " rows and k ", in.k.extent(1), "; shard the sequence with shard_view");
-  require(in.q_pos0 == in.k_pos0, "ring attention takes q_pos0 == k_pos0, got ", in.q_pos0, " and ",
-          in.k_pos0);
+  check_ring_shards(comm, layout, spec, in, params);
 }
 
 // y = P_{b+1} ... P_{a-1} q~_a, multiplied right to left (P_{a-1} first); tmp is scratch

@@ -3,11 +3,11 @@
 // ring, path_ring*.cpp): a rank's local chunks and their prepared lanes, the packed ring message
 // of a key chunk, the per-step exchange and its timing. Not a public API.
 #include <algorithm>
-#include <chrono>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/attention.hpp"
+#include "kernels/base/error.hpp"
+#include "kernels/base/timer.hpp"
 #include "parallel/comm/communicator.hpp"
 #include "parallel/ring/buffers.hpp"
 #include "parallel/ring/layout.hpp"
@@ -18,18 +18,11 @@
 
 namespace lcr::ring_detail {
 
-using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // Tags name the message kind and the step it is consumed at, so a message from the
 // wrong step or of the wrong kind is never matched silently (MPI's tag range is at
 // least 32767; steps wrap harmlessly since messages between two ranks stay ordered).
 inline constexpr int kTagKV = 1, kTagGrad = 2;
 inline int ring_tag(int kind, int step) { return kind * 4096 + step % 4096; }
-
-inline bool uses_fox(Scheme s) { return s == Scheme::FoX || s == Scheme::PaTHFoX; }
 
 // Rows [r0, r0 + n) of a local tensor as a LayoutRight view of their own (the chunk
 // kernels need contiguous [B, n, ...] views; a row range of a batched tensor is strided).
@@ -162,12 +155,11 @@ void pack_own_chunks(const std::vector<LocalChunk<T>>& chunks, const CommBuffer<
   }
 }
 
+// What both rings (this one and the PaTH ring) ask of a rank's inputs: the layout is the
+// group's, the local rows are this rank's shard, q and k share the global row 0.
 template <class T>
-void check_ring_inputs(const Communicator& comm, const SeqLayout& layout, const AttentionSpec& spec,
+void check_ring_shards(const Communicator& comm, const SeqLayout& layout, const AttentionSpec& spec,
                        const AttentionInputs<T>& in, const ParamSet<T>& params) {
-  require(spec.scheme != Scheme::PaTH && spec.scheme != Scheme::PaTHFoX,
-          "ring_attention_forward / backward take the dot-product family; PaTH / PaTH-FoX have "
-          "their own ring (parallel/ring/path_ring.hpp: path_ring_forward / backward)");
   require(layout.ranks() == comm.size(), "the sequence layout is for ", layout.ranks(),
           " ranks but the context-parallel group has ", comm.size());
   check_inputs(spec, in, params);
@@ -180,6 +172,40 @@ void check_ring_inputs(const Communicator& comm, const SeqLayout& layout, const 
           "ring attention takes q_pos0 == k_pos0 (the global position "
           "of the full sequence's first row), got ",
           in.q_pos0, " and ", in.k_pos0);
+}
+
+template <class T>
+void check_ring_inputs(const Communicator& comm, const SeqLayout& layout, const AttentionSpec& spec,
+                       const AttentionInputs<T>& in, const ParamSet<T>& params) {
+  require(!is_path(spec.scheme),
+          "ring_attention_forward / backward take the dot-product family; PaTH / PaTH-FoX have "
+          "their own ring (parallel/ring/path_ring.hpp: path_ring_forward / backward)");
+  check_ring_shards(comm, layout, spec, in, params);
+}
+
+// A ring forward writes o [B, L_local, H, dv] and lse [B, H, L_local].
+template <class T>
+void check_ring_outputs(const AttentionSpec& spec, const AttentionInputs<T>& in,
+                        const AttentionOutputs<T>& out) {
+  const int64_t B = in.q.extent(0), Lr = in.q.extent(1), H = spec.heads, Dv = spec.v_dim();
+  require(shape_of(out.o) == std::vector<int64_t>{B, Lr, H, Dv} &&
+              shape_of(out.lse) == std::vector<int64_t>{B, H, Lr},
+          "ring forward outputs must be o [B, L_local, H, dv] and lse [B, H, L_local] (use "
+          "make_outputs(spec, local inputs))");
+}
+
+// The end of a ring forward: the sink joins each row's softmax denominator once, after all
+// key blocks, then each chunk's running (o, lse) goes to the caller's rows.
+template <class T>
+void finish_ring_forward(const AttentionSpec& spec, const ParamSet<T>& params,
+                         std::vector<RowSlot<View4<T>>>& o_acc,
+                         std::vector<RowSlot<View3<T>>>& lse_acc) {
+  for (size_t ai = 0; ai < o_acc.size(); ++ai) {
+    if (spec.numerics.sink) sdpa_apply_sink<T>(params.v1("sink"), o_acc[ai].view, lse_acc[ai].view);
+    o_acc[ai].flush();
+    lse_acc[ai].flush();
+  }
+  Kokkos::fence();
 }
 
 inline std::vector<PackedPlan> all_plans(const RingMessage& msg, const SeqLayout& layout,

@@ -15,10 +15,7 @@ RingStats ring_attention_forward(Communicator& comm, const SeqLayout& layout,
   check_ring_inputs(comm, layout, spec, in, params);
   const int N = comm.size(), me = comm.rank();
   const int B = int(in.q.extent(0)), H = spec.heads, Dv = spec.v_dim();
-  require(shape_of(out.o) == std::vector<int64_t>{B, int64_t(in.q.extent(1)), H, Dv} &&
-              shape_of(out.lse) == std::vector<int64_t>{B, H, int64_t(in.q.extent(1))},
-          "ring forward outputs must be o [B, L_local, H, dv] and lse [B, H, L_local] (use "
-          "make_outputs(spec, local inputs))");
+  check_ring_outputs(spec, in, out);
   RingStats st;
   st.pass = "forward";
 
@@ -50,13 +47,7 @@ RingStats ring_attention_forward(Communicator& comm, const SeqLayout& layout,
                        ring_merge<T>(o_acc[ai].view, lse_acc[ai].view, o_blk[ai], lse_blk[ai]);
                      });
 
-  // The sink joins each row's softmax denominator once, after all key blocks.
-  for (size_t ai = 0; ai < chunks.size(); ++ai) {
-    if (spec.numerics.sink) sdpa_apply_sink<T>(params.v1("sink"), o_acc[ai].view, lse_acc[ai].view);
-    o_acc[ai].flush();
-    lse_acc[ai].flush();
-  }
-  Kokkos::fence();
+  finish_ring_forward<T>(spec, params, o_acc, lse_acc);
   st.total_s = seconds_since(t_start);
   return st;
 }

@@ -52,7 +52,7 @@ Data make_data(const AttentionSpec& s, int B, int Lq, int Lk, uint64_t seed = 7)
          ParamSet<double, HostSpace>(attention_param_layout(s))};
   for (auto* x : {&d.q, &d.k, &d.v, &d.dout}) fill(*x, rng);
   fill(d.params.data, rng, 0.5);
-  if (s.scheme == Scheme::FoX) {
+  if (uses_fox(s.scheme)) {
     d.fox_cq = H3<double>("fox_cq", B, Lq, s.heads);
     d.fox_ck = H3<double>("fox_ck", B, Lk, s.heads);
     fill(d.fox_cq, rng, 0.3);

@@ -43,10 +43,6 @@ VD to_device(const VH& h, const std::string& label) {
   return d;
 }
 
-bool is_fox(const Problem& p) {
-  return p.c.spec.scheme == Scheme::FoX || p.c.spec.scheme == Scheme::PaTHFoX;
-}
-
 template <class S>
 S lift(double x, double t) {
   if constexpr (std::is_same_v<S, ref::Dual>)
@@ -75,7 +71,7 @@ ref::RefInputs<S> to_ref(const Problem& p, const std::string& name, const std::v
   r.v = conv4(p.v, "v");
   r.q_pos0 = p.c.q_pos0;
   r.k_pos0 = p.c.k_pos0;
-  if (is_fox(p)) {
+  if (uses_fox(p.c.spec.scheme)) {
     r.fox_cq = conv3(p.fox_cq, "fox_cq");
     r.fox_ck = conv3(p.fox_ck, "fox_ck");
   }
@@ -102,7 +98,7 @@ Problem make_problem(const Case& c) {
   p.v = H4<double>("v", c.B, c.Lk, s.kv_heads, s.v_dim());
   p.dout = H4<double>("dout", c.B, c.Lq, s.heads, s.v_dim());
   for (auto* v : {&p.q, &p.k, &p.v, &p.dout}) fill_normal(*v, rng);
-  if (is_fox(p)) {
+  if (uses_fox(p.c.spec.scheme)) {
     // Cumulative log forget gates over GLOBAL positions 0..max: c_t = sum_{s<=t} log f_s.
     const int64_t n = std::max(c.q_pos0 + c.Lq, c.k_pos0 + c.Lk);
     std::normal_distribution<double> n01(0.0, 1.0);
@@ -126,7 +122,7 @@ Problem make_problem(const Case& c) {
 
 std::vector<std::string> input_names(const Problem& p) {
   std::vector<std::string> n{"q", "k", "v"};
-  if (is_fox(p)) {
+  if (uses_fox(p.c.spec.scheme)) {
     n.push_back("fox_cq");
     n.push_back("fox_ck");
   }
@@ -161,7 +157,7 @@ Result run_kokkos(const Problem& p, bool backward, bool bf16_o) {
   in.v = to_device<T, View4<T>>(p.v, "v");
   in.q_pos0 = p.c.q_pos0;
   in.k_pos0 = p.c.k_pos0;
-  if (is_fox(p)) {
+  if (uses_fox(p.c.spec.scheme)) {
     in.fox_cq = to_device<T, View3<T>>(p.fox_cq, "fox_cq");
     in.fox_ck = to_device<T, View3<T>>(p.fox_ck, "fox_ck");
   }
@@ -185,7 +181,7 @@ Result run_kokkos(const Problem& p, bool backward, bool bf16_o) {
   r.grad["q"] = flat<T>(g.dq);
   r.grad["k"] = flat<T>(g.dk);
   r.grad["v"] = flat<T>(g.dv);
-  if (is_fox(p)) {
+  if (uses_fox(p.c.spec.scheme)) {
     r.grad["fox_cq"] = flat<T>(g.dfox_cq);
     r.grad["fox_ck"] = flat<T>(g.dfox_ck);
   }

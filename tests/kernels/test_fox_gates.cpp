@@ -123,7 +123,7 @@ TEST(FoxGates, GatesThroughAttentionMatchDualReference) {
     fox::cumulative_log_gates<double>(xd, off, c);
     AttentionInputs<double> in = device_inputs<double>(p);
     in.fox_cq = in.fox_ck = c;
-    if (scheme == Scheme::FoX) in.path_w = {}, in.path_beta = {};
+    if (!is_path(scheme)) in.path_w = {}, in.path_beta = {};
     ParamSet<double> params(p.params.layout);
     auto out = make_outputs<double>(pc.spec, in);
     attention_forward<double>(pc.spec, in, params, out);
@@ -149,7 +149,7 @@ TEST(FoxGates, GatesThroughAttentionMatchDualReference) {
     Kokkos::deep_copy(offd, ref::Dual(-4.0));
     const auto cdual = ref::fox_cumulative<ref::Dual>(xdual, offd);
     double exact = 0;
-    if (scheme == Scheme::PaTHFoX) {
+    if (is_path(scheme)) {
       auto r = to_ref<ref::Dual>(p, "", {});
       r.fox_cq = r.fox_ck = cdual;
       const auto o = ref::path_reference_forward<ref::Dual>(pc.spec, r).o;

@@ -37,7 +37,7 @@ struct PathProblem {
   H4<double> q, k, v, w, dout;
   H3<double> beta, fox_cq, fox_ck;
   ParamSet<double, HostSpace> params;
-  bool fox() const { return c.spec.scheme == Scheme::PaTHFoX; }
+  bool fox() const { return uses_fox(c.spec.scheme); }
 };
 
 inline double draw_beta(BetaDraw how, std::mt19937_64& rng) {

@@ -5,8 +5,8 @@
 #include <random>
 #include <string>
 
-#include "kernels/base/error.hpp"
 #include "core/model/model.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::test {
 
@@ -22,7 +22,7 @@ inline ModelConfig tiny_config(Scheme scheme) {
   c.attention.heads = 2;
   c.attention.kv_heads = 1;  // GQA: both query heads read one KV head
   c.attention.head_dim = 8;
-  if (scheme == Scheme::GOAT || scheme == Scheme::GOAT2D) {
+  if (is_goat(scheme)) {
     c.attention.head_dim = 10;  // d_c = 10 - (2 R + 2) = 4 with R = 2
     c.attention.goat.modes = 2;
     c.attention.goat.mlp_hidden = 3;

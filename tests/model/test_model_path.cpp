@@ -156,7 +156,7 @@ std::vector<std::vector<HostMat>> reference_probs(const Model<double>& m, int l)
             for (int64_t e = 0; e < d; ++e)
               raw += kj[size_t(r)] * M[size_t(r)][size_t(e)] * qi[size_t(e)];
           double x = raw / std::sqrt(double(d));
-          if (s.scheme == Scheme::PaTHFoX) x += c(b, i, h) - c(b, j, h);
+          if (uses_fox(s.scheme)) x += c(b, i, h) - c(b, j, h);
           logit[size_t(j)] = cap * std::tanh(x / cap);
           mx = std::max(mx, logit[size_t(j)]);
           // M <- H_j M = M - beta_j w_j (w_j^T M)

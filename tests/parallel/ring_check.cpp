@@ -66,7 +66,7 @@ Flat single_rank(const RingCase& c, const FullProblem& p) {
   in.k = d.k;
   in.v = d.v;
   in.q_pos0 = in.k_pos0 = c.pos0;
-  if (is_fox(s)) in.fox_cq = in.fox_ck = d.fox_c;
+  if (uses_fox(s.scheme)) in.fox_cq = in.fox_ck = d.fox_c;
   auto out = make_outputs<T>(s, in);
   attention_forward<T>(s, in, d.params, out);
   auto g = make_grads<T>(s, in);
@@ -77,7 +77,7 @@ Flat single_rank(const RingCase& c, const FullProblem& p) {
   f.values["grad.q"] = flat(g.dq);
   f.values["grad.k"] = flat(g.dk);
   f.values["grad.v"] = flat(g.dv);
-  if (is_fox(s)) {
+  if (uses_fox(s.scheme)) {
     f.values["fox_c"] = flat(d.fox_c);
     f.values["grad.fox_cq"] = flat(g.dfox_cq);
     f.values["grad.fox_ck"] = flat(g.dfox_ck);
@@ -101,7 +101,7 @@ Flat ring(Communicator& comm, const RingCase& c, const FullProblem& p, const Seq
   in.v = shard_view(d.v, layout, me);
   in.q_pos0 = in.k_pos0 = c.pos0;
   View3<T> c_local;
-  if (is_fox(s)) {
+  if (uses_fox(s.scheme)) {
     const View3<T> lf = shard_view(d.log_f, layout, me);
     c_local = View3<T>("c_local", lf.extent(0), lf.extent(1), lf.extent(2));
     fox_global_cumulative<T>(comm, layout, lf, c_local);
@@ -120,7 +120,7 @@ Flat ring(Communicator& comm, const RingCase& c, const FullProblem& p, const Seq
   f.values["grad.q"] = flat(gather_view(comm, g.dq, layout, 1));
   f.values["grad.k"] = flat(gather_view(comm, g.dk, layout, 1));
   f.values["grad.v"] = flat(gather_view(comm, g.dv, layout, 1));
-  if (is_fox(s)) {
+  if (uses_fox(s.scheme)) {
     f.values["fox_c"] = flat(gather_view(comm, c_local, layout, 1));
     f.values["grad.fox_cq"] = flat(gather_view(comm, g.dfox_cq, layout, 1));
     f.values["grad.fox_ck"] = flat(gather_view(comm, g.dfox_ck, layout, 1));

@@ -27,10 +27,6 @@ void fill_normal(const V& v, std::mt19937_64& rng) {
 
 }  // namespace
 
-bool is_fox(const AttentionSpec& s) {
-  return s.scheme == Scheme::FoX || s.scheme == Scheme::PaTHFoX;
-}
-
 FullProblem make_full_problem(const RingCase& c, int64_t L) {
   const auto& s = c.spec;
   validate(s);
@@ -42,7 +38,7 @@ FullProblem make_full_problem(const RingCase& c, int64_t L) {
   p.v = H4<double>("v", B, L, s.kv_heads, s.v_dim());
   p.dout = H4<double>("dout", B, L, s.heads, s.v_dim());
   for (auto* v : {&p.q, &p.k, &p.v, &p.dout}) fill_normal(*v, rng);
-  if (is_fox(s)) {
+  if (uses_fox(s.scheme)) {
     std::normal_distribution<double> n01(0.0, 1.0);
     p.log_f = H3<double>("log_f", B, L, s.heads);
     p.fox_c = H3<double>("fox_c", B, L, s.heads);

@@ -33,8 +33,6 @@ struct FullProblem {
 
 FullProblem make_full_problem(const RingCase& c, int64_t L);
 
-bool is_fox(const AttentionSpec& s);
-
 // The cases every layout and rank count runs: each dot-product scheme alone, and with
 // the numerics options and GQA mixed in.
 std::vector<RingCase> ring_cases();

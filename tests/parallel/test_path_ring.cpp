@@ -77,8 +77,7 @@ AttentionInputs<double> device_inputs(const AttentionSpec& spec, const PathFull&
   in.v = to_device<View4<double>>(f.p.v, "v");
   in.path_w = to_device<View4<double>>(f.w, "w");
   in.path_beta = to_device<View3<double>>(f.beta, "beta");
-  if (spec.scheme == Scheme::PaTHFoX)
-    in.fox_cq = in.fox_ck = to_device<View3<double>>(f.p.fox_c, "c");
+  if (uses_fox(spec.scheme)) in.fox_cq = in.fox_ck = to_device<View3<double>>(f.p.fox_c, "c");
   return in;
 }
 
@@ -189,7 +188,7 @@ TEST_P(PathRing, BackwardMatchesSingleRankFloat64) {
   check4("dv", g.dv, gw.dv);
   check4("dpath_w", g.dpath_w, gw.dpath_w);
   check3("dpath_beta", g.dpath_beta, gw.dpath_beta);
-  if (spec.scheme == Scheme::PaTHFoX) {
+  if (uses_fox(spec.scheme)) {
     check3("dfox_cq", g.dfox_cq, gw.dfox_cq);
     check3("dfox_ck", g.dfox_ck, gw.dfox_ck);
   }

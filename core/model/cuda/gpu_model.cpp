@@ -2,12 +2,12 @@
 
 #include <algorithm>
 
-#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_path.hpp"
 #include "core/model/model.hpp"
 #include "kernels/attention/cuda/api/lane_kernels.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/path/params.hpp"
 
 namespace lcr::cuda::model {
@@ -42,7 +42,7 @@ void grow(DeviceBuffer<T>& b, int64_t n) {
 
 GpuModel::GpuModel(const ModelConfig& cfg, const GpuModelOptions& opt) : layout_(cfg), opt_(opt) {
   const AttentionSpec& at = cfg.attention;
-  path_ = model_uses_path(cfg);
+  path_ = is_path(cfg.attention.scheme);
   if (path_) {
     const char* name = scheme_name(at.scheme);
     require(at.head_dim == 64 || at.head_dim == 128, "attention.scheme = ", name,

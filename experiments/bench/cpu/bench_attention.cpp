@@ -27,8 +27,8 @@ std::vector<Variant> variants() {
   for (const auto& name : scheme_names()) {
     AttentionSpec s = base;
     s.scheme = parse_scheme(name);
-    if (s.scheme == Scheme::PaTH || s.scheme == Scheme::PaTHFoX) continue;  // bench_path.cpp
-    if (s.scheme == Scheme::GOAT2D) s.goat.grid_width = 128;                // 128 x 128 grid at 16K
+    if (is_path(s.scheme)) continue;                          // bench_path.cpp
+    if (s.scheme == Scheme::GOAT2D) s.goat.grid_width = 128;  // 128 x 128 grid at 16K
     out.push_back({name, s});
   }
   AttentionSpec all = base;  // the numerics options together, on the plain kernel
@@ -65,7 +65,7 @@ std::unique_ptr<Problem> make_problem(const AttentionSpec& s, int L) {
   p->in.k = random4("k", s.kv_heads, dq);
   p->in.v = random4("v", s.kv_heads, s.v_dim());
   p->dout = random4("dout", s.heads, s.v_dim());
-  if (s.scheme == Scheme::FoX) {  // cumulative log forget gates of a constant gate 0.99
+  if (uses_fox(s.scheme)) {  // cumulative log forget gates of a constant gate 0.99
     View3<float> c("fox_c", 1, L, s.heads);
     Kokkos::parallel_for(
         "fox_c", Kokkos::RangePolicy<ExecSpace>(0, L), KOKKOS_LAMBDA(int t) {

@@ -54,7 +54,7 @@ std::unique_ptr<PathProblem> make_path_problem(const AttentionSpec& s, int L) {
   View3<float> beta("path_beta", 1, L, s.kv_heads);
   Kokkos::fill_random(beta, pool, 0.0f, 1.99f);
   p->in.path_beta = beta;
-  if (s.scheme == Scheme::PaTHFoX) {
+  if (uses_fox(s.scheme)) {
     View3<float> c("fox_c", 1, L, s.heads);
     const int H = s.heads;
     Kokkos::parallel_for(

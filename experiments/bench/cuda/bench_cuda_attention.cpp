@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/api/attention_cuda.hpp"
+#include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/params.hpp"
 #include "kernels/attention/reference/reference.hpp"
 
@@ -111,7 +111,7 @@ void spot_check(const AttentionSpec& spec, const Shape& sh, const std::vector<bf
   for (size_t i = 0; i < in.q.span(); ++i) in.q.data()[i] = __bfloat162float(q[i]);
   for (size_t i = 0; i < in.k.span(); ++i) in.k.data()[i] = __bfloat162float(k[i]);
   for (size_t i = 0; i < in.v.span(); ++i) in.v.data()[i] = __bfloat162float(v[i]);
-  if (spec.scheme == Scheme::FoX) {
+  if (uses_fox(spec.scheme)) {
     in.fox_cq = View3<double, HostSpace>("cq", 1, L, H);
     in.fox_ck = View3<double, HostSpace>("ck", 1, L, H);
     for (size_t i = 0; i < cq.size(); ++i) in.fox_cq.data()[i] = cq[i], in.fox_ck.data()[i] = ck[i];
@@ -164,7 +164,7 @@ Timing run(const std::string& name, const Shape& sh, int iters, int warmup, bool
   DeviceBuffer<float> gates, cq, ck, dcq, dck;
   cuda::AttentionInputs in;
   in.B = B, in.Lq = in.Lk = L, in.q = q.data(), in.k = k.data(), in.v = v.data();
-  if (spec.scheme == Scheme::FoX) {
+  if (uses_fox(spec.scheme)) {
     // Forget gates f = sigmoid(x), x ~ 3 + U: c falls ~0.05 per token (a long memory).
     auto x = random_vec(size_t(B) * L * H, 6);
     for (auto& e : x) e += 3.f;

@@ -16,7 +16,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,6 +26,7 @@
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
+#include "kernels/base/timer.hpp"
 #include "parallel/comm/mpi/mpi_communicator.hpp"
 #include "parallel/ring/cuda/ring_cuda.hpp"
 #if defined(LCR_HAVE_CUDA_PATH_RING)
@@ -167,9 +167,9 @@ double time_runs(const Options& o, P&& pre, F&& fn) {
   std::vector<double> t;
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     pre();
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = lcr::Clock::now();
     fn();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = lcr::seconds_since(t0);
     if (i >= o.warmup) t.push_back(s);
   }
   return median(t);

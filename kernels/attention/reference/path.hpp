@@ -97,7 +97,7 @@ template <class T>
 RefOutputs<T> path_reference_forward(const AttentionSpec& spec, const PathRefInputs<T>& in) {
   const int B = in.q.extent(0), L = in.q.extent(1), H = spec.heads;
   const int d = in.q.extent(3), dv = in.v.extent(3), G = spec.group();
-  const bool fox = spec.scheme == Scheme::PaTHFoX, norm = spec.numerics.qk_norm;
+  const bool fox = uses_fox(spec.scheme), norm = spec.numerics.qk_norm;
   const double cap = spec.numerics.softcap;
   const T scale = T(1.0 / std::sqrt(double(spec.head_dim)));
   RefOutputs<T> out{View4<T, HostSpace>("ref_o", B, L, H, dv),

@@ -11,8 +11,8 @@ namespace lcr::goat {
 namespace {
 
 void check_goat(const AttentionSpec& s, const char* what) {
-  require(s.scheme == Scheme::GOAT || s.scheme == Scheme::GOAT2D, "goat::", what,
-          " needs a GOAT or GOAT2D spec, got scheme '", scheme_name(s.scheme), "'");
+  require(is_goat(s.scheme), "goat::", what, " needs a GOAT or GOAT2D spec, got scheme '",
+          scheme_name(s.scheme), "'");
 }
 
 void check_head(int h, int count, const char* what) {

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/sdpa.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/numerics/qk_norm.hpp"
 #include "kernels/schemes/path/params.hpp"
 #include "kernels/schemes/path/scan.hpp"
@@ -73,7 +73,7 @@ PathArgs<T> make_args(const AttentionSpec& spec, const AttentionInputs<T>& in,
   a.v = in.v;
   a.w = in.path_w;
   a.beta = in.path_beta;
-  if (spec.scheme == Scheme::PaTHFoX) {
+  if (uses_fox(spec.scheme)) {
     a.fox_q = in.fox_cq;
     a.fox_k = in.fox_ck;
   }
@@ -102,7 +102,7 @@ void check_inputs(const AttentionSpec& spec, const AttentionInputs<T>& in) {
   check_finite("v", in.v);
   check_finite("path_w", in.path_w);
   check_finite("path_beta", in.path_beta);
-  if (spec.scheme == Scheme::PaTHFoX) {
+  if (uses_fox(spec.scheme)) {
     check_finite("fox_cq", in.fox_cq);
     check_finite("fox_ck", in.fox_ck);
   }
@@ -165,7 +165,7 @@ void attention_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
     dk = View4<T>("lcr::path_dk_normed", g.dk.layout());
   }
   View3<T> dfq, dfk;
-  if (spec.scheme == Scheme::PaTHFoX) {
+  if (uses_fox(spec.scheme)) {
     dfq = g.dfox_cq;
     dfk = g.dfox_ck;
   }

@@ -19,8 +19,6 @@
 
 namespace lcr::path {
 
-inline bool is_path(Scheme s) { return s == Scheme::PaTH || s == Scheme::PaTHFoX; }
-
 // |<w, w> - 1| allowed for a "unit" w: rows normalised in float32 are within ~1e-6; a
 // row that was never normalised is almost never this close.
 constexpr double kUnitNormTolerance = 1e-3;

@@ -4,13 +4,12 @@
 #include "parallel/ring/cuda/path_ring_cuda.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/ring/cuda/ring_state.hpp"
 
 namespace lcr::cuda {
@@ -187,7 +186,7 @@ PathRing::PathRing(NcclCommunicator& comm, const SeqLayout& layout, int B, int H
 PathRing::~PathRing() = default;
 
 RingStats PathRing::forward(const PathRingArgs& a, bf16* o, float* lse, cudaStream_t stream) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   State& S = *st_;
   S.check(a);
   require(o && lse, "GPU PaTH ring forward: o and lse must be device pointers");
@@ -224,13 +223,13 @@ RingStats PathRing::forward(const PathRingArgs& a, bf16* o, float* lse, cudaStre
     LCR_CUDA_CHECK(cudaMemcpyAsync(S.lse_keys.data(), lse, S.lse_keys.bytes(),
                                    cudaMemcpyDeviceToDevice, stream));
   S.last[0] = a.q, S.last[1] = a.k, S.last[2] = a.v, S.last[3] = a.w, S.last[4] = a.beta;
-  st.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.total_s = seconds_since(t0);
   return st;
 }
 
 RingStats PathRing::backward(const PathRingArgs& a, const bf16* o, const float* lse,
                              const bf16* dout, const PathRingGrads& g, cudaStream_t stream) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   State& S = *st_;
   S.check(a);
   require(o && lse && dout, "GPU PaTH ring backward: o, lse and dout must be device pointers");
@@ -332,7 +331,7 @@ RingStats PathRing::backward(const PathRingArgs& a, const bf16* o, const float* 
     partials::add_inplace(g.dfox_q, S.dfq_x.data(), nf, stream);
   }
   LCR_CUDA_CHECK(cudaStreamSynchronize(stream));
-  st.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.total_s = seconds_since(t0);
   return st;
 }
 

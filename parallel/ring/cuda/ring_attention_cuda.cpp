@@ -3,12 +3,10 @@
 // summed over the ring.
 #include "parallel/ring/cuda/ring_attention_cuda.hpp"
 
-#include <chrono>
-
-#include "kernels/base/error.hpp"
-#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/api/lane_kernels.hpp"
+#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/params.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/ring/cuda/ring_state.hpp"
 
 namespace lcr::cuda {
@@ -35,7 +33,7 @@ struct RingAttention::Impl {
   Impl(NcclCommunicator& c, const SeqLayout& l, const AttentionSpec& s)
       : comm(&c), layout(l), spec(s) {}
 
-  bool fox() const { return spec.scheme == Scheme::FoX; }
+  bool fox() const { return uses_fox(spec.scheme); }
 
   AttentionInputs chunk_inputs(const AttentionInputs& in, size_t i, cudaStream_t s) {
     const Chunk& ch = chunks[i];
@@ -97,7 +95,7 @@ struct RingAttention::Impl {
 RingAttention::RingAttention(NcclCommunicator& comm, const SeqLayout& layout,
                              const AttentionSpec& spec, int B)
     : impl_(std::make_unique<Impl>(comm, layout, spec)) {
-  require(spec.scheme != Scheme::PaTH && spec.scheme != Scheme::PaTHFoX,
+  require(!is_path(spec.scheme),
           "GPU ring: PaTH / PaTH-FoX have their own ring (kernels/attention/cuda/path); "
           "this ring covers the dot-product family");
   require(layout.ranks() == comm.size(), "GPU ring: the sequence layout is for ", layout.ranks(),
@@ -164,7 +162,7 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
   }
 
   // Lane gradients -> dq, dk and the lane / QK-norm parameter gradients, chunk by chunk.
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   if (total > 0) LCR_CUDA_CHECK(cudaMemsetAsync(g.dparams, 0, sizeof(float) * total, stream));
   const bool alias = m.one_chunk || B == 1;
   for (size_t i = 0; i < m.chunks.size(); ++i) {
@@ -202,7 +200,7 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
     LCR_CUDA_CHECK(cudaMemcpyAsync(g.dparams + m.params.at("sink").offset, m.dsink.data(),
                                    sizeof(float) * H, cudaMemcpyDeviceToDevice, stream));
   LCR_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double dt = seconds_since(t0);
   st.reduce_s += dt;
   st.total_s += dt;
   return st;

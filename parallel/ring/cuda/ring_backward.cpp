@@ -1,7 +1,6 @@
 // GPU ring backward: K/V travel as in the forward; their fp32 gradients (dK, dV,
 // dbias_k, packed like the K/V message) follow one step behind, each rank adding its
 // share, and arrive home after N hops. dQ and dbias_q accumulate locally (ring_cuda.hpp).
-#include <chrono>
 #include <utility>
 
 #include "kernels/attention/cuda/cuda_check.hpp"
@@ -22,7 +21,7 @@ void put_rows(const float* src, int64_t W, const Chunk& ch, int B, int64_t Lr, f
 RingStats RingSdpa::backward(const RingSdpaArgs& a, const __nv_bfloat16* o, const float* lse,
                              const __nv_bfloat16* dout, const RingSdpaGrads& g, cudaStream_t stream,
                              RingPairHook* hook) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   State& S = *st_;
   S.check(a, hook != nullptr);
   require(o && lse && dout, "GPU ring backward: o, lse and dout must be device pointers");

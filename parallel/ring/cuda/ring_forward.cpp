@@ -1,7 +1,6 @@
 // GPU ring forward: K/V (+ bias_k) travel the ring on the communicator's stream; each
 // step's blocks run on the compute stream while the next chunk is in flight; partial
 // (o, lse) merge in fp32 (ring_cuda.hpp).
-#include <chrono>
 #include <utility>
 
 #include "kernels/attention/cuda/cuda_check.hpp"
@@ -11,7 +10,7 @@ namespace lcr::cuda {
 
 RingStats RingSdpa::forward(const RingSdpaArgs& a, __nv_bfloat16* o, float* lse,
                             cudaStream_t stream, RingPairHook* hook) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   State& S = *st_;
   S.check(a, hook != nullptr);
   require(o && lse, "GPU ring forward: o and lse must be device pointers, one is null");

@@ -3,8 +3,8 @@
 
 #include <utility>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda {
 namespace {
@@ -154,7 +154,7 @@ void RingSdpa::State::pack_own(const RingSdpaArgs& a, cudaStream_t s) {
 }
 
 RingStats RingSdpa::State::collect(const char* pass, std::vector<RingStepStats> steps,
-                                   std::chrono::steady_clock::time_point t0) const {
+                                   Clock::time_point t0) const {
   LCR_CUDA_CHECK(cudaEventSynchronize(ev_pass[3]));
   RingStats st;
   st.pass = pass;
@@ -170,7 +170,7 @@ RingStats RingSdpa::State::collect(const char* pass, std::vector<RingStepStats> 
   }
   st.steps = std::move(steps);
   st.prepare_s = 1e-3 * (ms_between(ev_pass[0], ev[0][0]) + ms_between(ev_pass[2], ev_pass[3]));
-  st.total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.total_s = seconds_since(t0);
   return st;
 }
 

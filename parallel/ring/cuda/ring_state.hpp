@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <array>
-#include <chrono>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/partials.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
+#include "kernels/base/timer.hpp"
 #include "parallel/ring/cuda/ring_cuda.hpp"
 
 namespace lcr::cuda {
@@ -70,8 +70,7 @@ struct RingSdpa::State {
   void pack_own(const RingSdpaArgs& a, cudaStream_t s);
   // Step timings from the events (ev_pass[1] -> ev_pass[2], the backward's wait for its
   // gradients' last hop home, counts as the last step's wait).
-  RingStats collect(const char* pass, std::vector<RingStepStats> steps,
-                    std::chrono::steady_clock::time_point t0) const;
+  RingStats collect(const char* pass, std::vector<RingStepStats> steps, Clock::time_point t0) const;
 };
 
 // Tags: message kind and the step it is consumed at (checked by the NCCL backend).

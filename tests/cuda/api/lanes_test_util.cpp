@@ -19,8 +19,6 @@ using lcr::test::Result;
 
 namespace {
 
-bool is_fox(const Problem& p) { return p.c.spec.scheme == Scheme::FoX; }
-
 template <class V>
 std::vector<float> to_float(const V& v) {
   std::vector<float> out(v.span());
@@ -60,7 +58,7 @@ Problem rounded_problem(const Problem& p) {
   r.k = copy_rounded(p.k, true);
   r.v = copy_rounded(p.v, true);
   r.dout = copy_rounded(p.dout, true);
-  if (is_fox(p)) {
+  if (uses_fox(p.c.spec.scheme)) {
     r.fox_cq = copy_rounded(p.fox_cq, false);
     r.fox_ck = copy_rounded(p.fox_ck, false);
   }
@@ -86,7 +84,7 @@ Result gpu_run(const Problem& p, bool backward, bool recompute_lanes, SdpaImpl i
   in.B = B, in.Lq = Lq, in.Lk = Lk;
   in.q = q.data(), in.k = k.data(), in.v = v.data();
   in.q_pos0 = p.c.q_pos0, in.k_pos0 = p.c.k_pos0;
-  if (is_fox(p)) {
+  if (uses_fox(p.c.spec.scheme)) {
     cq = DeviceBuffer<float>(to_float(p.fox_cq));
     ck = DeviceBuffer<float>(to_float(p.fox_ck));
     in.fox_cq = cq.data(), in.fox_ck = ck.data();
@@ -117,7 +115,7 @@ Result gpu_run(const Problem& p, bool backward, bool recompute_lanes, SdpaImpl i
   r.grad["q"] = to_double(dq.download());
   r.grad["k"] = to_double(dk.download());
   r.grad["v"] = to_double(dv_.download());
-  if (is_fox(p)) {
+  if (uses_fox(p.c.spec.scheme)) {
     r.grad["fox_cq"] = to_double(dcq.download());
     r.grad["fox_ck"] = to_double(dck.download());
   }

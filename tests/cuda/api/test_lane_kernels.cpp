@@ -84,9 +84,7 @@ class CudaLaneTest : public ::testing::TestWithParam<LaneCase> {};
 
 // The GOAT key-bias lane index (the CPU's u lane; the GPU's bf16 head, tail next to it).
 int goat_u_lane(const AttentionSpec& s) {
-  return (s.scheme == Scheme::GOAT || s.scheme == Scheme::GOAT2D)
-             ? input_qk_dim(s) + 2 * s.goat.modes
-             : -1;
+  return is_goat(s.scheme) ? input_qk_dim(s) + 2 * s.goat.modes : -1;
 }
 
 struct CpuSide {

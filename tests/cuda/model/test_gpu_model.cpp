@@ -12,12 +12,12 @@
 #include <cmath>
 #include <random>
 
-#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_adamw.hpp"
 #include "core/model/cuda/gpu_model.hpp"
 #include "core/model/model.hpp"
 #include "core/model/optimizer.hpp"
 #include "cuda_test_util.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 namespace {
@@ -40,7 +40,7 @@ ModelConfig gpu_test_config(Scheme scheme) {
   c.attention.heads = 2;
   c.attention.kv_heads = 1;
   c.attention.head_dim = 16;
-  if (scheme == Scheme::GOAT || scheme == Scheme::GOAT2D) {
+  if (is_goat(scheme)) {
     c.attention.goat.modes = 2;
     c.attention.goat.mlp_hidden = 3;
     c.attention.goat.feature_freqs = 2;
@@ -124,7 +124,7 @@ constexpr double kSchemeParamsBound = 0.25;
 TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
   LCR_REQUIRE_GPU();
   const SchemeCase sc = GetParam();
-  const bool path = sc.scheme == Scheme::PaTH || sc.scheme == Scheme::PaTHFoX;
+  const bool path = is_path(sc.scheme);
   ModelConfig c = path ? gpu_path_test_config(sc.scheme) : gpu_test_config(sc.scheme);
   if (path) c.path_w_silu = sc.path_silu;
   c.attention.numerics.sink = sc.sink;

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "api/lanes_test_util.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/api/attention_cuda.hpp"
 #include "kernels/attention/params.hpp"
-#include "api/lanes_test_util.hpp"
 #include "nccl_test_env.hpp"
 #include "parallel/ring/cuda/ring_attention_cuda.hpp"
 #include "ring_test_util.hpp"
@@ -94,7 +94,7 @@ TEST_P(RingAttentionCuda, MatchesSingleGpuApi) {
   const int B = c.B, H = spec.heads, Hkv = spec.kv_heads, qd = input_qk_dim(spec),
             dv = spec.v_dim();
   const int64_t L = c.L;
-  const bool fox = spec.scheme == Scheme::FoX;
+  const bool fox = uses_fox(spec.scheme);
   const ParamLayout pl = attention_param_layout(spec);
 
   // Inputs as the single-GPU suite draws them (attention_harness.hpp), in float64: the

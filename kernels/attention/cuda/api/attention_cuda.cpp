@@ -6,9 +6,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/api/workspace.hpp"
 #include "kernels/attention/params.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/goat/goat.hpp"
 #include "kernels/schemes/pope/pope.hpp"
 #include "kernels/schemes/rope/rope.hpp"
@@ -19,8 +19,6 @@ namespace {
 using lanes::LaneKind;
 
 int pad8(int x) { return (x + 7) / 8 * 8; }
-bool is_path(Scheme s) { return s == Scheme::PaTH || s == Scheme::PaTHFoX; }
-bool is_goat(Scheme s) { return s == Scheme::GOAT || s == Scheme::GOAT2D; }
 
 LaneKind lane_kind(const AttentionSpec& s) {
   switch (s.scheme) {
@@ -273,7 +271,7 @@ void check_inputs(const AttentionSpec& s, const AttentionInputs& in, const Devic
             "cuda attention: GOAT supports goat.feature_freqs <= 16,"
             " got ",
             s.goat.feature_freqs, "; lower it");
-  const bool fox = s.scheme == Scheme::FoX;
+  const bool fox = uses_fox(s.scheme);
   require(!fox || ((in.fox_cq || in.Lq == 0) && (in.fox_ck || in.Lk == 0)),
           "cuda attention: scheme 'fox' needs fox_cq [B, Lq, H] and fox_ck [B, Lk, H] "
           "(cumulative log gates; fox_cumulative_log_gates computes them)");
@@ -310,7 +308,7 @@ SdpaArgs sdpa_frame(const AttentionSpec& s, const AttentionInputs& in, Workspace
     lanes::alibi_slopes(s.heads, slopes, st);
     a.alibi_slopes = slopes;
   }
-  if (s.scheme == Scheme::FoX) {
+  if (uses_fox(s.scheme)) {
     a.bias_q = in.fox_cq;
     a.bias_k = in.fox_ck;
   }
@@ -498,12 +496,12 @@ namespace {
 // (OF32) and the backward takes delta from it; NoPE/RoPE/ALiBi without options keep the
 // plain bf16 path (no extra pass). On cuDNN (impl cudnn, and auto where cuDNN serves the
 // call) o is bf16 and delta comes from it: over 24 fresh draws of the GOAT and PoPE cases at
-// L = 129 and 1000 (scripts/device/goat_cudnn_study.sh) the median error of each parameter
+// L = 129 and 1000 (scripts/dev/replay.sh repeats such draws) the median error of each parameter
 // gradient over the naive bf16 error was 0.5-2.1 on lcr's kernels and 0.6-2.1 on cuDNN
 // (docs/cuda.md, "GOAT and PoPE on cuDNN by default"), the same accuracy, and cuDNN trains
 // faster.
 bool keeps_f32_output(const AttentionSpec& s) {
-  return s.scheme == Scheme::FoX || attention_param_layout(s).total() > 0;
+  return uses_fox(s.scheme) || attention_param_layout(s).total() > 0;
 }
 
 // impl = cudnn asks cuDNN to run every scheme's product, GOAT's and PoPE's too: their o
@@ -585,7 +583,7 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
   SdpaArgs a = P.sdpa;
   // cuDNN (impl cudnn / auto) forms delta from the bf16 o itself: offered only o's calls.
   if (!saved_out) a.impl = ws.sdpa_impl();
-  const bool fox = s.scheme == Scheme::FoX;
+  const bool fox = uses_fox(s.scheme);
   const float* sink = s.numerics.sink ? slice(prm.data, l, "sink") : nullptr;
   // All keys of the queries are in this call: GOAT's du sums to a known total unless softcap
   // bends the logits (goat_du_project).
