@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "core/config/table.hpp"
-#include "core/model/config.hpp"
 #include "core/data/tasks/task.hpp"
+#include "core/model/config.hpp"
 #include "parallel/ring/layout.hpp"
 
 namespace lcr {

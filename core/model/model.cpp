@@ -1,9 +1,9 @@
 #include "core/model/model.hpp"
 
-#include "kernels/base/error.hpp"
 #include "core/model/gemm.hpp"
 #include "core/model/layers.hpp"
 #include "core/model/loss.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 

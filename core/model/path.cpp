@@ -1,8 +1,8 @@
 #include "core/model/path.hpp"
 
-#include "kernels/base/error.hpp"
 #include "core/model/gemm.hpp"
 #include "core/model/layers.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/path/params.hpp"
 
 namespace lcr {

@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <map>
 
-#include "kernels/base/error.hpp"
 #include "core/io/checkpoint.hpp"
 #include "core/train/run_io.hpp"
 #include "core/train/setup.hpp"
 #include "core/train/world.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::train {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "kernels/base/error.hpp"
-#include "core/model/ring_runner.hpp"
 #include "core/data/tasks/passkey_grid.hpp"
+#include "core/model/ring_runner.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/ring/shard.hpp"
 
 namespace lcr::train {

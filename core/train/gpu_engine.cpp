@@ -4,10 +4,10 @@
 
 #include <cstdlib>
 
-#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_adamw.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_model.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/comm/backend.hpp"
 #ifdef LCR_HAVE_GPU_RING
 #include "parallel/comm/nccl/nccl_communicator.hpp"

@@ -1,6 +1,6 @@
 // GpuEngine in a build without CUDA: asking for it is an Error that says how to get it.
-#include "kernels/base/error.hpp"
 #include "core/train/gpu_engine.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::train {
 

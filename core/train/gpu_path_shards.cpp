@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_path.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::train {
 

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <map>
 
-#include "kernels/base/error.hpp"
 #include "core/io/run_file.hpp"
 #include "core/train/prior_stats.hpp"
 #include "core/train/run_io.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::train {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <Kokkos_Core.hpp>
 
-#include "kernels/base/error.hpp"
 #include "core/train/prior_stats.hpp"
 #include "core/train/setup.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::train {
 namespace {

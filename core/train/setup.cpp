@@ -3,8 +3,8 @@
 #include <mpi.h>
 #include <sys/resource.h>
 
-#include "kernels/base/error.hpp"
 #include "core/train/world.hpp"
+#include "kernels/base/error.hpp"
 #include "parallel/ring/layout.hpp"
 
 #ifndef LCR_VERSION

@@ -7,10 +7,10 @@
 //   q, k --QK-RMSNorm (optional)--> scheme lanes (RoPE rotation, GOAT prior lanes, PoPE
 //   real/imag parts) --> sdpa (scale, ALiBi slope, FoX bias lanes, softcap) --> sink.
 // The backward runs the same stages in reverse, recomputing the cheap O(L d) stages.
-#include "kernels/base/tensor.hpp"
 #include "kernels/attention/kokkos/sdpa.hpp"
 #include "kernels/attention/params.hpp"
 #include "kernels/attention/spec.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr {
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/attention/spec.hpp"
 #include "kernels/base/error.hpp"
 #include "kernels/base/tensor.hpp"
-#include "kernels/attention/spec.hpp"
 
 namespace lcr {
 

@@ -2,9 +2,9 @@
 // The contract of a dot-product scheme's "lanes": a map from the caller's (q, k) to the
 // (q', k') the plain SDPA kernel consumes, and its backward. Implemented by rope/, goat/,
 // pope/; NoPE, ALiBi and FoX use q' = q, k' = k.
-#include "kernels/base/tensor.hpp"
 #include "kernels/attention/params.hpp"
 #include "kernels/attention/spec.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr {
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/tensor.hpp"
 #include "kernels/attention/spec.hpp"
+#include "kernels/base/tensor.hpp"
 #include "parallel/ring/layout.hpp"
 
 namespace lcr {

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "core/data/eval_windows.hpp"
-#include "core/data/text.hpp"
-#include "kernels/base/error.hpp"
 #include "core/data/tasks/passkey_grid.hpp"
 #include "core/data/tasks/task.hpp"
+#include "core/data/text.hpp"
+#include "kernels/base/error.hpp"
 
 namespace {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "core/data/tasks/a5.hpp"
 #include "core/data/tasks/task.hpp"
+#include "kernels/base/error.hpp"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <functional>
 #include <string>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention_scheme_tests.hpp"
+#include "kernels/base/error.hpp"
 #include "kernels/schemes/goat/goat.hpp"
 
 namespace lcr::test {

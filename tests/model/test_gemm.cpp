@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "core/model/gemm.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "kernels/base/error.hpp"
 #include "core/model/optimizer.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 namespace {

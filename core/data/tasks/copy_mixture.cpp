@@ -12,8 +12,8 @@
 // relative stripe). Labels are next tokens at every position but the last.
 #include <sstream>
 
-#include "kernels/base/error.hpp"
 #include "core/data/tasks/task_list.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::tasks {
 namespace {

@@ -11,8 +11,8 @@
 // instruction, labelled with the bit that follows it (the last written bit).
 #include <sstream>
 
-#include "kernels/base/error.hpp"
 #include "core/data/tasks/task_list.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::tasks {
 namespace {

@@ -19,8 +19,8 @@
 #include <sstream>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "core/data/tasks/task_list.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::tasks {
 namespace {

@@ -19,8 +19,8 @@
 #include <cmath>
 #include <sstream>
 
-#include "kernels/base/error.hpp"
 #include "core/data/tasks/task_list.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::tasks {
 namespace {

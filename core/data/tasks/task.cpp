@@ -1,7 +1,7 @@
 #include "core/data/tasks/task.hpp"
 
-#include "kernels/base/error.hpp"
 #include "core/data/tasks/task_list.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::tasks {
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::model {
 

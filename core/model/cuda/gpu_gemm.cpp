@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "kernels/base/error.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::model {
 namespace {

@@ -33,8 +33,8 @@
 
 #include "core/model/cuda/gpu_gemm.hpp"
 #include "core/model/params.hpp"
-#include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/api/attention_cuda.hpp"
+#include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/path/chunked.hpp"
 
 namespace lcr::cuda::path {

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda {
 

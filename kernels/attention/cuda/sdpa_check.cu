@@ -1,8 +1,8 @@
 // Host-side argument checks of the CUDA SDPA (sdpa.hpp): every message names the bad
 // value and what would be accepted, so a caller wiring a scheme to the GPU sees at once
 // which tensor or option is off.
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda {
 

@@ -1,8 +1,8 @@
 // Which implementation serves an SDPA call (sdpa.hpp, SdpaImpl): lcr's kernels or cuDNN's
 // fused attention (kernels/attention/cuda/cudnn, built with LCR_ENABLE_CUDNN). The one
 // place that decides, for the forward and the backward alike.
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
+#include "kernels/base/error.hpp"
 #if LCR_HAVE_CUDNN
 #include "kernels/attention/cuda/cudnn/cudnn_sdpa.hpp"
 #endif

@@ -2,8 +2,8 @@
 
 #include <limits>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/math.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 namespace {

@@ -8,14 +8,14 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/base/error.hpp"
-#include "kernels/base/tensor.hpp"
 #include "kernels/attention/params.hpp"
 #include "kernels/attention/reference/dual.hpp"
 #include "kernels/attention/reference/goat.hpp"
 #include "kernels/attention/reference/pope.hpp"
 #include "kernels/attention/reference/rope.hpp"
 #include "kernels/attention/spec.hpp"
+#include "kernels/base/error.hpp"
+#include "kernels/base/tensor.hpp"
 
 namespace lcr::ref {
 

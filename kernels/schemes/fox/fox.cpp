@@ -1,7 +1,7 @@
 #include "kernels/schemes/fox/fox.hpp"
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/math.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::fox {
 // Helpers sit in a named namespace, not an anonymous one: nvcc's rules for extended

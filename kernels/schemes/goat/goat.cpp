@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/math.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::goat {
 

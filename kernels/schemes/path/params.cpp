@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/math.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::path {
 // Helpers sit in a named namespace, not an anonymous one: nvcc's rules for extended

@@ -22,8 +22,8 @@
 
 #include <cmath>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/kokkos/math.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::pope {
 // Kernel helpers sit in a named namespace rather than an anonymous one: nvcc's rules for

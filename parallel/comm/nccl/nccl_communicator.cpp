@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr {
 namespace {

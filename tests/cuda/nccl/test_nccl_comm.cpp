@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "../../error_text.hpp"  // tests/error_text.hpp
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/device_buffer.hpp"
+#include "kernels/base/error.hpp"
 #include "nccl_test_env.hpp"
 #include "parallel/comm/backend.hpp"
 

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
+#include "kernels/base/error.hpp"
 #include "nccl_test_env.hpp"
 #include "parallel/ring/cuda/path_ring_cuda.hpp"
 #include "ring_test_util.hpp"

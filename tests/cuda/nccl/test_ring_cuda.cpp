@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
+#include "kernels/base/error.hpp"
 #include "nccl_test_env.hpp"
 #include "parallel/ring/cuda/ring_cuda.hpp"
 #include "ring_test_util.hpp"

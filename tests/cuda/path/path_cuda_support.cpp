@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::test::cudapath {
 namespace {

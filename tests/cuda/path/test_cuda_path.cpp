@@ -27,8 +27,8 @@
 #include <cstdio>
 #include <random>
 
-#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
+#include "kernels/base/error.hpp"
 #include "path_cuda_support.hpp"
 
 namespace lcr::test::cudapath {

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "cuda_compare.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/path/chunked.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::test {
 namespace {

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/api/lane_kernels.hpp"
+#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/vec_io.cuh"
 
 namespace lcr::cuda::lanes {

@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/base/error.hpp"
-#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/api/element_kernels.hpp"
+#include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::lanes {
 namespace {

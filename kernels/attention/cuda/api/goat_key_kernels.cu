@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/api/lane_kernels.hpp"
+#include "kernels/attention/cuda/cuda_check.hpp"
 
 namespace lcr::cuda::lanes {
 namespace {

@@ -15,9 +15,9 @@
 
 #include <algorithm>
 
-#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/api/element_kernels.hpp"
 #include "kernels/attention/cuda/api/lane_kernels.hpp"
+#include "kernels/attention/cuda/cuda_check.hpp"
 
 namespace lcr::cuda::lanes {
 namespace {

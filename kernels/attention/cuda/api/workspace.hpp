@@ -6,9 +6,9 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/api/attention_cuda.hpp"
 #include "kernels/attention/cuda/api/lane_kernels.hpp"
+#include "kernels/attention/cuda/cuda_check.hpp"
 
 namespace lcr::cuda {
 

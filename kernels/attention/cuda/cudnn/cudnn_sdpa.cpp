@@ -24,11 +24,11 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/cudnn/cudnn_graph.hpp"
 #include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::cudnn {
 namespace {

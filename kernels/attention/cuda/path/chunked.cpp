@@ -6,12 +6,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/partials.hpp"
 #include "kernels/attention/cuda/path/plan.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::path {
 

@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/path/device/all.cuh"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "kernels/attention/cuda/path/plan.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::path {
 namespace {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "kernels/attention/cuda/path/plan.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::path {
 

@@ -7,10 +7,10 @@
 #include <functional>
 #include <type_traits>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/path/device/all.cuh"
 #include "kernels/attention/cuda/path/path.hpp"
 #include "kernels/attention/cuda/path/plan.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::path::emu {
 namespace {
