@@ -22,12 +22,14 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <vector>
 
-#include "kernels/base/error.hpp"
 #include "cuda_test_util.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
+#include "kernels/attention/cuda/sdpa_tuning.hpp"
 #include "kernels/attention/cuda/sdpa_wgmma_emu.hpp"
+#include "kernels/base/error.hpp"
 #include "sdpa_reference.hpp"
 
 namespace lcr::cuda {
@@ -58,6 +60,35 @@ TEST(CudaSdpaCheck, AcceptsValidAndRejectsBadInput) {
   bad([](SdpaArgs& a) { a.softcap = -1.f; });
   bad([](SdpaArgs& a) { a.q = nullptr; });
   bad([](SdpaArgs& a) { a.k = a.k + 1; });  // misaligned
+}
+
+// The tuning library's tables (sdpa_tuning.hpp), no GPU needed: per width class, variant 0 is
+// the library's own kernels (forward_kernels / backward_kernels, sdpa_heuristics.hpp), the
+// shipped choice serves every path, every variant has a kernel and a name of its own.
+TEST(CudaSdpaTuning, VariantZeroIsTheShippedChoice) {
+  for (int D : {64, 128, 256})
+    for (int Dv : {64, 128, 256}) {
+      SCOPED_TRACE("QK " + std::to_string(D) + " / V " + std::to_string(Dv));
+      for (bool fwd : {true, false}) {
+        auto variant = [&](int i) {
+          return fwd ? detail::forward_variant(D, Dv, i) : detail::backward_variant(D, Dv, i);
+        };
+        const detail::SdpaKernels& k =
+            fwd ? detail::forward_kernels(D, Dv) : detail::backward_kernels(D, Dv);
+        EXPECT_NE(k.opts, nullptr) << "the shipped choice must serve the option path";
+        const detail::SdpaVariant* v0 = variant(0);
+        ASSERT_NE(v0, nullptr);
+        EXPECT_EQ(v0->kernels.plain, k.plain);
+        EXPECT_EQ(v0->kernels.opts, k.opts);
+        EXPECT_EQ(v0->kernels.bias, k.bias);
+        std::vector<std::string> names;
+        for (int i = 0; const detail::SdpaVariant* v = variant(i); ++i) {
+          EXPECT_TRUE(v->kernels.plain || v->kernels.opts) << v->name;
+          EXPECT_EQ(std::count(names.begin(), names.end(), v->name), 0) << v->name;
+          names.push_back(v->name);
+        }
+      }
+    }
 }
 
 struct Case {
@@ -518,9 +549,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaWgmmaEmu, ::testing::ValuesIn(wgmma_case
 
 // The wgmma backward (sdpa_backward_wgmma.cuh: plain path, kBias path) on the SIMT emulator,
 // CPU only: dq, dk, dv (and dbias_k for FoX's lanes) against the float64 reference for every CTA
-// shape the tables use (warpgroups, query step, K / V fragments in registers), from the emulated
-// wgmma forward's o and lse as training uses them; dk and dv (one owner, no atomics) the same bits
-// from every shape with the same query step.
+// shape the shipped and tuning tilings use (warpgroups, query step, K / V fragments in
+// registers), from the emulated wgmma forward's o and lse as training uses them; dk and dv (one
+// owner, no atomics) the same bits from every shape with the same query step.
 struct WgBwdShape {
   int nwg, bm;
   bool kv_regs;
@@ -641,9 +672,9 @@ std::vector<Case> wgmma_bwd_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaWgmmaBwdEmu, ::testing::ValuesIn(wgmma_bwd_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// Every forward tiling of a width class (sdpa_forward.cu's tables: the default, the tuning
-// alternatives, the wgmma kernels) on the GPU against the float64 reference, o and lse: the
-// suite above runs only each class's default.
+// Every forward tiling of a width class (the tuning library, sdpa_tuning.hpp: the shipped one,
+// then the alternatives a tuning run may choose) on the GPU against the float64 reference, o
+// and lse: the suite above runs only each class's shipped kernels.
 class CudaSdpaForwardVariants : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaSdpaForwardVariants, MatchesFloat64Reference) {
@@ -663,11 +694,11 @@ TEST_P(CudaSdpaForwardVariants, MatchesFloat64Reference) {
   DeviceBuffer<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv);
   DeviceBuffer<float> lse(size_t(p.B) * p.H * p.Lq);
   int ran = 0;
-  for (int var = 0; detail::forward_variant_name(p.D, p.Dv, var); ++var) {
-    SCOPED_TRACE(std::string("variant ") + detail::forward_variant_name(p.D, p.Dv, var));
+  for (int var = 0; const detail::SdpaVariant* v = detail::forward_variant(p.D, p.Dv, var); ++var) {
+    SCOPED_TRACE("variant " + v->name);
     o.fill_bytes(0xFF), lse.fill_bytes(0xFF);
     kp.o = o.data(), kp.lse = lse.data();
-    if (!detail::launch_forward(kp, var, 0)) continue;  // a plain-only variant, options asked
+    if (!detail::launch_forward(kp, v->kernels, 0)) continue;  // no option path, options asked
     LCR_CUDA_CHECK(cudaDeviceSynchronize());
     compare(to_double(test::download_bf16(o)), naive.o, exact.o, "o");
     compare(to_double(lse.download()), naive.lse, exact.lse, "lse", true);
@@ -702,9 +733,9 @@ std::vector<Case> variant_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaForwardVariants, ::testing::ValuesIn(variant_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// Every backward tiling of a width class (sdpa_backward.cu's tables: the default, the tuning
-// alternatives, the wgmma kernels) on the GPU against the float64 reference, dq, dk, dv from
-// the default forward's o and lse; the suite above runs only each class's default.
+// Every backward tiling of a width class (the tuning library, sdpa_tuning.hpp: the shipped one,
+// then the alternatives) on the GPU against the float64 reference, dq, dk, dv from the shipped
+// forward's o and lse; the suite above runs only each class's shipped kernels.
 class CudaSdpaBackwardVariants : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaSdpaBackwardVariants, MatchesFloat64Reference) {
@@ -733,10 +764,11 @@ TEST_P(CudaSdpaBackwardVariants, MatchesFloat64Reference) {
   kp.dq = gq.data(), kp.dk = gk.data(), kp.dv = gv.data();
   kp.dbias_k = c.bias ? gbk.data() : nullptr;  // FoX's call (dbias_k only)
   int ran = 0;
-  for (int var = 0; detail::backward_variant_name(p.D, p.Dv, var); ++var) {
-    SCOPED_TRACE(std::string("variant ") + detail::backward_variant_name(p.D, p.Dv, var));
+  for (int var = 0; const detail::SdpaVariant* v = detail::backward_variant(p.D, p.Dv, var);
+       ++var) {
+    SCOPED_TRACE("variant " + v->name);
     for (auto* buf : {&gq, &gk, &gv, &gbk}) buf->fill_bytes(0xFF);
-    if (!detail::launch_backward(kp, var, 0)) continue;  // a plain-only variant, options asked
+    if (!detail::launch_backward(kp, v->kernels, 0)) continue;  // no option path, options asked
     LCR_CUDA_CHECK(cudaDeviceSynchronize());
     compare(to_double(gq.download()), naive.dq, exact.dq, "dq");
     compare(to_double(gk.download()), naive.dk, exact.dk, "dk");

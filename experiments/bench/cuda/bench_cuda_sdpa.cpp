@@ -14,8 +14,9 @@
 // form, attention_cuda.cpp); the variant name gets "+bias". --alibi adds ALiBi slopes
 // 2^(-8 (h+1) / H) ("+alibi"). --dq-8b puts dq 8 bytes off a 16-byte boundary, which takes
 // the wgmma backward's per-thread atomics instead of its bulk reductions ("+dq8b").
-// --variants all times every compiled tiling of the width class (for tuning); the
-// default times variant 0, the one sdpa_forward / sdpa_backward use.
+// --variants all times every tiling of the width class in the tuning library (sdpa_tuning.hpp,
+// linked only here and by the tests); the default times variant 0, the one sdpa_forward /
+// sdpa_backward use (sdpa_heuristics.hpp).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -27,11 +28,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/device_buffer.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
+#include "kernels/attention/cuda/sdpa_tuning.hpp"
+#include "kernels/base/error.hpp"
 
 using lcr::cuda::DeviceBuffer;
 using lcr::cuda::SdpaArgs;
@@ -222,22 +224,22 @@ int run(const Opts& o) {
   }
   using namespace lcr::cuda::detail;
   for (int var = 0; o.fwd; ++var) {
-    const char* name = forward_variant_name(o.D, o.Dv, var);
-    if (!name || (!o.all_variants && var > 0)) break;
+    const SdpaVariant* v = forward_variant(o.D, o.Dv, var);
+    if (!v || (!o.all_variants && var > 0)) break;
     auto fwd = [&](int i) {
       KernelParams p;
       p.a = args(sets[i]);
       p.o = sets[i].o.data();
       p.lse = sets[i].lse.data();
-      return launch_forward(p, var, 0);
+      return launch_forward(p, v->kernels, 0);
     };
     if (!fwd(0)) continue;  // a tiling without the path these arguments take (--bias)
-    report("fwd", name, time_ms(o, fwd), flop_fwd);
+    report("fwd", v->name.c_str(), time_ms(o, fwd), flop_fwd);
   }
   for (auto& s : sets) lcr::cuda::sdpa_forward(args(s), s.o.data(), nullptr, s.lse.data(), 0);
   for (int var = 0; o.bwd; ++var) {
-    const char* name = backward_variant_name(o.D, o.Dv, var);
-    if (!name || (!o.all_variants && var > 0)) break;
+    const SdpaVariant* v = backward_variant(o.D, o.Dv, var);
+    if (!v || (!o.all_variants && var > 0)) break;
     // Timed like torch's backward: row delta, dq zeroing and the gradient kernel.
     auto bwd = [&](int i) {
       Set& s = sets[i];
@@ -247,10 +249,10 @@ int run(const Opts& o) {
       p.lse_in = s.lse.data(), p.delta = s.delta.data(), p.dout = s.dout.data();
       p.dq = s.dq.data() + (o.dq_8b ? 2 : 0), p.dk = s.dk.data(), p.dv = s.dv.data();
       if (o.bias) p.dbias_k = s.dck.data();
-      return launch_backward(p, var, 0);
+      return launch_backward(p, v->kernels, 0);
     };
     if (!bwd(0)) continue;
-    report("bwd", name, time_ms(o, bwd), 2.5 * flop_fwd);
+    report("bwd", v->name.c_str(), time_ms(o, bwd), 2.5 * flop_fwd);
   }
   LCR_CUDA_CHECK(cudaDeviceSynchronize());
   return 0;

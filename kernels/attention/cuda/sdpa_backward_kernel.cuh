@@ -23,6 +23,7 @@
 
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/sdpa_device.cuh"
+#include "kernels/attention/cuda/sdpa_heuristics.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
 
 namespace lcr::cuda::detail {
@@ -185,9 +186,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
     // rows 8 (2m + r) and columns n * 8 are fixed offsets from it. A complete tile at the
     // full width (all but the last query tile when D is 64 or 128) stores with no
     // per-element test. The per-element form below is kept for the 64-wide class without
-    // kPipe, where this one made ptxas spill in the 128-query tiling (H200, 2026-11-29:
-    // D = 128 bwd 264 -> 269 TFLOP/s, D = 64 247 -> 238); with kPipe this form spills less
-    // (76 against 156 bytes).
+    // kPipe, where this one made ptxas spill in the 128-query tiling and ran slower (it is
+    // faster at D = 128); with kPipe this form spills less.
     const int r0 = i0 + rb * 16 * M + g;  // query row of (m, r) = (0, 0)
     if constexpr (DP >= 128 || kPipe) {
       float* dq0 = p.dq + (int64_t(b) * a.Lq + r0) * q_ld + int64_t(h) * a.D + cg * NC + 2 * t;
@@ -512,6 +512,13 @@ void launch_bwd(KernelParams p, cudaStream_t s) {
   static_assert(!(kOpts && kBias), "kBias is the bias-lanes-only form of the plain path");
   launch_with_smem(sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe, DQM, kBias>, grid, T::kThreads,
                    T::kSmem, s, p);
+}
+
+// Configuration BwdMma<BM, NW, kPipe, DQM> (sdpa_heuristics.hpp) on path kPath.
+template <int DP, int DVP, SdpaPath kPath, int BM, int NW, bool kPipe, int DQM>
+constexpr SdpaLauncher launcher(BwdMma<BM, NW, kPipe, DQM>) {
+  return &launch_bwd<DP, DVP, BM, NW, kPath == SdpaPath::kOpts, kPipe, DQM,
+                     kPath == SdpaPath::kBias>;
 }
 
 }  // namespace lcr::cuda::detail

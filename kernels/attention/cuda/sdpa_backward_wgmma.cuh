@@ -127,7 +127,7 @@ void sdpa_bwd_wg_kernel(const KernelParams p, const LCR_GRID_CONSTANT TensorMap 
   constexpr int BN = Shape::BN, NT = 128 * NWG, NQB = BM / 64;  // NQB: 64-query blocks
   constexpr int NS = kWgBwdStages;
   // kBias's column term as S^T's starting value (and dbias_k's sums skipped without a key lane)
-  // at QK 64 only: 1.03-1.05x there, 0-2% slower at QK 128 (A/B, docs/cuda.md, 2026-12-04).
+  // at QK 64 only: faster there, slightly slower at QK 128 (docs/cuda.md).
   constexpr bool kZInit = kBias && DP == 64;
   check_smem_base();
   using Smem = WgBwdSmem<DP, DVP, NWG, BM, kBulkDq>;
@@ -605,11 +605,12 @@ inline TensorMapF32Desc wg_bwd_dq_map(const KernelParams& p) {
 
 #if !defined(LCR_CUDA_EMU)
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/sdpa_heuristics.hpp"
 
 namespace lcr::cuda::detail {
 
-// The launcher the backward variant tables (sdpa_backward.cu) point at for the plain path and
-// (kBias) the bias-lane / ALiBi path.
+// The launcher of configuration BwdWg (sdpa_heuristics.hpp) for the plain path and (kBias) the
+// bias-lane / ALiBi path.
 // dq through shared memory and tensor bulk reductions where wg_bwd_bulk_dq allows and the
 // driver encodes the map, else atomics.
 template <int DP, int DVP, int NWG, int BM, int MB, bool kKVRegs, bool kBias = false>
@@ -626,6 +627,14 @@ void launch_bwd_wg(KernelParams p, cudaStream_t s) {
   }
   launch_with_smem(K::sdpa_bwd_wg_kernel<DP, DVP, NWG, BM, MB, kKVRegs, kBias>, grid, 128 * NWG,
                    K::wg_bwd_smem_bytes<DP, DVP, NWG, BM>(), s, p, dq_map);
+}
+
+// Configuration BwdWg<NWG, BM, MB, kKVRegs> (sdpa_heuristics.hpp) on path kPath (the plain and
+// kBias paths; the option path is mma.sync's).
+template <int DP, int DVP, SdpaPath kPath, int NWG, int BM, int MB, bool kKVRegs>
+constexpr SdpaLauncher launcher(BwdWg<NWG, BM, MB, kKVRegs>) {
+  static_assert(kPath != SdpaPath::kOpts, "the wgmma backward has no option path");
+  return &launch_bwd_wg<DP, DVP, NWG, BM, MB, kKVRegs, kPath == SdpaPath::kBias>;
 }
 
 }  // namespace lcr::cuda::detail

@@ -15,6 +15,7 @@
 
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/sdpa_device.cuh"
+#include "kernels/attention/cuda/sdpa_heuristics.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
 
 namespace lcr::cuda::detail {
@@ -336,6 +337,12 @@ void launch_fwd(KernelParams p, cudaStream_t s) {
   static_assert(!(kOpts && kBias), "kBias is a form of the plain path");
   launch_with_smem(sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts, kBias>, grid, T::kThreads,
                    T::smem(kOpts || kBias), s, p);
+}
+
+// Configuration FwdMma<BM, BN, NW> (sdpa_heuristics.hpp) on path kPath.
+template <int DP, int DVP, SdpaPath kPath, int BM, int BN, int NW>
+constexpr SdpaLauncher launcher(FwdMma<BM, BN, NW>) {
+  return &launch_fwd<DP, DVP, BM, BN, NW, kPath == SdpaPath::kOpts, kPath == SdpaPath::kBias>;
 }
 
 }  // namespace lcr::cuda::detail

@@ -96,7 +96,7 @@ void sdpa_fwd_wg_kernel(const KernelParams p) {
   // (bias_k_j - c0) + slope (p_i0 - p_j), the value S's accumulators start from (init_bias), so
   // that S = z + Q K^T leaves the tensor cores with the column term in it and the softmax is the
   // plain path's. Adding C_j per (row, key) in the softmax instead cost the D = 64 kernel 31
-  // registers (168 against 137; spills at MB = 2) and ran at 270 against the plain 369 TFLOP/s.
+  // registers (spills at MB = 2) and ran well below the plain path.
   // The sum's rounding is fp32's at |z|: where |z| is large enough for it to matter, the key is
   // exp(-|C_j - c0|) below the row's maximum (C_j - c0 grows with the distance to the tile).
   const bool has_bk = kMode == kWgBias || (kMode == kWgOpts && a.bias_k != nullptr);
@@ -350,17 +350,28 @@ inline std::size_t wg_fwd_smem_bytes() {
 
 #if !defined(LCR_CUDA_EMU)
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/sdpa_heuristics.hpp"
 
 namespace lcr::cuda::detail {
 
-// The launcher the forward variant tables (sdpa_forward.cu) point at: NWG warpgroups per CTA,
-// at least MB CTAs per SM (the register budget), mode as sdpa_forward.cu's dispatch picks.
+// The launcher of configuration FwdWg (sdpa_heuristics.hpp): NWG warpgroups per CTA, at least
+// MB CTAs per SM (the register budget), mode as launch_forward (sdpa_forward.cu) picks.
 template <int DP, int DVP, int NWG, int MB, bool kQRegs, int kMode>
 void launch_fwd_wg(KernelParams p, cudaStream_t s) {
   const int64_t grid = LCR_SDPAWG::wg_fwd_grid<NWG>(p);
   if (grid == 0) return;
   launch_with_smem(LCR_SDPAWG::sdpa_fwd_wg_kernel<DP, DVP, NWG, MB, kMode, kQRegs>, grid, 128 * NWG,
                    LCR_SDPAWG::wg_fwd_smem_bytes<DP, DVP, NWG>(), s, p);
+}
+
+// Configuration FwdWg<NWG, MB, kQRegs> (sdpa_heuristics.hpp) on path kPath: the one kernel
+// serves every path, in the mode of that path.
+template <int DP, int DVP, SdpaPath kPath, int NWG, int MB, bool kQRegs>
+constexpr SdpaLauncher launcher(FwdWg<NWG, MB, kQRegs>) {
+  constexpr int kMode = kPath == SdpaPath::kOpts   ? LCR_SDPAWG::kWgOpts
+                        : kPath == SdpaPath::kBias ? LCR_SDPAWG::kWgBias
+                                                   : LCR_SDPAWG::kWgPlain;
+  return &launch_fwd_wg<DP, DVP, NWG, MB, kQRegs, kMode>;
 }
 
 }  // namespace lcr::cuda::detail

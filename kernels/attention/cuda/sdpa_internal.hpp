@@ -1,13 +1,12 @@
 #pragma once
-// Internal to lcr_cuda_sdpa: the parameter block the kernels receive by value, the tile
-// configurations, and the launchers the public functions of sdpa.hpp dispatch to. The
-// benchmark (experiments/bench/cuda) includes this to time the alternative tilings by index.
+// Internal to lcr_cuda_sdpa: the parameter block the kernels receive by value, the width
+// classes, and the launchers the public functions of sdpa.hpp dispatch to (the choice of
+// kernel per class: sdpa_heuristics.hpp). The tuning library (sdpa_tuning.hpp), its benchmark
+// and the tests include this to run other tilings through the same dispatch.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <cstddef>
 #include <cstdint>
-#include <utility>
 
 #include "kernels/attention/cuda/sdpa.hpp"
 
@@ -32,40 +31,33 @@ struct KernelParams {
 // Padded head width class the kernels are compiled for: 64, 128 or 256 (the real width
 // may be smaller; the padding lanes are zero-filled in shared memory).
 inline int width_class(int d) { return d <= 64 ? 64 : (d <= 128 ? 128 : 256); }
-
-// A table of tile variants (forward or backward), as (first, count).
-template <class V>
-using VariantSpan = std::pair<const V*, int>;
-template <class V, std::size_t N>
-VariantSpan<V> span(const V (&v)[N]) {
-  return {v, int(N)};
+// The nine (QK, V) width-class pairs as an index 0..8, 3 * c(D) + c(Dv) with c = 0, 1, 2 for
+// 64, 128, 256; pair_dp / pair_dvp give the pair's widths back.
+constexpr int kWidthPairs = 9;
+inline int width_pair(int D, int Dv) {
+  auto c = [](int d) { return d <= 64 ? 0 : (d <= 128 ? 1 : 2); };
+  return 3 * c(D) + c(Dv);
 }
-// The tables of one direction per (D, Dv) width-class pair; pick() chooses by the widths.
-template <class V>
-struct VariantTables {
-  VariantSpan<V> d64_64, d128_128, d128_64, d256_128, d64_128, d64_wide, d128_wide, d256_64,
-      d256_256;  // *_wide: Dv = 256
-  VariantSpan<V> pick(int D, int Dv) const {
-    const int dp = width_class(D), dvp = width_class(Dv);
-    if (dp == 64 && dvp == 64) return d64_64;
-    if (dp == 128 && dvp == 128) return d128_128;
-    if (dp == 128 && dvp == 64) return d128_64;
-    if (dp == 256 && dvp == 128) return d256_128;
-    if (dp == 64 && dvp == 128) return d64_128;
-    if (dp == 64) return d64_wide;
-    if (dp == 128) return d128_wide;
-    if (dvp == 64) return d256_64;
-    return d256_256;
-  }
-};
+constexpr int pair_dp(int i) { return 64 << (i / 3); }
+constexpr int pair_dvp(int i) { return 64 << (i % 3); }
 
-// variant 0 is the tuned default for the width class; the others exist for the benchmark
-// (bench_cuda_sdpa --variants all) and are listed by *_variant_name. Returns false when the
-// width class has no such variant.
-bool launch_forward(const KernelParams& p, int variant, cudaStream_t s);
-bool launch_backward(const KernelParams& p, int variant, cudaStream_t s);
-const char* forward_variant_name(int D, int Dv, int variant);   // null past the last
-const char* backward_variant_name(int D, int Dv, int variant);  // null past the last
+// One kernel of one tile configuration and path, launched on stream s.
+using SdpaLauncher = void (*)(KernelParams, cudaStream_t);
+// The kernels a call of one width class can take, one per path (sdpa_heuristics.hpp says
+// which path a call takes): plain null: plain calls take opts; bias (kBias) null: such calls
+// take opts; opts null (tuning alternatives only): the variant cannot serve options.
+struct SdpaKernels {
+  SdpaLauncher plain = nullptr, opts = nullptr, bias = nullptr;
+};
+// The kernels the library ships for the width class of (D, Dv): sdpa_heuristics.hpp's choice.
+const SdpaKernels& forward_kernels(int D, int Dv);
+const SdpaKernels& backward_kernels(int D, int Dv);
+// Runs the path p's arguments take on k's kernel for it (the backward zeroes dq, dbias_q and
+// dbias_q_sums first unless p.accumulate); false, running nothing, when k has no kernel for
+// that path. sdpa_forward / sdpa_backward call these with forward_kernels / backward_kernels;
+// the tuning library (sdpa_tuning.hpp) with its alternatives.
+bool launch_forward(const KernelParams& p, const SdpaKernels& k, cudaStream_t s);
+bool launch_backward(const KernelParams& p, const SdpaKernels& k, cudaStream_t s);
 
 // Where one forward CTA works (both forward kernels): query tile qt of BM rows, the tiles
 // issued last-first (in causal attention they carry the most keys), batch b, head h, KV head

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "kernels/base/error.hpp"
 #include "kernels/attention/cuda/sdpa_backward_wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_forward_wgmma.cuh"
+#include "kernels/base/error.hpp"
 
 namespace lcr::cuda::detail {
 namespace {
@@ -54,7 +54,7 @@ template <int DP, int DVP, int NWG, int BM, bool kKVRegs>
 void run_bwd(KernelParams p) {
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
-  const bool bias = row_col_terms_only(p.a);  // the kBias form, as the variant tables pick it
+  const bool bias = row_col_terms_only(p.a);  // the kBias form, as launch_backward picks it
   // dq by tensor reductions (dq 16-byte aligned) or atomics, as launch_bwd_wg picks
   if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
     if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p))
