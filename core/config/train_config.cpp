@@ -84,6 +84,9 @@ void bind_train(Table& root, TrainOptions& o) {
           "splits a run over jobs of fixed length");
   t.field("inject_nan_step", o.inject_nan_step,
           "testing: make the last layer's output projection NaN before this step; -1 = off");
+  t.field("resume_from", o.resume_from,
+          "resume from this checkpoint, \"step-<N>\" in the run's ckpt/, instead of the newest; "
+          "newer checkpoints move to ckpt/abandoned/ (\"\" = the newest)");
 }
 
 void bind_data(Table& root, DataOptions& o) {

@@ -68,6 +68,9 @@ struct TrainOptions {
   int path_chunk = 0;
   int64_t stop_after = 0;  // checkpoint and exit 0 after this many steps of this job (0 = off)
   int64_t inject_nan_step = -1;  // testing: poison a weight before this step (-1 = off)
+  // Resume from this checkpoint ("step-<N>") instead of the newest; newer ones are moved
+  // to ckpt/abandoned/. "" = the newest complete one. Not kept in config.toml.
+  std::string resume_from;
 };
 
 struct DataOptions {

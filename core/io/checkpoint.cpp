@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -20,6 +21,59 @@ namespace {
 
 constexpr const char* kFormat = "lcr-checkpoint";
 constexpr int64_t kFormatVersion = 1;
+
+// The `checksum` attribute: FNV-1a (64 bit) over everything a resume reads -- step, seed,
+// config, every scalar (name, type, value) and every array (name, type, shape, layout,
+// bytes), in name order. Fletcher-32 guards each array's bytes against bit rot; this one
+// also catches edited metadata (an `optimizer_steps` changed by hand resumed silently).
+struct Fnv {
+  uint64_t h = 1469598103934665603ull;
+  void bytes(const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  void str(const std::string& s) {
+    const uint64_t n = s.size();
+    bytes(&n, sizeof n);
+    bytes(s.data(), s.size());
+  }
+  template <class T>
+  void pod(T v) {
+    bytes(&v, sizeof v);
+  }
+};
+
+std::string layout_text(const std::vector<Slice>& slices);
+
+std::string checksum_of(const Checkpoint& c) {
+  Fnv f;
+  f.pod(c.step);
+  f.pod(c.seed);
+  f.str(c.config_toml);
+  for (const auto& [k, v] : c.scalars) {
+    f.str(k);
+    f.pod(uint64_t(v.index()));
+    std::visit(
+        [&](const auto& x) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>)
+            f.str(x);
+          else
+            f.pod(x);
+        },
+        v);
+  }
+  for (const auto& [name, a] : c.arrays) {
+    f.str(name);
+    f.pod(uint64_t(a.values.index()));
+    f.pod(uint64_t(a.shape.size()));
+    for (int64_t e : a.shape) f.pod(e);
+    f.str(layout_text(a.slices));
+    std::visit([&](const auto& v) { f.bytes(v.data(), v.size() * sizeof(v[0])); }, a.values);
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(f.h));
+  return buf;
+}
 
 template <class T>
 struct Types;
@@ -192,6 +246,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
     std::visit([&](const auto& v) { write_array(arrays.id(), name, v, a.shape, layout, path); },
                a.values);
   }
+  f.set_attr("checksum", checksum_of(c));
   f.close();
 }
 
@@ -248,6 +303,14 @@ Checkpoint read_checkpoint(const std::string& path, int64_t expect_step) {
     }
     c.arrays.emplace(name, std::move(a));
   }
+  // Checkpoints written before the checksum existed have none; every later one is checked.
+  if (f.has_attr("checksum") && str("checksum") != checksum_of(c))
+    throw ChecksumMismatch(
+        path + ": checksum mismatch (stored " + str("checksum") + ", contents give " +
+        checksum_of(c) +
+        "): the checkpoint's parameters, optimizer state or metadata were changed after it was "
+        "written. Do not resume from it: resume from an earlier checkpoint by name "
+        "(train.resume_from=step-<N>, docs/run-file.md), or delete this file");
   return c;
 }
 
@@ -279,11 +342,7 @@ std::optional<int64_t> CheckpointStore::marker() const {
 std::string CheckpointStore::save(const Checkpoint& c, int keep_last) const {
   require(c.step >= 0, "checkpoint step ", c.step, " is negative");
   fs::create_directories(dir_);
-  for (const auto& e : fs::directory_iterator(dir_)) {  // leftovers of a killed writer
-    const std::string n = e.path().filename().string();
-    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 && n.rfind("step-", 0) == 0)
-      fs::remove(e.path());
-  }
+  remove_leftovers();
   const std::string final_path = file_for(c.step), tmp = final_path + ".tmp";
   write_checkpoint(tmp, c);
   fsync_path(tmp, false);
@@ -308,6 +367,55 @@ std::string CheckpointStore::save(const Checkpoint& c, int keep_last) const {
   return final_path;
 }
 
+std::vector<std::string> CheckpointStore::remove_leftovers() const {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec)) return removed;
+  for (const auto& e : fs::directory_iterator(dir_)) {  // leftovers of a killed writer
+    const std::string n = e.path().filename().string();
+    if (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 &&
+        (n.rfind("step-", 0) == 0 || n == "latest.tmp")) {
+      fs::remove(e.path());
+      removed.push_back(e.path().string());
+    }
+  }
+  return removed;
+}
+
+CheckpointStore::Found CheckpointStore::load_step(int64_t step) const {
+  const std::string p = file_for(step);
+  std::error_code ec;
+  if (!fs::exists(p, ec)) {
+    std::string have;
+    for (int64_t s : steps()) have += (have.empty() ? "" : ", ") + ("step-" + std::to_string(s));
+    throw_error("cannot resume from step-", step, ": no file ", p,
+                " (checkpoints present: ", have.empty() ? "none" : have, ")");
+  }
+  return Found{read_checkpoint(p, step), p, {}};
+}
+
+std::vector<std::string> CheckpointStore::rewind_to(int64_t step) const {
+  std::vector<std::string> moved;
+  const fs::path aside = fs::path(dir_) / "abandoned";
+  for (int64_t s : steps()) {
+    if (s <= step) continue;
+    fs::create_directories(aside);
+    const fs::path to = aside / fs::path(file_for(s)).filename();
+    fs::rename(file_for(s), to);
+    moved.push_back(to.string());
+  }
+  const fs::path mark = fs::path(dir_) / "latest", mark_tmp = fs::path(dir_) / "latest.tmp";
+  {
+    std::ofstream out(mark_tmp, std::ios::trunc);
+    out << step << '\n';
+    require(bool(out.flush()), mark_tmp.string(), ": cannot write the checkpoint marker");
+  }
+  fsync_path(mark_tmp.string(), false);
+  fs::rename(mark_tmp, mark);
+  fsync_path(dir_, true);
+  return moved;
+}
+
 std::optional<CheckpointStore::Found> CheckpointStore::load_latest() const {
   std::vector<int64_t> all = steps();
   std::vector<std::string> skipped;
@@ -325,6 +433,8 @@ std::optional<CheckpointStore::Found> CheckpointStore::load_latest() const {
     const std::string p = file_for(*it);
     try {
       return Found{read_checkpoint(p, *it), p, skipped};
+    } catch (const ChecksumMismatch&) {
+      throw;  // an edited file is not "incomplete": never fall back past it silently
     } catch (const Error& e) {
       skipped.push_back(e.what());
     }

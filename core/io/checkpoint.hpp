@@ -80,7 +80,14 @@ struct Checkpoint {
   }
 };
 
-// One file. Errors name the path: missing, not HDF5, truncated, checksum mismatch, not a
+// A checkpoint whose `checksum` attribute (over step, seed, config, scalars and arrays)
+// does not match its contents: edited after it was written.
+struct ChecksumMismatch : Error {
+  using Error::Error;
+};
+
+// One file. Errors name the path: missing, not HDF5, truncated, checksum mismatch (of an
+// array's Fletcher-32, or ChecksumMismatch for the whole-checkpoint `checksum`), not a
 // checkpoint, or a step attribute that disagrees with expect_step (>= 0).
 void write_checkpoint(const std::string& path, const Checkpoint& c);
 Checkpoint read_checkpoint(const std::string& path, int64_t expect_step = -1);
@@ -109,6 +116,16 @@ class CheckpointStore {
   // holds no checkpoint at all (a fresh run); Error listing every file and why it failed
   // when there are some but none loads.
   std::optional<Found> load_latest() const;
+
+  // Deletes leftover step-<N>.h5.tmp / latest.tmp of a writer that died (or ran out of
+  // space) mid-save; returns the paths removed. save() and the trainer's start call it.
+  std::vector<std::string> remove_leftovers() const;
+  // train.resume_from=step-<N>: exactly that file, validated (Error naming the file and the
+  // checkpoints present otherwise).
+  Found load_step(int64_t step) const;
+  // After resuming from step-<N>: moves every newer step-<M>.h5 into dir/abandoned/ (kept,
+  // never loaded again) and points `latest` at N. Returns the new paths of the moved files.
+  std::vector<std::string> rewind_to(int64_t step) const;
 
  private:
   std::string dir_;

@@ -2,6 +2,9 @@
 // Layout and the commit protocol: docs/run-file.md.
 #include "core/io/run_file.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -59,6 +62,20 @@ struct TableState {
   int64_t rows = 0;
   int64_t last_step = 0;
 };
+
+namespace {
+
+void fsync_fd_of(const std::string& p, int flags) {
+  const int fd = ::open(p.c_str(), flags);
+  require(fd >= 0, "cannot open ", p, " to sync it");
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  require(rc == 0, "cannot sync ", p, " to disk");
+}
+void fsync_file(const std::string& p) { fsync_fd_of(p, O_RDONLY); }
+void fsync_dir(const std::string& p) { fsync_fd_of(p.empty() ? "." : p, O_RDONLY | O_DIRECTORY); }
+
+}  // namespace
 
 struct RunFile::Impl {
   std::string path;
@@ -140,16 +157,45 @@ RunFile RunFile::create(const std::string& path, const RunLayout& layout, const 
   return RunFile(std::move(impl));
 }
 
-RunFile RunFile::resume(const std::string& path, const RunLayout& layout, int64_t checkpoint_step) {
+RunFile RunFile::resume(const std::string& path, const RunLayout& layout, int64_t checkpoint_step,
+                        const ResumeRecord* rec) {
   validate(layout);
   std::error_code ec;
   require(fs::exists(path, ec), "cannot resume: no run file at ", path,
           " (start a new run, or point the run directory at the old one)");
-  recover_run_file(path);
+  // Work on a copy; path stays untouched until the copy is complete and renamed over it.
+  const std::string work = path + ".resume.tmp";
+  fs::remove(work, ec);
+  try {
+    fs::copy_file(path, work, fs::copy_options::overwrite_existing);
+    fsync_file(work);
+    RunFile rf = resume_in_place(work, path, layout, checkpoint_step, rec);
+    fs::rename(work, path);
+    fsync_dir(fs::path(path).parent_path().string());
+    return rf;
+  } catch (const std::exception& e) {
+    std::error_code ec2;
+    fs::remove(work, ec2);
+    std::string why = e.what();
+    const auto sp = fs::space(
+        fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path(), ec2);
+    const auto size = fs::file_size(path, ec2);
+    if (!ec2 && sp.available < size + (uintmax_t(1) << 20))
+      why = "no space left on the device (" + std::to_string(sp.available) +
+            " bytes free; the resume needs about " + std::to_string(size) + "): " + why;
+    throw_error("cannot resume ", path, ": ", why, "\n", path,
+                " is unchanged; fix the cause (free disk space) and resume again");
+  }
+}
+
+RunFile RunFile::resume_in_place(const std::string& work, const std::string& path,
+                                 const RunLayout& layout, int64_t checkpoint_step,
+                                 const ResumeRecord* rec) {
+  recover_run_file(work);
   auto impl = std::make_unique<Impl>();
   impl->path = path;
   Handle fapl = h5u::fapl_v110();
-  impl->file = Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl.id()), H5Fclose);
+  impl->file = Handle(H5Fopen(work.c_str(), H5F_ACC_RDWR, fapl.id()), H5Fclose);
   if (impl->file.id() < 0) impl->fail("cannot open the run file to resume it" + h5u::detail());
   const hid_t f = impl->file.id();
 
@@ -192,7 +238,19 @@ RunFile RunFile::resume(const std::string& path, const RunLayout& layout, int64_
   const int64_t count = h5u::read_attr_int(cfg.id(), "resume_count", 0);
   h5u::write_attr(cfg.id(), "resume_count", count + 1, path);
   h5u::write_attr(cfg.id(), "last_resume_step", checkpoint_step, path);
-  h5u::write_attr(cfg.id(), "last_resume_time", now_utc(), path);
+  const std::string when = now_utc();
+  h5u::write_attr(cfg.id(), "last_resume_time", when, path);
+  if (rec) {  // the config in force from now on, and one line per resume
+    h5u::write_attr(cfg.id(), "config", rec->config_toml, path);
+    std::string log = h5u::attrs_as_text(cfg.id(), path).count("resume_log")
+                          ? h5u::attrs_as_text(cfg.id(), path).at("resume_log")
+                          : std::string();
+    log += "resume " + std::to_string(count + 1) + " at " + when + " from step " +
+           std::to_string(checkpoint_step) + " (" + rec->checkpoint +
+           "); config changes: " + (rec->changes.empty() ? "none" : rec->changes) +
+           "; command: " + rec->command_line + "\n";
+    h5u::write_attr(cfg.id(), "resume_log", log, path);
+  }
   impl->start_swmr();
   return RunFile(std::move(impl));
 }

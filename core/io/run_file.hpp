@@ -30,6 +30,12 @@
 
 namespace lcr::io {
 
+// What a resume changes, for /config (RunFile::resume): the config now in force, the
+// allowed config changes ("key: old -> new; ..."), the command line and the checkpoint.
+struct ResumeRecord {
+  std::string config_toml, changes, command_line, checkpoint;
+};
+
 // Provenance, stored as attributes of /config (hdf5_version is filled in here).
 struct Provenance {
   std::string config_toml;  // the full resolved config
@@ -53,7 +59,13 @@ class RunFile {
   // recovers it if its writer died (recover_run_file), checks it has `layout` (Error naming
   // the first difference), drops every row with step > checkpoint_step (those steps are
   // trained again), records the resume in /config, and starts SWMR writing.
-  static RunFile resume(const std::string& path, const RunLayout& layout, int64_t checkpoint_step);
+  // All of that happens on a copy, path + ".resume.tmp", renamed over path only when SWMR
+  // writing has started (fsynced): a resume that fails -- a full disk (ENOSPC), a layout
+  // mismatch -- leaves path byte for byte as it was and removes the copy, so the next
+  // resume starts from the same file. With `rec`, /config's `config` becomes rec's TOML
+  // (config.toml and run.h5 never disagree) and one line is appended to `resume_log`.
+  static RunFile resume(const std::string& path, const RunLayout& layout, int64_t checkpoint_step,
+                        const ResumeRecord* rec = nullptr);
 
   RunFile(RunFile&&) noexcept;
   RunFile& operator=(RunFile&&) noexcept;
@@ -70,6 +82,9 @@ class RunFile {
   void close();  // flushes and closes; the destructor does it silently
 
  private:
+  static RunFile resume_in_place(const std::string& work, const std::string& path,
+                                 const RunLayout& layout, int64_t checkpoint_step,
+                                 const ResumeRecord* rec);
   struct Impl;
   explicit RunFile(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -1,6 +1,10 @@
 #include "core/train/run_io.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <sstream>
 
 #include "core/train/prior_stats.hpp"
 #include "core/train/setup.hpp"
@@ -131,7 +135,134 @@ void restore_checkpoint(const io::Checkpoint& c, const TrainConfig& cfg, Model<T
   const auto it = c.scalars.find("optimizer_steps");
   require(it != c.scalars.end() && std::holds_alternative<int64_t>(it->second),
           "checkpoint of step ", c.step, " has no int64 scalar 'optimizer_steps'");
+  // Cross-check (also for checkpoints older than the `checksum` attribute): one AdamW
+  // update per completed step.
+  require(std::get<int64_t>(it->second) == c.step, "checkpoint of step ", c.step,
+          " says optimizer_steps = ", std::get<int64_t>(it->second),
+          "; a checkpoint of step N has N updates (edited by hand?). Resume from an earlier "
+          "checkpoint by name (train.resume_from=step-<N>)");
   opt->set_steps_taken(std::get<int64_t>(it->second));
+}
+
+namespace {
+
+// A leaf as text; floats in their shortest round-trip form (any change shows).
+void write_value(std::ostream& os, const toml::node& v) {
+  v.visit([&](auto&& n) {
+    using N = std::decay_t<decltype(n)>;
+    if constexpr (std::is_same_v<N, toml::value<std::string>>) {
+      os << '"' << n.get() << '"';
+    } else if constexpr (std::is_same_v<N, toml::value<double>>) {
+      char buf[64];
+      const auto r = std::to_chars(buf, buf + sizeof buf, n.get());
+      os << std::string(buf, r.ptr);
+    } else if constexpr (std::is_same_v<N, toml::value<int64_t>>) {
+      os << n.get();
+    } else if constexpr (std::is_same_v<N, toml::value<bool>>) {
+      os << (n.get() ? "true" : "false");
+    } else if constexpr (std::is_same_v<N, toml::array>) {
+      os << '[';
+      for (size_t i = 0; i < n.size(); ++i) {
+        if (i) os << ", ";
+        write_value(os, n[i]);
+      }
+      os << ']';
+    } else {
+      os << "(value)";
+    }
+  });
+}
+
+// "section.key" -> the value as TOML text, for every leaf of the table.
+void flatten(const toml::table& t, const std::string& prefix,
+             std::map<std::string, std::string>& out) {
+  for (auto&& [k, v] : t) {
+    const std::string key =
+        prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
+    if (const toml::table* sub = v.as_table()) {
+      flatten(*sub, key, out);
+    } else {
+      std::ostringstream os;
+      write_value(os, v);
+      out[key] = os.str();
+    }
+  }
+}
+
+std::map<std::string, std::string> flat_config(const std::string& toml_text, const char* what) {
+  std::map<std::string, std::string> out;
+  try {
+    flatten(toml::parse(std::string_view(toml_text), std::string_view(what)), "", out);
+  } catch (const std::exception& e) {
+    throw_error("the ", what, " does not parse: ", e.what());
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& resume_changeable_keys() {
+  // THE table of keys a resume may change (docs/run-file.md repeats it). Everything else
+  // must equal the checkpoint's config. These change when and how the run is logged,
+  // checkpointed, evaluated or stopped, or how long it runs -- not what a step computes.
+  // train.steps may grow (or shrink): the cosine schedule then ends at the new value.
+  // run.overwrite and train.resume_from are never stored (they act on this job only).
+  static const std::vector<std::string> keys = {
+      "train.steps",      "train.stop_after", "train.log_every",   "train.probe_every",
+      "train.ckpt_every", "train.keep_ckpts", "train.peak_tflops", "train.inject_nan_step",
+      "eval.every",       "eval.at_end",      "run.name",          "run.dir",
+      "run.overwrite",    "train.resume_from"};
+  return keys;
+}
+
+std::vector<ConfigChange> config_changes(const std::string& old_toml, const std::string& new_toml) {
+  const auto a = flat_config(old_toml, "checkpoint's config"), b = flat_config(new_toml, "config");
+  std::vector<ConfigChange> out;
+  for (const auto& [k, v] : a) {
+    const auto it = b.find(k);
+    const std::string nv = it == b.end() ? "(absent)" : it->second;
+    if (nv != v) out.push_back({k, v, nv});
+  }
+  for (const auto& [k, v] : b)
+    if (!a.count(k)) out.push_back({k, "(absent)", v});
+  return out;
+}
+
+std::string check_resume_config(const std::string& old_toml, const std::string& new_toml,
+                                int64_t step, const std::string& run_dir) {
+  const auto& ok = resume_changeable_keys();
+  std::string refused, allowed;
+  for (const auto& c : config_changes(old_toml, new_toml)) {
+    const bool may = std::find(ok.begin(), ok.end(), c.key) != ok.end();
+    (may ? allowed : refused) += (may ? std::string(allowed.empty() ? "" : "; ") : "\n  ") + c.key +
+                                 ": " + c.old_value + " -> " + c.new_value;
+  }
+  std::string keys;
+  for (const auto& k : ok) keys += (keys.empty() ? "" : ", ") + k;
+  require(refused.empty(), "cannot resume ", run_dir, " from its checkpoint of step ", step,
+          ": the config differs from the run's in keys a resume may not change (checkpoint "
+          "-> now):",
+          refused, "\nA resume continues the same run; only these keys may change: ", keys,
+          ". To train with the new values start a new run: choose a new run.name (or run.dir), "
+          "or set run.overwrite=true to delete this run and start it again.");
+  return allowed;
+}
+
+int64_t resume_from_step(const std::string& name) {
+  int64_t step = -1;
+  size_t used = 0;
+  if (name.rfind("step-", 0) == 0 && name.size() > 5) {
+    try {
+      step = std::stoll(name.substr(5), &used);
+    } catch (const std::exception&) {
+      step = -1;
+    }
+  }
+  const std::string tail = name.size() > 5 + used ? name.substr(5 + used) : "";
+  require(step >= 0 && (tail.empty() || tail == ".h5"), "train.resume_from = \"", name,
+          "\": expected a checkpoint name like \"step-200\" (a file step-200.h5 in the run's "
+          "ckpt/ directory)");
+  return step;
 }
 
 #define LCR_RUN_IO(T)                                                                         \

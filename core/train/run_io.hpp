@@ -7,6 +7,7 @@
 // `precision`, `loss` (of the step) and the resolved config. The data position needs no
 // state: the sampler is a pure function of (seed, step).
 #include <string>
+#include <vector>
 
 #include "core/config/train_config.hpp"
 #include "core/io/checkpoint.hpp"
@@ -34,6 +35,21 @@ io::Checkpoint make_checkpoint(const Model<T>& model, const AdamW<T>& opt, int64
 template <class T>
 void restore_checkpoint(const io::Checkpoint& c, const TrainConfig& cfg, Model<T>& model,
                         AdamW<T>* opt);
+
+// Resume rules. A resume may change only resume_changeable_keys() (the table lives in
+// run_io.cpp; docs/run-file.md repeats it); check_resume_config throws an Error listing
+// every other changed key as "key: old -> new" and how to start a new run instead, and
+// returns the allowed changes as "key: old -> new; ..." ("" when none) for the run file's
+// /config/resume_log.
+struct ConfigChange {
+  std::string key, old_value, new_value;
+};
+const std::vector<std::string>& resume_changeable_keys();
+std::vector<ConfigChange> config_changes(const std::string& old_toml, const std::string& new_toml);
+std::string check_resume_config(const std::string& old_toml, const std::string& new_toml,
+                                int64_t step, const std::string& run_dir);
+// train.resume_from = "step-<N>" (or "step-<N>.h5") -> N; Error otherwise.
+int64_t resume_from_step(const std::string& name);
 
 // The config a checkpoint was written with.
 TrainConfig checkpoint_config(const io::Checkpoint& c);

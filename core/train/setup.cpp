@@ -55,6 +55,7 @@ Setup prepare(const TrainConfig& in) {
   // job) must resume, not wipe the run again.
   TrainConfig written = cfg;
   written.run.overwrite = false;
+  written.train.resume_from.clear();  // this job's choice of checkpoint, not the run's
   s.config_toml = config::train_config_toml(written);
   return s;
 }

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -190,7 +191,11 @@ class Trainer {
     }
   }
 
-  // Prepares the run directory and resumes from its newest complete checkpoint, if any.
+  // Prepares the run directory and resumes from its newest complete checkpoint, if any
+  // (train.resume_from = "step-<N>": from that one; newer ones move to ckpt/abandoned/).
+  // Resume rules (run_io.hpp): the checkpoint's config and this one may differ only in
+  // resume_changeable_keys(); config.toml is written only after that check passes, and
+  // run.h5's /config then gets the same text, so the two never disagree.
   void load_checkpoint() {
     const std::string dir = cfg_.run_dir();
     agree(world_, "preparing the run directory " + dir, [&] {
@@ -200,19 +205,87 @@ class Trainer {
         fs::remove(dir + "/run.h5");
       }
       fs::create_directories(dir + "/ckpt");
-      std::ofstream(dir + "/config.toml") << s_.config_toml;
+      for (const auto& p : store_.remove_leftovers())
+        spdlog::warn("removed {}, left by a checkpoint write that did not finish", p);
     });
     agree(world_, "loading the latest checkpoint", [&] {
-      found_ = store_.load_latest();
-      if (found_) restore_checkpoint(found_->checkpoint, cfg_, model_, &opt_);
+      if (!cfg_.train.resume_from.empty())
+        found_ = store_.load_step(resume_from_step(cfg_.train.resume_from));
+      else
+        found_ = store_.load_latest();
+      if (found_) {
+        resume_changes_ = check_resume_config(found_->checkpoint.config_toml, s_.config_toml,
+                                              found_->checkpoint.step, dir);
+        restore_checkpoint(found_->checkpoint, cfg_, model_, &opt_);
+      }
+    });
+    agree(world_, "setting aside the checkpoints after train.resume_from", [&] {
+      if (!s_.writer() || !found_ || cfg_.train.resume_from.empty()) return;
+      for (const auto& p : store_.rewind_to(found_->checkpoint.step))
+        spdlog::warn("resuming from {}: moved the newer checkpoint to {}", found_->path, p);
     });
     start_ = found_ ? found_->checkpoint.step : 0;
     if constexpr (std::is_same_v<T, float>)
       if (gpu_) gpu_->load(model_, opt_);  // initial or checkpointed state onto the GPU
+    ckpt_norm_ = param_stats().norm;       // the divergence guard's reference
     if (found_ && s_.writer()) {
       for (const auto& sk : found_->skipped) spdlog::warn("skipped checkpoint {}", sk);
-      spdlog::info("resuming from {} (step {})", found_->path, start_);
+      spdlog::info("resuming from {} (step {}){}", found_->path, start_,
+                   resume_changes_.empty() ? "" : "; config changes: " + resume_changes_);
     }
+  }
+
+  struct ParamStats {
+    double norm = 0, max_abs = 0;
+    int64_t nonfinite = 0;
+  };
+  ParamStats param_stats() {
+    sync_params_to_host();
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), model_.params());
+    ParamStats st;
+    double ss = 0;
+    for (size_t i = 0; i < h.size(); ++i) {
+      const double v = double(h.data()[i]);
+      if (!std::isfinite(v)) {
+        ++st.nonfinite;
+        continue;
+      }
+      ss += v * v;
+      st.max_abs = std::max(st.max_abs, std::abs(v));
+    }
+    st.norm = std::sqrt(ss);
+    return st;
+  }
+
+  // The divergence guard (docs/run-file.md, "Checkpoints"): a checkpoint is written only
+  // when every parameter is finite and the parameters' L2 norm is at most
+  // kDivergenceGrowth times the norm at the previous checkpoint (or at the start of this
+  // job). Every rank holds the same parameters, so every rank refuses together.
+  static constexpr double kDivergenceGrowth = 100;
+  void check_divergence(int64_t done) {
+    const ParamStats st = param_stats();
+    const double bound = kDivergenceGrowth * ckpt_norm_;
+    if (st.nonfinite == 0 && st.norm <= bound) {
+      ckpt_norm_ = st.norm;
+      return;
+    }
+    throw AgreedError(fmt::format(
+        "step {}: the parameters diverged ({} non-finite values; L2 norm {:.4g}, max |param| "
+        "{:.4g}, against L2 norm {:.4g} at the previous checkpoint or start; the bound is {}x "
+        "that). Refused to write checkpoint {}; {}. Lower train.lr or raise train.warmup and "
+        "start the run again (a new run.name, or run.overwrite=true)",
+        done, st.nonfinite, st.norm, st.max_abs, ckpt_norm_, kDivergenceGrowth,
+        store_.file_for(done), newest_checkpoint_text()));
+  }
+
+  // What the newest checkpoint is, in words that claim only what was checked.
+  std::string newest_checkpoint_text() const {
+    const std::vector<int64_t> st = store_.steps();
+    if (st.empty()) return "the run has no checkpoint yet";
+    return fmt::format(
+        "the newest checkpoint is {} (it passed the divergence guard when written, and a "
+        "resume verifies its checksum); train.resume_from=step-<N> resumes from an earlier one",
+        store_.file_for(st.back()));
   }
 
   // Continues run.h5 from the checkpoint's step (rows after it are dropped), or starts it.
@@ -221,9 +294,15 @@ class Trainer {
     agree(world_, "opening " + h5, [&] {
       if (!s_.writer()) return;
       if (found_ && fs::exists(h5)) {
-        run_file_.emplace(io::RunFile::resume(h5, layout_, start_));
+        io::ResumeRecord rec;
+        rec.config_toml = s_.config_toml;
+        rec.changes = resume_changes_;
+        rec.command_line = command_line_;
+        rec.checkpoint = found_->path;
+        run_file_.emplace(io::RunFile::resume(h5, layout_, start_, &rec));
         return;
       }
+      // (with a checkpoint but no run.h5 a new run file starts below, holding this config)
       if (fs::exists(h5))
         spdlog::warn("{} has no checkpoint to resume from: starting the run again", dir);
       else if (found_)
@@ -232,6 +311,23 @@ class Trainer {
       // GPU training: the GPU does the work; the Kokkos space only holds the host copies.
       if (gpu_) prov.devices = gpu_->describe() + "; host copies on " + prov.devices;
       run_file_.emplace(io::RunFile::create(h5, layout_, prov, true));
+    });
+    // config.toml last: only once run.h5's /config holds the same text (a failed resume
+    // leaves both as they were). It is the run's current config; /config/resume_log in
+    // run.h5 is the history.
+    agree(world_, "writing " + dir + "/config.toml", [&] {
+      if (!s_.writer()) return;
+      const std::string p = dir + "/config.toml", tmp = p + ".tmp";
+      {
+        std::ofstream out(tmp, std::ios::trunc);
+        out << s_.config_toml;
+        if (!out.flush()) {
+          out.close();
+          fs::remove(tmp);
+          throw_error("cannot write ", tmp, " (disk full?)");
+        }
+      }
+      fs::rename(tmp, p);
     });
   }
 
@@ -268,10 +364,10 @@ class Trainer {
       const std::string where = gpu_ ? gpu_->locate_nonfinite() : model_.locate_nonfinite();
       throw AgreedError(fmt::format(
           "non-finite training loss ({}) at step {}; first non-finite activation: {}. Stopped "
-          "without writing a checkpoint: the newest one in {} is intact (lower train.lr or "
-          "raise train.warmup before resuming)",
+          "without writing a checkpoint for this step; {}. Lower train.lr or raise "
+          "train.warmup and start the run again (a new run.name, or run.overwrite=true)",
           r.loss, step + 1, where.empty() ? "none on this rank (another rank's shard)" : where,
-          store_.dir()));
+          newest_checkpoint_text()));
     }
     try {
       typename AdamW<T>::StepInfo info;
@@ -287,8 +383,8 @@ class Trainer {
       r.clip_scale = info.clip_scale;
     } catch (const Error& e) {
       // The gradient was all-reduced, so every rank refuses the same step.
-      throw AgreedError(fmt::format("step {}: {} (the newest checkpoint in {} is intact)", step + 1,
-                                    e.what(), store_.dir()));
+      throw AgreedError(fmt::format("step {}: {} (no checkpoint written for it; {})", step + 1,
+                                    e.what(), newest_checkpoint_text()));
     }
     probe_batch_ = b;
     return r;
@@ -394,6 +490,7 @@ class Trainer {
   }
 
   void save(int64_t done, double loss) {
+    check_divergence(done);
     on_writer([&] {
       sync_params_to_host(true);
       store_.save(make_checkpoint(model_, opt_, done, cfg_, s_.config_toml, loss),
@@ -420,6 +517,8 @@ class Trainer {
   data::Batch probe_batch_;
   std::optional<io::CheckpointStore::Found> found_;
   int64_t start_ = 0;
+  std::string resume_changes_;      // "key: old -> new; ..." allowed changes of this resume
+  double ckpt_norm_ = 0;            // parameter L2 norm at the last checkpoint (or the start)
   TokenFlops flops_;                // model FLOPs per training token (flops.hpp)
   std::unique_ptr<GpuEngine> gpu_;  // train.device = "cuda"
 };
