@@ -88,7 +88,10 @@ def open_h5(path, what, swmr=False):
 
 
 def _open_error(path, msg):
-    if "truncated" in msg:
+    if "checksum" in msg:
+        why = ("the file is damaged (an HDF5 metadata checksum fails: it was changed outside "
+               "HDF5; restore it from a copy)")
+    elif "truncated" in msg:
         why = "the file is truncated (an incomplete copy or a full disk?)"
     elif "lock" in msg or "already open" in msg:
         why = ("another process holds it open for writing without SWMR (a run that is just "

@@ -10,6 +10,7 @@
 #include "core/cli/verbs.hpp"
 #include "core/config/attention_config.hpp"
 #include "core/io/hdf5.hpp"
+#include "core/io/output_path.hpp"
 #include "kernels/attention/attention.hpp"
 
 #ifndef LCR_VERSION
@@ -28,6 +29,10 @@ Shapes read_shapes(const h5::File& f) {
   Shapes s{};
   const auto q = f.shape("q", {-1, -1, -1, -1});
   s.B = q[0], s.Lq = q[1], s.H = q[2], s.dq = q[3];
+  // Refused, not computed: an empty batch has no outputs to write (and the ring would
+  // split nothing across its ranks).
+  require(s.B > 0, f.file(), ": dataset /q has batch size B = 0 (shape ", shape_string(q),
+          "): nothing to compute; give at least one sequence");
   const auto k = f.shape("k", {s.B, -1, -1, s.dq});
   s.Lk = k[1], s.Hkv = k[2];
   s.dv = f.shape("v", {s.B, s.Lk, s.Hkv, -1})[3];
@@ -145,8 +150,11 @@ void write_output(const AttentionCommand& cmd, const AttentionSpec& spec,
                   const AttentionInputs<T>& in, const AttentionOutputs<T>& out,
                   const AttentionGrads<T>* g) {
   const std::string tmp = cmd.output + ".tmp";
+  io::check_tmp_path(tmp);  // never delete what lcr did not create
+  bool created = false;
   try {
     h5::File f = h5::File::create(tmp);
+    created = true;
     h5::write_view(f, "o", out.o);
     h5::write_view(f, "lse", out.lse);
     if (g) {
@@ -172,7 +180,7 @@ void write_output(const AttentionCommand& cmd, const AttentionSpec& spec,
     require(!ec, cmd.output, ": cannot move ", tmp, " into place: ", ec.message());
   } catch (...) {
     std::error_code ec;
-    std::filesystem::remove(tmp, ec);
+    if (created) std::filesystem::remove(tmp, ec);
     throw;
   }
 }
@@ -197,6 +205,10 @@ AttentionProblem<T> read_problem(const h5::File& f, const AttentionSpec& spec, c
   in.v = read_input<View4<T>>(f, "v", {B, Lk, s.Hkv, s.dv});
   in.q_pos0 = position_attr(f, "q_pos0");
   in.k_pos0 = position_attr(f, "k_pos0");
+  // Positions are int64 inside the kernels: the last one must fit (2^63 - 5 + Lq wrapped).
+  require(in.q_pos0 <= INT64_MAX - Lq && in.k_pos0 <= INT64_MAX - Lk, f.file(),
+          ": positions overflow int64: q_pos0 + Lq = ", in.q_pos0, " + ", Lq,
+          ", k_pos0 + Lk = ", in.k_pos0, " + ", Lk, " (at most ", INT64_MAX, ")");
   // Scheme-specific inputs are optional named datasets, read when present; check_inputs
   // rejects any the scheme does not take.
   if (uses_fox(spec.scheme))
@@ -261,7 +273,7 @@ void run_typed(const AttentionCommand& cmd, const h5::File& f, const AttentionSp
 void check_attention_command(const AttentionCommand& cmd) {
   require(cmd.precision == "float64" || cmd.precision == "float32", "--precision must be ",
           "float64 or float32, got '", cmd.precision, "'");
-  require(cmd.output != cmd.input, "--output must differ from --input (", cmd.input, ")");
+  io::check_output_path(cmd.output, {cmd.input});  // compares files, not names
 }
 
 template <class T>

@@ -36,6 +36,7 @@
 #include "core/config/table.hpp"
 #include "core/config/train_config.hpp"
 #include "core/io/h5_util.hpp"
+#include "core/io/output_path.hpp"
 #include "core/io/run_file.hpp"
 #include "core/train/setup.hpp"
 #include "core/train/trainer.hpp"
@@ -559,6 +560,7 @@ int run_scaling_point(ScalingCommand cmd) {
       spec = attention_spec(cmd);
       (void)SeqLayout(parse_layout(cmd.layout), cmd.seq_len, cp);  // L must fit the layout
     }
+    io::check_output_path(cmd.results, {cmd.config}, "--results");  // on every rank
     if (world.rank() == 0) check_results_target(cmd.results);
   });
   if (!attention) {

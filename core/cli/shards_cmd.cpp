@@ -5,6 +5,7 @@
 
 #include "core/cli/verbs.hpp"
 #include "core/data/shard_import.hpp"
+#include "core/io/output_path.hpp"
 
 namespace lcr::cli {
 
@@ -40,6 +41,7 @@ void add_shards_verb(CLI::App& app, Runner& run) {
       "the vocabulary from the shards). Nothing is overwritten.");
   sub->callback([o, &run] {
     run = [o] {
+      io::check_output_path(o->output, o->inputs);  // a folder; never one of the inputs
       const auto shards =
           data::import_raw_tokens(o->inputs, data::parse_raw_token_type(o->dtype), o->vocab,
                                   o->output, o->prefix, o->tokens_per_shard);

@@ -13,13 +13,7 @@ std::string library_version() {
 }
 
 void check_hdf5_file(const std::string& path) {
-  quiet();
-  std::error_code ec;
-  require(std::filesystem::is_regular_file(path, ec), path, ": no such file");
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    throw_error(path, " is not an HDF5 file");
-  }
+  h5::check_file(path);  // one home for the messages (and the damaged-superblock check)
 }
 
 Handle fapl_v110() {

@@ -18,7 +18,7 @@ using h5::Handle;
 using h5::quiet;  // no HDF5 error-stack printing: we report errors ourselves
 
 std::string library_version();                  // "1.10.8"
-void check_hdf5_file(const std::string& path);  // Error: no such file / not an HDF5 file
+void check_hdf5_file(const std::string& path);  // h5::check_file
 Handle fapl_v110();  // file access: libver bounds [V110, V110] (SWMR needs the 1.10 format)
 
 hid_t file_type(DType t);

@@ -1,6 +1,14 @@
 #include "core/io/hdf5.hpp"
 
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <thread>
+
+// HDF5's own metadata checksum (Jenkins lookup3), exported by libhdf5 since 1.8.7.
+extern "C" uint32_t H5_checksum_metadata(const void* data, size_t len, uint32_t initval);
 
 namespace lcr::h5 {
 
@@ -15,6 +23,55 @@ std::string detail() {  // e.g. " (HDF5: unable to open file: ... errno = 13)"
   H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, cb, &last);
   H5Eclear2(H5E_DEFAULT);
   return last.empty() ? "" : " (HDF5: " + last + ")";
+}
+
+namespace {
+
+// 0: the superblock at offset 0 is intact or of a version without a checksum (v0/v1);
+// 1: its checksum does not match; -1: no signature at offset 0 (or unreadable).
+int superblock_state(const std::string& path) {
+  static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  std::FILE* fp = std::fopen(path.c_str(), "rb");
+  if (!fp) return -1;
+  unsigned char b[12 + 4 * 8 + 4];
+  const size_t n = std::fread(b, 1, sizeof b, fp);
+  std::fclose(fp);
+  if (n < 12 || std::memcmp(b, sig, 8) != 0) return -1;
+  if (b[8] < 2) return 0;
+  const size_t o = b[9], len = 12 + 4 * o;  // signature..root object header address
+  if ((o != 4 && o != 8) || n < len + 4) return 1;
+  uint32_t stored = 0;
+  for (int i = 3; i >= 0; --i) stored = (stored << 8) | b[len + i];
+  return H5_checksum_metadata(b, len, 0) == stored ? 0 : 1;
+}
+
+}  // namespace
+
+void check_file(const std::string& path) {
+  quiet();
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (st.type() == std::filesystem::file_type::directory)
+    throw_error(path, " is a directory, not an HDF5 file");
+  require(std::filesystem::exists(st), path, ": no such file");
+  require(std::filesystem::is_regular_file(st), path, " is not a regular file");
+  if (std::FILE* fp = std::fopen(path.c_str(), "rb"))
+    std::fclose(fp);
+  else
+    throw_error(path, ": cannot read it: ", std::strerror(errno));
+  for (int attempt = 0;; ++attempt) {
+    const int s = superblock_state(path);
+    if (s == 0) return;  // the signature at 0: H5Fis_hdf5 would say yes
+    if (s < 0) break;
+    if (attempt == 10)
+      throw_error(path, " is damaged: its HDF5 superblock fails its checksum (the file was ",
+                  "changed or truncated outside HDF5; restore it from a copy)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a writer's update
+  }
+  if (H5Fis_hdf5(path.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw_error(path, " is not an HDF5 file");
+  }
 }
 
 namespace {
@@ -164,6 +221,7 @@ Location Location::create_group(const std::string& name) const {
 
 std::vector<int64_t> Location::shape(const std::string& name) const {
   if (!has_dataset(name)) {
+    if (has_group(name)) fail(child_path(name) + " is a group, not a dataset");
     std::string have;
     for (const auto& c : children()) have += (have.empty() ? "" : ", ") + c;
     fail("missing dataset " + child_path(name) + " (" + path_ +
@@ -213,8 +271,21 @@ std::vector<T> Location::read(const std::string& name, const std::vector<int64_t
   if (c != H5T_FLOAT && c != H5T_INTEGER)
     fail("dataset " + child_path(name) + " holds " + class_name(c) + " values; expected numbers");
   size_t n = 1;
-  for (auto e : s) n *= size_t(e);
-  std::vector<T> out(n);
+  bool overflow = false;
+  for (auto e : s) overflow |= __builtin_mul_overflow(n, size_t(e), &n);
+  const auto too_big = [&] {
+    fail("dataset " + child_path(name) + " declares shape " + shape_string(s) +
+         (overflow ? " (more values than fit in memory)"
+                   : " (" + std::to_string(n) + " values, " + std::to_string(n * sizeof(T)) +
+                         " bytes): cannot allocate that much memory"));
+  };
+  if (overflow || n > std::vector<T>().max_size()) too_big();
+  std::vector<T> out;
+  try {
+    out.resize(n);
+  } catch (const std::bad_alloc&) {
+    too_big();
+  }
   if (n > 0 && H5Dread(d.id(), mem_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     fail("cannot read dataset " + child_path(name) + detail());
   if (shape_out) *shape_out = s;
@@ -247,6 +318,13 @@ Attr Location::attr(const std::string& name) const {
   };
   switch (H5Tget_class(t.id())) {
     case H5T_INTEGER: {
+      if (H5Tget_sign(t.id()) == H5T_SGN_NONE && H5Tget_size(t.id()) >= 8) {
+        uint64_t u = 0;  // HDF5 would saturate a value above INT64_MAX without a word
+        read(H5T_NATIVE_UINT64, &u);
+        if (u > uint64_t(INT64_MAX))
+          fail(what + " is " + std::to_string(u) + ", beyond the int64 range");
+        return int64_t(u);
+      }
       int64_t v = 0;
       read(H5T_NATIVE_INT64, &v);
       return v;
@@ -322,13 +400,7 @@ void Location::set_attr(const std::string& name, const Attr& value) const {
 }
 
 File File::open(const std::string& path, bool writable) {
-  quiet();
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw_error(path, ": no such file");
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    throw_error(path, " is not an HDF5 file");
-  }
+  check_file(path);
   auto h = std::make_shared<Handle>(
       H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (h->id() < 0) throw_error(path, ": cannot open the HDF5 file", detail());

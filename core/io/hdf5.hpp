@@ -23,6 +23,13 @@ namespace lcr::h5 {
 void quiet();
 std::string detail();
 
+// Checks that `path` can be opened as an HDF5 file, with the error a user can act on:
+// "no such file", "is a directory", "permission denied", "is not an HDF5 file", or "is
+// damaged" when the superblock's checksum (format v2/v3) does not match. HDF5 itself
+// retries a bad checksum for minutes under SWMR read (a writer may be rewriting it), so
+// every reader calls this first; it re-reads a mismatching superblock for ~0.5 s.
+void check_file(const std::string& path);
+
 // A scalar attribute. bool is stored as h5py stores numpy bools (an int8 enum FALSE/TRUE),
 // integers as int64, floats as float64, strings as variable-length UTF-8.
 using Attr = std::variant<bool, int64_t, double, std::string>;

@@ -336,5 +336,121 @@ TEST_F(AttentionCommandTest, BadGqaGroupingIsAnApiErrorWithTheFileName) {
       << m;
 }
 
+// Issue 39 item 8: the same-file guard compares files, not names. Every other name of the
+// input (./in.h5, a relative path, a symlink, a/../in.h5) is refused and the input kept.
+TEST_F(AttentionCommandTest, OutputThatIsTheInputUnderAnotherNameIsRefused) {
+  write_input(cmd.input, make_data(spec_of(Scheme::NoPE, 2, 1, 8), 1, 5, 5));
+  fs::create_directories(dir / "sub");
+  fs::create_symlink(cmd.input, dir / "link.h5");
+  for (const fs::path& out : {dir / "." / "in.h5", fs::relative(cmd.input), dir / "link.h5",
+                              dir / "sub" / ".." / "in.h5"}) {
+    cmd.output = out.string();
+    std::string m;
+    try {
+      run_attention(cmd);
+    } catch (const Error& e) {
+      m = e.what();
+    }
+    EXPECT_NE(m.find("--output " + cmd.output + " is the input " + cmd.input), std::string::npos)
+        << out << ": " << m;
+    const h5::File f = h5::File::open(cmd.input);  // still the input, not an output
+    EXPECT_TRUE(f.has_dataset("q")) << out;
+    EXPECT_FALSE(f.has_dataset("o")) << out;
+  }
+}
+
+// Issue 39 item 9: -o "" is refused up front (not ": cannot move .tmp into place").
+TEST_F(AttentionCommandTest, EmptyOutputIsRefused) {
+  write_input(cmd.input, make_data(spec_of(Scheme::NoPE, 2, 1, 8), 1, 5, 5));
+  cmd.output = "";
+  EXPECT_EQ(error(), "--output is empty: name the file to write");
+}
+
+// A directory at <output>.tmp that lcr did not create is refused and left alone.
+TEST_F(AttentionCommandTest, StaleTmpDirectoryIsRefusedNotDeleted) {
+  write_input(cmd.input, make_data(spec_of(Scheme::NoPE, 2, 1, 8), 1, 5, 5));
+  const std::string tmp = cmd.output + ".tmp";
+  fs::create_directories(tmp);
+  std::string m;
+  try {
+    run_attention(cmd);
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find(tmp + " exists and is not a file lcr wrote"), std::string::npos) << m;
+  EXPECT_TRUE(fs::is_directory(tmp));
+  EXPECT_FALSE(fs::exists(cmd.output));
+}
+
+TEST_F(AttentionCommandTest, InputThatIsADirectorySaysSo) {
+  cmd.input = dir.string();
+  EXPECT_EQ(error(), cmd.input + " is a directory, not an HDF5 file");
+}
+
+TEST_F(AttentionCommandTest, GroupInPlaceOfADatasetSaysSo) {
+  h5::File f = h5::File::create(cmd.input);
+  const Data d = make_data(spec_of(Scheme::NoPE, 2, 1, 8), 1, 7, 7);
+  h5::write_view(f, "q", d.q);
+  h5::write_view(f, "k", d.k);
+  f.create_group("v");
+  f.close();
+  EXPECT_EQ(error(), cmd.input + ": /v is a group, not a dataset");
+}
+
+// A declared size beyond memory names the dataset and its shape (not std::bad_alloc).
+TEST_F(AttentionCommandTest, HugeDeclaredSizeNamesTheDataset) {
+  {
+    h5::File f = h5::File::create(cmd.input);
+    const hsize_t q[4] = {1, hsize_t(1) << 40, 2, 8}, kv[4] = {1, 5, 1, 8};
+    h5::Handle sq(H5Screate_simple(4, q, nullptr), H5Sclose),
+        skv(H5Screate_simple(4, kv, nullptr), H5Sclose);
+    for (const char* n : {"q", "k", "v"}) {
+      h5::Handle ds(H5Dcreate2(f.id(), n, H5T_IEEE_F64LE, n[0] == 'q' ? sq.id() : skv.id(),
+                               H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                    H5Dclose);
+      ASSERT_GE(ds.id(), 0);
+    }
+    f.close();
+  }
+  const std::string m = error();
+  EXPECT_NE(m.find(cmd.input + ": dataset /q declares shape [1, 1099511627776, 2, 8] ("),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("cannot allocate"), std::string::npos) << m;
+}
+
+// Positions near 2^63: q_pos0 + Lq must fit int64 (it wrapped and gave a partly
+// non-causal result), and a uint64 attribute beyond int64 is an error (it saturated).
+TEST_F(AttentionCommandTest, PositionsThatOverflowInt64AreRefused) {
+  Data d = make_data(spec_of(Scheme::RoPE, 2, 1, 8), 1, 7, 7);
+  d.q_pos0 = d.k_pos0 = INT64_MAX - 5;
+  write_input(cmd.input, d);
+  const std::string m = error();
+  EXPECT_NE(m.find(cmd.input + ": positions overflow int64: q_pos0 + Lq = "), std::string::npos)
+      << m;
+  d.q_pos0 = d.k_pos0 = 0;
+  write_input(cmd.input, d);
+  {
+    h5::File f = h5::File::open(cmd.input, true);
+    const uint64_t big = (uint64_t(1) << 63) + 1;
+    h5::Handle sp(H5Screate(H5S_SCALAR), H5Sclose);
+    h5::Handle a(H5Acreate2(f.id(), "q_pos0", H5T_STD_U64LE, sp.id(), H5P_DEFAULT, H5P_DEFAULT),
+                 H5Aclose);
+    ASSERT_GE(H5Awrite(a.id(), H5T_NATIVE_UINT64, &big), 0);
+  }
+  const std::string m2 = error();
+  EXPECT_NE(m2.find("attribute 'q_pos0' of / is 9223372036854775809, beyond the int64 range"),
+            std::string::npos)
+      << m2;
+}
+
+// B = 0 is refused with a clear message (one rank wrote no gradients; the ring failed in
+// Kokkos::deep_copy).
+TEST_F(AttentionCommandTest, EmptyBatchIsRefused) {
+  write_input(cmd.input, make_data(spec_of(Scheme::NoPE, 2, 1, 8), 0, 5, 5));
+  const std::string m = error();
+  EXPECT_NE(m.find(cmd.input + ": dataset /q has batch size B = 0"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace lcr::cli

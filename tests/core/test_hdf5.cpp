@@ -1,12 +1,20 @@
 // HDF5 helpers: datasets and views round trip bit-exactly, attributes keep their types,
 // and every failure names the file and the object.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
 #include "../error_text.hpp"  // tests/error_text.hpp
+#include "core/io/h5_util.hpp"
 #include "core/io/hdf5.hpp"
+#include "core/io/output_path.hpp"
+#include "core/io/run_file.hpp"
 
 namespace lcr::h5 {
 namespace {
@@ -111,6 +119,103 @@ TEST(Hdf5, ErrorsNameTheFileAndTheDataset) {
   EXPECT_EQ(error_of([&] { File::open(text); }), text + ": no such file");
   m = error_of([] { File::create("/nonexistent-dir/out.h5"); });
   EXPECT_NE(m.find("/nonexistent-dir/out.h5: cannot create the HDF5 file"), std::string::npos) << m;
+}
+
+// Runs f in a child process; returns its Error message, or "TIMEOUT" when it has not
+// finished within `seconds` (the child is then killed).
+template <class F>
+std::string error_within(double seconds, F f) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string m = "no error";
+    try {
+      f();
+    } catch (const std::exception& e) {
+      m = e.what();
+    }
+    (void)!write(fds[1], m.data(), m.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  bool done = false;
+  while (!done && std::chrono::steady_clock::now() < end) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buf[512];
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n <= 0)
+      done = true;
+    else
+      out.append(buf, size_t(n));
+  }
+  close(fds[0]);
+  if (!done) kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return done ? out : "TIMEOUT";
+}
+
+// Issue 39 item 6: four bytes flipped in the superblock of a latest-format file (a run
+// file) made SWMR readers (lcr inspect) retry for minutes. Every reader fails fast, and
+// says the file is damaged.
+TEST(Hdf5, DamagedSuperblockFailsFastAndSaysSo) {
+  const std::string path = temp_path("damaged.h5");
+  {
+    io::h5u::Handle fapl = io::h5u::fapl_v110();
+    io::h5u::Handle f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
+    ASSERT_GE(f.id(), 0);
+    io::h5u::Handle g(H5Gcreate2(f.id(), "metrics", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                      H5Gclose);
+  }
+  EXPECT_EQ(error_within(10, [&] { io::RunReader::open(path); }).find("is damaged"),
+            std::string::npos);                   // intact: not called damaged
+  for (const std::streamoff at : {20, 28, 44}) {  // extension address, EOF, checksum
+    std::filesystem::copy_file(path, path + ".bad",
+                               std::filesystem::copy_options::overwrite_existing);
+    {
+      std::fstream b(path + ".bad", std::ios::in | std::ios::out | std::ios::binary);
+      b.seekp(at);
+      b.write("\xde\xad\xbe\xef", 4);
+    }
+    const std::string want = path + ".bad is damaged: its HDF5 superblock fails its checksum";
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string m = error_within(10, [&] { io::RunReader::open(path + ".bad"); });
+    EXPECT_NE(m.find(want), std::string::npos) << "offset " << at << ": " << m;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+    EXPECT_NE(error_within(10, [&] { File::open(path + ".bad"); }).find(want), std::string::npos);
+  }
+  std::filesystem::remove(path + ".bad");
+  std::filesystem::remove(path);
+}
+
+// Issue 39 item 8: outputs are compared with inputs as files (device and inode), and a
+// path that does not exist yet by its canonical parent and name.
+TEST(OutputPath, SameFileComparesFilesNotNames) {
+  namespace fs = std::filesystem;
+  const fs::path dir = temp_path("same_file");
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  std::ofstream((dir / "a.h5").string()) << "x";
+  fs::create_symlink(dir / "a.h5", dir / "link.h5");
+  fs::create_hard_link(dir / "a.h5", dir / "hard.h5");
+  const std::string a = (dir / "a.h5").string();
+  for (const fs::path& p : {dir / "." / "a.h5", dir / "sub" / ".." / "a.h5", dir / "link.h5",
+                            dir / "hard.h5", fs::relative(a)})
+    EXPECT_TRUE(io::same_file(p.string(), a)) << p;
+  EXPECT_FALSE(io::same_file((dir / "b.h5").string(), a));
+  EXPECT_TRUE(io::same_file((dir / "new.h5").string(), (dir / "sub" / ".." / "new.h5").string()));
+  EXPECT_FALSE(io::same_file((dir / "new.h5").string(), (dir / "sub" / "new.h5").string()));
+  EXPECT_EQ(error_of([&] { io::check_output_path("", {a}); }),
+            "--output is empty: name the file to write");
+  EXPECT_NE(error_of([&] {
+              io::check_output_path((dir / "link.h5").string(), {a}, "-o");
+            }).find("-o " + (dir / "link.h5").string() + " is the input " + a),
+            std::string::npos);
+  fs::remove_all(dir);
 }
 
 }  // namespace
