@@ -181,6 +181,23 @@ ShardReader::ShardReader(const std::string& path, int32_t expected_vocab) : path
   ::close(fd);  // the mapping keeps the file open
   require(m != MAP_FAILED, path, ": mmap failed (", std::strerror(err), ")");
   map_ = static_cast<const unsigned char*>(m);
+  // The payload checksum on open (one pass at memory speed; a changed in-vocabulary
+  // token trained silently before). The `token < V` bound is checked by read().
+  try {
+    check_payload();
+  } catch (...) {
+    ::munmap(const_cast<unsigned char*>(map_), map_bytes_);
+    map_ = nullptr;
+    throw;
+  }
+}
+
+void ShardReader::check_payload() const {
+  const uint64_t checksum =
+      fnv1a64(map_ + kShardHeaderBytes, header_.token_count * header_.token_bytes);
+  require(checksum == header_.payload_checksum, path_, ": payload checksum ", hex(checksum),
+          " does not match the header's ", hex(header_.payload_checksum),
+          " (corrupt data: the tokens were changed after the shard was written)");
 }
 
 ShardReader::~ShardReader() {
@@ -191,19 +208,31 @@ void ShardReader::read(int64_t begin, int64_t count, int32_t* out) const {
   check_range(begin, count, size(), path_);
   const int w = static_cast<int>(header_.token_bytes);
   const unsigned char* p = map_ + kShardHeaderBytes + static_cast<size_t>(begin) * w;
+  uint32_t bad = 0;
   if (w == 2) {
-    for (int64_t i = 0; i < count; ++i, p += 2) out[i] = static_cast<int32_t>(p[0] | (p[1] << 8));
+    for (int64_t i = 0; i < count; ++i, p += 2) {
+      const uint32_t t = p[0] | (p[1] << 8);
+      bad |= t >= header_.vocab_size;
+      out[i] = static_cast<int32_t>(t);
+    }
   } else {
-    for (int64_t i = 0; i < count; ++i, p += 4) out[i] = static_cast<int32_t>(get_le(p, 4));
+    for (int64_t i = 0; i < count; ++i, p += 4) {
+      const uint64_t t = get_le(p, 4);
+      bad |= t >= header_.vocab_size;
+      out[i] = static_cast<int32_t>(t);
+    }
   }
+  if (bad)  // name the shard and the token's offset in it
+    for (int64_t i = 0; i < count; ++i)
+      require(uint32_t(out[i]) < header_.vocab_size, path_, ": token ", uint32_t(out[i]),
+              " at index ", begin + i, " (byte offset ", kShardHeaderBytes + (begin + i) * w,
+              ") is outside the vocabulary [0, ", header_.vocab_size, ")");
 }
 
 void ShardReader::verify() const {
   const int w = static_cast<int>(header_.token_bytes);
   const unsigned char* payload = map_ + kShardHeaderBytes;
-  const uint64_t checksum = fnv1a64(payload, header_.token_count * w);
-  require(checksum == header_.payload_checksum, path_, ": payload checksum ", hex(checksum),
-          " does not match the header's ", hex(header_.payload_checksum), " (corrupt data)");
+  check_payload();
   for (uint64_t i = 0; i < header_.token_count; ++i) {
     const uint64_t t = get_le(payload + i * w, w);
     require(t < header_.vocab_size, path_, ": token ", t, " at index ", i,

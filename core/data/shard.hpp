@@ -50,8 +50,8 @@ bool is_token_shard(const std::string& path);
 // One shard, memory-mapped read-only. The constructor validates the header and the file
 // size and throws an lcr::Error naming the file and the problem: bad magic, unsupported
 // version, corrupt header (checksum), bad token width, token count that does not match
-// the file size (truncated or trailing bytes), or a vocabulary other than
-// `expected_vocab` (0 accepts any).
+// the file size (truncated or trailing bytes), a vocabulary other than `expected_vocab`
+// (0 accepts any), or a corrupt payload (its checksum, one pass over the file).
 class ShardReader {
  public:
   explicit ShardReader(const std::string& path, int32_t expected_vocab = 0);
@@ -67,8 +67,8 @@ class ShardReader {
   // Tokens [begin, begin + count) decoded to int32.
   void read(int64_t begin, int64_t count, int32_t* out) const;
 
-  // Reads the whole payload: checks its checksum and that every token is < vocab.
-  // Not done on open because shards can be gigabytes.
+  // Reads the whole payload: checks its checksum and that every token is < vocab. The
+  // constructor checks the checksum already; read() checks the tokens it returns.
   void verify() const;
 
  private:
@@ -76,6 +76,7 @@ class ShardReader {
   ShardHeader header_;
   const unsigned char* map_ = nullptr;  // whole file
   size_t map_bytes_ = 0;
+  void check_payload() const;  // Error unless the payload matches its header checksum
 };
 
 // Several shards read as one stream, in the order given. All must share one vocabulary.

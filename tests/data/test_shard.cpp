@@ -44,6 +44,11 @@ uint64_t fnv(const unsigned char* p, size_t n) {
   return h;
 }
 void reseal_header(std::vector<unsigned char>& b) { set_le(b, 56, fnv(b.data(), 56), 8); }
+// New payload checksum (bytes 32..40), then the header checksum over it.
+void reseal_payload(std::vector<unsigned char>& b) {
+  set_le(b, 32, fnv(b.data() + 64, b.size() - 64), 8);
+  reseal_header(b);
+}
 
 std::vector<int32_t> pattern(int64_t n, int32_t vocab) {
   std::vector<int32_t> t(n);
@@ -200,12 +205,28 @@ TEST(Shard, VersionChecksumWidthAndVocabErrors) {
   expect_error([&] { ShardReader r(p, 50257); },
                {"h.bin", "vocabulary size 1000", "expected 50257"});
   EXPECT_NO_THROW(ShardReader(p, 1000));
+}
 
-  b = good;
-  b[64] ^= 0xFF;  // payload corrupted: open succeeds, verify() reports it
+// Issue 39 item 9: a changed in-vocabulary payload byte is refused on open (it trained
+// silently), and an out-of-range token read names the shard and its offset.
+TEST(Shard, CorruptPayloadIsRefusedOnOpenAndBadTokensNameTheirOffset) {
+  TempDir tmp;
+  const std::string p = tmp.path("h.bin");
+  write_shard(p, pattern(100, 1000), 1000);
+  std::vector<unsigned char> b = read_bytes(p);
+  b[64 + 2 * 7] ^= 0x01;  // token 7 changes but stays < 1000
+  write_bytes(p, b);
+  expect_error([&] { ShardReader r(p); }, {"h.bin", "payload checksum", "corrupt data"});
+  expect_error([&] { ShardDataset ds({p}); }, {"h.bin", "payload checksum"});
+
+  // A token >= V with a matching checksum (a buggy writer): read() names shard and offset.
+  b[64 + 2 * 7] = 0xE8, b[64 + 2 * 7 + 1] = 0x03;  // 1000
+  reseal_payload(b);
   write_bytes(p, b);
   ShardReader r(p);
-  expect_error([&] { r.verify(); }, {"payload checksum"});
+  std::vector<int32_t> out(20);
+  expect_error([&] { r.read(0, 20, out.data()); },
+               {"h.bin", "token 1000 at index 7 (byte offset 78)", "outside the vocabulary"});
 }
 
 TEST(Shard, MixedVocabulariesAndBadTokensAreRejected) {
