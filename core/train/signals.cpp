@@ -6,7 +6,7 @@ namespace lcr::train {
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
-struct sigaction g_old_term, g_old_usr1;
+struct sigaction g_old_term, g_old_usr1, g_old_int;
 int g_installed = 0;
 
 extern "C" void on_stop_signal(int sig) { g_signal = sig; }
@@ -22,12 +22,14 @@ StopSignals::StopSignals() {
   sa.sa_flags = SA_RESTART;  // MPI and file calls resume after the handler returns
   sigaction(SIGTERM, &sa, &g_old_term);
   sigaction(SIGUSR1, &sa, &g_old_usr1);
+  sigaction(SIGINT, &sa, &g_old_int);
 }
 
 StopSignals::~StopSignals() {
   if (--g_installed > 0) return;
   sigaction(SIGTERM, &g_old_term, nullptr);
   sigaction(SIGUSR1, &g_old_usr1, nullptr);
+  sigaction(SIGINT, &g_old_int, nullptr);
 }
 
 int StopSignals::received() { return int(g_signal); }

@@ -1,5 +1,5 @@
 #pragma once
-// SIGTERM / SIGUSR1 -> "checkpoint and exit cleanly" (a scheduler's warning before it
+// SIGTERM / SIGUSR1 / SIGINT (Ctrl-C) -> "checkpoint and exit cleanly" (a scheduler's warning before it
 // preempts or ends a job; SLURM: `#SBATCH --signal=B:USR1@120`, or the SIGTERM it sends
 // before SIGKILL). The handler only records the signal; the training loop reads the flag
 // once per step and ALL ranks agree on it through the step's all-reduce, so every rank

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "core/train/prior_stats.hpp"
 #include "core/train/progress.hpp"
 #include "core/train/run_io.hpp"
+#include "core/train/run_lock.hpp"
 #include "core/train/setup.hpp"
 #include "core/train/signals.hpp"
 #include "core/train/world.hpp"
@@ -173,6 +175,15 @@ class Trainer {
     }
   }
 
+  // kill -9 of mpirun leaves its ranks running as orphans: a requeued job may already be
+  // starting, so an orphan writes nothing more and ends at once (checked every step and
+  // before each checkpoint write).
+  void stop_if_orphaned() {
+    if (!launcher_died()) return;
+    spdlog::error("the launcher (mpirun) is gone: stopping without writing anything more");
+    std::_Exit(1);
+  }
+
   struct StepResult {
     double loss = 0, lr = 0, grad_norm = 0, clip_scale = 1;
     int signal = 0;
@@ -200,6 +211,7 @@ class Trainer {
     const std::string dir = cfg_.run_dir();
     agree(world_, "preparing the run directory " + dir, [&] {
       if (!s_.writer()) return;
+      lock_run_dir(dir, "train");  // one writer: before anything in dir is touched
       if (cfg_.run.overwrite) {
         fs::remove_all(dir + "/ckpt");
         fs::remove(dir + "/run.h5");
@@ -332,6 +344,7 @@ class Trainer {
   }
 
   StepResult train_step(int64_t step) {
+    stop_if_orphaned();
     if (step == cfg_.train.inject_nan_step) poison();
     const data::Batch b = s_.feed->train_batch(step, grid_.dp_rank(), grid_.dp_size());
     double scored = double(b.scored());
@@ -490,6 +503,7 @@ class Trainer {
   }
 
   void save(int64_t done, double loss) {
+    stop_if_orphaned();
     check_divergence(done);
     on_writer([&] {
       sync_params_to_host(true);
@@ -527,6 +541,7 @@ class Trainer {
 
 TrainOutcome train(const TrainConfig& cfg, const std::string& command_line) {
   StopSignals signals;  // before setup: a signal during setup still stops cleanly
+  remember_launcher();
   Setup s = prepare(cfg);
   if (s.cfg.train.precision == Precision::Float64) {
     Trainer<double> t(s, command_line);
