@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -73,8 +75,14 @@ void lock_run_dir(const std::string& run_dir, const std::string& verb) {
 
 void remember_launcher() {
   // Only under an MPI launcher: a plain `nohup lcr train &` outlives its shell on purpose.
-  if (std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK"))
+  if (std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMIX_RANK") || std::getenv("PMI_RANK")) {
     g_parent = ::getppid();
+    // The kernel kills this rank when mpirun dies (a rank blocked in a collective whose peer
+    // already stopped would never reach the getppid() check); then re-check for a parent
+    // that died before the call.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != g_parent) std::_Exit(1);
+  }
 }
 
 bool launcher_died() { return g_parent != 0 && ::getppid() != g_parent; }
