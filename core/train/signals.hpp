@@ -1,6 +1,6 @@
 #pragma once
-// SIGTERM / SIGUSR1 / SIGINT (Ctrl-C) -> "checkpoint and exit cleanly" (a scheduler's warning before it
-// preempts or ends a job; SLURM: `#SBATCH --signal=B:USR1@120`, or the SIGTERM it sends
+// SIGTERM / SIGUSR1 / SIGINT (Ctrl-C) -> "checkpoint and exit cleanly" (a scheduler's warning
+// before it preempts or ends a job; SLURM: `#SBATCH --signal=B:USR1@120`, or the SIGTERM it sends
 // before SIGKILL). The handler only records the signal; the training loop reads the flag
 // once per step and ALL ranks agree on it through the step's all-reduce, so every rank
 // checkpoints at the same step and exits 0 together (a rank that alone saw the signal
