@@ -53,7 +53,8 @@ class BadInputs(unittest.TestCase):
         # Damaged metadata near the start (superblock at 0, root group right after): HDF5
         # fails its checksums. Read-only first, so no SWMR retry loop (it would sleep).
         src = f"{D['goat']}/run.h5"
-        for off, msg in ((9, "HDF5 cannot open it (corrupt?)"), (40, "corrupt?"),
+        # Inside the superblock (40) its own checksum names the damage.
+        for off, msg in ((9, "HDF5 cannot open it (corrupt?)"), (40, "the file is damaged"),
                          (100, "corrupt?")):
             bad = f"{D['root']}/corrupt_{off}.h5"
             shutil.copy(src, bad)
