@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/cli/verbs.hpp"
+#include "core/train/setup.hpp"
 #include "kernels/base/error.hpp"
 
 namespace {
@@ -53,6 +54,8 @@ int main(int argc, char** argv) {
 
   CLI::App app{"lcr: long-context attention research platform (Kokkos, MPI, HDF5)", "lcr"};
   app.require_subcommand(1);
+  app.set_version_flag(
+      "--version", "lcr " + lcr::train::lcr_version() + " (" + lcr::train::git_revision() + ")");
   app.footer("Kokkos options (--kokkos-num-threads=N, ...) are passed to Kokkos.");
   bool verbose = false, quiet = false;
   app.add_flag("-v,--verbose", verbose, "debug log lines");

@@ -10,9 +10,6 @@
 #ifndef LCR_VERSION
 #define LCR_VERSION "unknown"
 #endif
-#ifndef LCR_GIT_REVISION
-#define LCR_GIT_REVISION "unknown"
-#endif
 
 namespace lcr::train {
 
@@ -74,7 +71,6 @@ void agree(Communicator& world, const std::string& what, const std::function<voi
 }
 
 std::string lcr_version() { return LCR_VERSION; }
-std::string git_revision() { return LCR_GIT_REVISION; }
 
 std::string mpi_library_version() {
   char buf[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -353,7 +353,7 @@ finish() {
     echo "# experiments/bench/gpu.sh $*"
     echo
     echo "- GPU: $gpu${driver:+, driver $driver}"
-    echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%dT%H:%MZ), bundle .devbundle/$bundle"
+    echo "- commit: $(cat "$B/../COMMIT" 2>/dev/null || echo unknown) (packed), $(date -u +%Y-%m-%dT%H:%MZ), bundle .devbundle/$bundle"
     printf -- '- phases:'
     for p in tests table train ring; do [[ -n ${phase_s[$p]:-} ]] && printf ' %s %s s,' "$p" "${phase_s[$p]}"; done
     echo " total $((SECONDS - t0)) s"
@@ -363,7 +363,8 @@ finish() {
   cp "$LOG" "$OUT/bench.log" 2>/dev/null
   [[ -s $OUT/bench.log ]] || rm -f "$OUT/bench.log"
   [[ -s $OUT/tests.log ]] || rm -f "$OUT/tests.log"
-  tar czf "$OUT/raw.tgz" -C "$WORK" --exclude='run.h5' --exclude='*.ckpt' . 2>/dev/null
+  # Rows and logs only: the training runs' run.h5 and checkpoints (GBs) stay behind.
+  tar czf "$OUT/raw.tgz" -C "$WORK" --exclude='*.h5' --exclude='ckpt' . 2>/dev/null
   [[ -s $OUT/table.md ]] && cat "$OUT/table.md"
   echo "===== summary: $gpu, $*, $((SECONDS - t0)) s"
   [[ -s $WORK/tests.md ]] && cat "$WORK/tests.md"

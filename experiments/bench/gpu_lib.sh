@@ -50,6 +50,9 @@ LD_LIBRARY_PATH="\$d/../lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}" exec "\$d/.r
 WRAP
     chmod +x "$out/bin/$base"
   done
+  # The tree's revision at pack time: the GPU machine's copy has no history of its own.
+  git -C "$LCR_ROOT" describe --always --dirty --abbrev=12 >"$out/COMMIT" 2>/dev/null ||
+    echo unknown >"$out/COMMIT"
   tar cf - -C "$LCR_ROOT/.devbundle" "$name" | xz -T2 -9 >"$gpack/$name.tar.xz" || return 1
   cksum <"$gpack/$name.tar.xz" >"$out/.archive"
 }
