@@ -10,7 +10,19 @@ if(Kokkos_VERSION VERSION_LESS 3.5)
     INTERFACE_INCLUDE_DIRECTORIES "${_lcr_kokkos_inc}"
     INTERFACE_LINK_DIRECTORIES "${Kokkos_LIBRARY_DIRS}")
 endif()
-message(STATUS "lcr: Kokkos ${Kokkos_VERSION}")
+# Kokkos 4.6+ builds View on mdspan by default, and GCC 12 miscompiles it (Kokkos issue
+# #7464): a default-constructed View crashes when destroyed, so most of the suite segfaults.
+# Kokkos's legacy View avoids it. Refuse here rather than crash at run time.
+option(LCR_ALLOW_GCC12_MDSPAN_VIEW "Build against a Kokkos whose mdspan View GCC 12 miscompiles" OFF)
+if(Kokkos_VERSION VERSION_GREATER_EQUAL 4.6 AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
+   AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13 AND NOT "IMPL_VIEW_LEGACY" IN_LIST Kokkos_OPTIONS
+   AND NOT LCR_ALLOW_GCC12_MDSPAN_VIEW)
+  message(FATAL_ERROR "lcr: Kokkos ${Kokkos_VERSION} at ${Kokkos_DIR} uses its mdspan-based View, "
+    "which GCC ${CMAKE_CXX_COMPILER_VERSION} miscompiles (Kokkos issue #7464: Views crash when "
+    "destroyed). Rebuild Kokkos with -DKokkos_ENABLE_IMPL_VIEW_LEGACY=ON, or use GCC 13+ or "
+    "clang; -DLCR_ALLOW_GCC12_MDSPAN_VIEW=ON builds anyway.")
+endif()
+message(STATUS "lcr: Kokkos ${Kokkos_VERSION}, backends ${Kokkos_DEVICES}")
 
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(HDF5 REQUIRED COMPONENTS C)

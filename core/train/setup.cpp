@@ -1,7 +1,10 @@
 #include "core/train/setup.hpp"
 
 #include <mpi.h>
+#include <sched.h>
 #include <sys/resource.h>
+
+#include <type_traits>
 
 #include "core/train/world.hpp"
 #include "kernels/base/error.hpp"
@@ -84,6 +87,21 @@ std::string mpi_library_version() {
 std::string device_description() {
   return std::string("kokkos:") + ExecSpace::name() + " (" +
          std::to_string(ExecSpace().concurrency()) + " threads)";
+}
+
+std::string thread_binding_warning() {
+  if (!std::is_same_v<ExecSpace::memory_space, Kokkos::HostSpace>) return {};  // a GPU space
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  const int cpus = CPU_COUNT(&set), threads = ExecSpace().concurrency();
+  if (threads <= cpus) return {};
+  return "this rank runs " + std::to_string(threads) + " Kokkos threads on " +
+         std::to_string(cpus) +
+         " CPU(s) it is bound to, so they time-share: give each rank its cores (mpirun "
+         "--map-by slot:PE=<threads> or --bind-to none; srun --cpus-per-task=<threads>) or set "
+         "OMP_NUM_THREADS=" +
+         std::to_string(cpus);
 }
 
 int64_t peak_memory_bytes() {

@@ -36,6 +36,9 @@ std::string lcr_version();
 std::string git_revision();
 std::string mpi_library_version();
 std::string device_description();
+// Non-empty when this rank runs more Kokkos threads than CPUs it may run on (mpirun binds
+// each of 1-2 ranks to one core by default): says so and how to give each rank its cores.
+std::string thread_binding_warning();
 int64_t peak_memory_bytes();  // peak resident memory of this process
 
 }  // namespace lcr::train

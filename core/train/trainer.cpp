@@ -102,6 +102,10 @@ class Trainer {
                    grid_.cp_size(), layout_name(cfg_.parallel.layout),
                    count_params(model_.layout(), false));
     if (s_.writer() && gpu_) spdlog::info("model on {}", gpu_->describe());
+    if (s_.writer() && !gpu_) {
+      spdlog::info("model on {}", device_description());
+      if (const auto w = thread_binding_warning(); !w.empty()) spdlog::warn("{}", w);
+    }
     try {
       train_loop(out);
     } catch (const AgreedError&) {

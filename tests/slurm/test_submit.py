@@ -70,6 +70,9 @@ def main():
     check(tmpl == "multi-node-cpu.sbatch" and "gpus-per-node" not in opts and
           "LCR_DEVICE=cpu" in opts["export"] and "train.device" not in out,
           "--cpu: CPU template, no GPU request, the config's device")
+    check("cpus-per-task" not in opts, "--cpu without --threads-per-rank: the template's CPUs")
+    out = submit(src, "train", "--cpu", "--threads-per-rank", "8", "--dry-run").stdout
+    check(options(out)[0].get("cpus-per-task") == "8", "--threads-per-rank 8: --cpus-per-task=8")
 
     # lcr-task's GPU binding: one GPU per task, announced to lcr's NCCL communicator.
     def task_env(**env):
@@ -100,6 +103,7 @@ def main():
 
     for args, msg in [(["train", "--preset", "2m", "--dry-run"], "unknown preset"),
                       (["train", "--cp", "12", "--dry-run"], "do not fill nodes"),
+                      (["train", "--cpu", "--threads-per-rank", "0", "--dry-run"], "give 1 or more"),
                       (["sweep", "--name", "x", "--scaling", "weak", "--cp", "2", "--dry-run"],
                        "needs --tokens-per-rank")]:
         r = submit(src, *args, ok=False)

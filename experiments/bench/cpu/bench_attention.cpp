@@ -5,6 +5,10 @@
 // QK^T and PV, 4 B H L^2 D / 2 FLOPs forward, 2.5x that backward (five products: the
 // forward's QK^T recomputed, dV, dP, dQ, dK); scheme lanes and exp are not counted.
 // Names: fwd/<variant>/<L> and bwd/<variant>/<L>, e.g. --benchmark_filter='fwd/rope/.*'.
+// Thread scaling: fwdbwd_h16/<variant>/8192 runs forward then backward at B = 1, H = Hkv = 16,
+// L = 8192 (heads and query tiles are the parallel work, as in training), one iteration (a
+// single thread takes about a minute); compare OMP_NUM_THREADS=1 and 16 on a Kokkos OpenMP
+// build (docs/kokkos.md).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Random.hpp>
@@ -38,7 +42,7 @@ std::vector<Variant> variants() {
   return out;
 }
 
-double flops(int64_t L, int64_t D) { return 4.0 * L * L * D / 2; }  // B = H = 1
+double flops(int64_t L, int64_t D, int64_t H = 1) { return 4.0 * H * L * L * D / 2; }  // B = 1
 
 // One benchmark problem, allocated once per (variant, L); random inputs in [-1, 1].
 struct Problem {
@@ -117,8 +121,34 @@ void backward(benchmark::State& st, const AttentionSpec& spec) {
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void forward_backward(benchmark::State& st, const AttentionSpec& spec) {
+  const int L = int(st.range(0));
+  std::unique_ptr<Problem> p;
+  try {
+    p = make_problem(spec, L);
+  } catch (const Error& e) {
+    st.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : st) {
+    attention_forward<float>(p->spec, p->in, p->params, p->out);
+    attention_backward<float>(p->spec, p->in, p->params, p->out, p->dout, p->grads);
+    Kokkos::fence();
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(3.5e-9 * flops(L, spec.head_dim, spec.heads),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // Registered at static initialisation, like BENCHMARK(); main.cpp runs them.
 const bool registered = [] {
+  for (auto v : variants()) {
+    v.spec.heads = v.spec.kv_heads = 16;
+    benchmark::RegisterBenchmark(("fwdbwd_h16/" + v.name).c_str(), forward_backward, v.spec)
+        ->Arg(1 << 13)
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
   for (const auto& v : variants())
     for (const bool bwd : {false, true})
       benchmark::RegisterBenchmark((std::string(bwd ? "bwd/" : "fwd/") + v.name).c_str(),

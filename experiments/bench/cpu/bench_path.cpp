@@ -4,7 +4,9 @@
 // (bench_attention.cpp: 4 L^2 D / 2 forward, 2.5x that backward), so PaTH's rate reads
 // directly against fwd/nope and fwd/fox there (same shapes): the transition work PaTH adds
 // (O(L^2 D^2 / B)) shows up as a lower rate, not as extra FLOPs.
-// Names: fwd/path/b<block>/<L>, bwd/path/b<block>/<L>, fwd/path_fox/b64/<L>, ...
+// Names: fwd/path/b<block>/<L>, bwd/path/b<block>/<L>, fwd/path_fox/b64/<L>, ...; and
+// fwdbwd_h16/path/b64/8192 (forward then backward at H = Hkv = 16, L = 8192, one iteration),
+// the thread-scaling shape of bench_attention.cpp.
 //   lcr_bench --benchmark_filter='(fwd|bwd)/(path|nope|fox)'
 #include <benchmark/benchmark.h>
 
@@ -70,7 +72,7 @@ std::unique_ptr<PathProblem> make_path_problem(const AttentionSpec& s, int L) {
   return p;
 }
 
-double flops(int64_t L, int64_t D) { return 4.0 * L * L * D / 2; }  // B = H = 1
+double flops(int64_t L, int64_t D, int64_t H = 1) { return 4.0 * H * L * L * D / 2; }  // B = 1
 
 void forward(benchmark::State& st, const AttentionSpec& spec) {
   const int L = int(st.range(0));
@@ -92,6 +94,18 @@ void backward(benchmark::State& st, const AttentionSpec& spec) {
     Kokkos::fence();
   }
   st.counters["GFLOP/s"] = benchmark::Counter(2.5e-9 * flops(L, spec.head_dim),
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void forward_backward(benchmark::State& st, const AttentionSpec& spec) {
+  const int L = int(st.range(0));
+  const auto p = make_path_problem(spec, L);
+  for (auto _ : st) {
+    attention_forward<float>(p->spec, p->in, p->params, p->out);
+    attention_backward<float>(p->spec, p->in, p->params, p->out, p->dout, p->grads);
+    Kokkos::fence();
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(3.5e-9 * flops(L, spec.head_dim, spec.heads),
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -122,6 +136,19 @@ const bool registered = [] {
           ->MinTime(0.2)
           ->UseRealTime();
     }
+  for (const Scheme scheme : {Scheme::PaTH, Scheme::PaTHFoX}) {
+    AttentionSpec s;
+    s.scheme = scheme;
+    s.head_dim = 64;
+    s.heads = s.kv_heads = 16;
+    s.path.block_size = 64;
+    const std::string name = std::string("fwdbwd_h16/") + scheme_name(scheme) + "/b64";
+    benchmark::RegisterBenchmark(name.c_str(), forward_backward, s)
+        ->Arg(1 << 13)
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
   return true;
 }();
 

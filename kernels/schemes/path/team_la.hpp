@@ -6,7 +6,9 @@
 
 namespace lcr::path::la {
 
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace>;
+// Dynamic: causal blocks differ in work, so CPU threads take teams as they free up (the
+// schedule means nothing to GPU backends).
+using TeamPolicy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
 using Member = TeamPolicy::member_type;
 template <class T>
 using Scratch2 = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace::scratch_memory_space,
