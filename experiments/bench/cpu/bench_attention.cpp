@@ -86,7 +86,11 @@ std::unique_ptr<Problem> make_problem(const AttentionSpec& s, int L) {
   return p;
 }
 
-void forward(benchmark::State& st, const AttentionSpec& spec) {
+enum class Pass { Forward, Backward, Both };
+
+// Times the forward, the backward (after one untimed forward) or both in turn; GFLOP/s
+// counts 1, 2.5 or 3.5 forwards' worth of the two matrix products.
+void timed(benchmark::State& st, const AttentionSpec& spec, Pass pass) {
   const int L = int(st.range(0));
   std::unique_ptr<Problem> p;
   try {
@@ -95,47 +99,15 @@ void forward(benchmark::State& st, const AttentionSpec& spec) {
     st.SkipWithError(e.what());
     return;
   }
+  if (pass == Pass::Backward) attention_forward<float>(p->spec, p->in, p->params, p->out);
   for (auto _ : st) {
-    attention_forward<float>(p->spec, p->in, p->params, p->out);
+    if (pass != Pass::Backward) attention_forward<float>(p->spec, p->in, p->params, p->out);
+    if (pass != Pass::Forward)
+      attention_backward<float>(p->spec, p->in, p->params, p->out, p->dout, p->grads);
     Kokkos::fence();
   }
-  st.counters["GFLOP/s"] = benchmark::Counter(1e-9 * flops(L, spec.head_dim),
-                                              benchmark::Counter::kIsIterationInvariantRate);
-}
-
-void backward(benchmark::State& st, const AttentionSpec& spec) {
-  const int L = int(st.range(0));
-  std::unique_ptr<Problem> p;
-  try {
-    p = make_problem(spec, L);
-  } catch (const Error& e) {
-    st.SkipWithError(e.what());
-    return;
-  }
-  attention_forward<float>(p->spec, p->in, p->params, p->out);
-  for (auto _ : st) {
-    attention_backward<float>(p->spec, p->in, p->params, p->out, p->dout, p->grads);
-    Kokkos::fence();
-  }
-  st.counters["GFLOP/s"] = benchmark::Counter(2.5e-9 * flops(L, spec.head_dim),
-                                              benchmark::Counter::kIsIterationInvariantRate);
-}
-
-void forward_backward(benchmark::State& st, const AttentionSpec& spec) {
-  const int L = int(st.range(0));
-  std::unique_ptr<Problem> p;
-  try {
-    p = make_problem(spec, L);
-  } catch (const Error& e) {
-    st.SkipWithError(e.what());
-    return;
-  }
-  for (auto _ : st) {
-    attention_forward<float>(p->spec, p->in, p->params, p->out);
-    attention_backward<float>(p->spec, p->in, p->params, p->out, p->dout, p->grads);
-    Kokkos::fence();
-  }
-  st.counters["GFLOP/s"] = benchmark::Counter(3.5e-9 * flops(L, spec.head_dim, spec.heads),
+  const double passes = pass == Pass::Forward ? 1.0 : pass == Pass::Backward ? 2.5 : 3.5;
+  st.counters["GFLOP/s"] = benchmark::Counter(passes * 1e-9 * flops(L, spec.head_dim, spec.heads),
                                               benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -143,7 +115,7 @@ void forward_backward(benchmark::State& st, const AttentionSpec& spec) {
 const bool registered = [] {
   for (auto v : variants()) {
     v.spec.heads = v.spec.kv_heads = 16;
-    benchmark::RegisterBenchmark(("fwdbwd_h16/" + v.name).c_str(), forward_backward, v.spec)
+    benchmark::RegisterBenchmark(("fwdbwd_h16/" + v.name).c_str(), timed, v.spec, Pass::Both)
         ->Arg(1 << 13)
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond)
@@ -151,8 +123,8 @@ const bool registered = [] {
   }
   for (const auto& v : variants())
     for (const bool bwd : {false, true})
-      benchmark::RegisterBenchmark((std::string(bwd ? "bwd/" : "fwd/") + v.name).c_str(),
-                                   bwd ? backward : forward, v.spec)
+      benchmark::RegisterBenchmark((std::string(bwd ? "bwd/" : "fwd/") + v.name).c_str(), timed,
+                                   v.spec, bwd ? Pass::Backward : Pass::Forward)
           ->RangeMultiplier(2)
           ->Range(1 << 10, 1 << 14)
           ->Unit(benchmark::kMillisecond)

@@ -62,8 +62,11 @@ struct Forward {
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
-    const int qt = t.league_rank() % nqt;
-    const int bh = t.league_rank() / nqt;
+    // Tile-major, last query tile first: under a causal mask it has the most keys, so the
+    // dynamic schedule hands out the longest work first and short tiles fill in at the end.
+    const int nbh = t.league_size() / nqt;
+    const int qt = nqt - 1 - t.league_rank() / nbh;
+    const int bh = t.league_rank() % nbh;
     const int h = bh % H, b = bh / H, hk = h / (H / Hkv);
     const int i0 = qt * kTileQ;
     const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
@@ -150,8 +153,10 @@ struct BackwardKV {
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
-    const int kt = t.league_rank() % nkt;
-    const int bh = t.league_rank() / nkt;
+    // Tile-major, first key tile first: under a causal mask the most queries see it.
+    const int nbh = t.league_size() / nkt;
+    const int kt = t.league_rank() / nbh;
+    const int bh = t.league_rank() % nbh;
     const int hk = bh % Hkv, b = bh / Hkv, G = H / Hkv;
     const int j0 = kt * kTileK;
     const int nk = (Lk - j0) < kTileK ? (Lk - j0) : kTileK;
@@ -239,8 +244,11 @@ struct BackwardQ {
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
-    const int qt = t.league_rank() % nqt;
-    const int bh = t.league_rank() / nqt;
+    // Tile-major, last query tile first: under a causal mask it has the most keys, so the
+    // dynamic schedule hands out the longest work first and short tiles fill in at the end.
+    const int nbh = t.league_size() / nqt;
+    const int qt = nqt - 1 - t.league_rank() / nbh;
+    const int bh = t.league_rank() % nbh;
     const int h = bh % H, b = bh / H, hk = h / (H / Hkv);
     const int i0 = qt * kTileQ;
     const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
