@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <type_traits>
+#include <vector>
 
 #include "core/train/world.hpp"
 #include "kernels/base/error.hpp"
@@ -90,12 +91,24 @@ std::string device_description() {
 }
 
 std::string thread_binding_warning() {
-  if (!std::is_same_v<ExecSpace::memory_space, Kokkos::HostSpace>) return {};  // a GPU space
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
-  const int cpus = CPU_COUNT(&set), threads = ExecSpace().concurrency();
-  if (threads <= cpus) return {};
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  if (!std::is_same_v<ExecSpace, Host>) return {};  // Kokkos runs on a GPU
+  // The CPUs the threads may run on, together: with OMP_PROC_BIND each thread is pinned to
+  // its own place, so one thread's mask says nothing; a rank that mpirun bound to one core
+  // has every thread's mask inside that core.
+  const int threads = Host().concurrency();
+  std::vector<cpu_set_t> masks(static_cast<size_t>(threads));
+  for (auto& m : masks) CPU_ZERO(&m);
+  Kokkos::parallel_for(
+      "lcr::thread_affinity",
+      Kokkos::RangePolicy<Host, Kokkos::Schedule<Kokkos::Static>>(0, threads).set_chunk_size(1),
+      [&](int i) { sched_getaffinity(0, sizeof(cpu_set_t), &masks[size_t(i)]); });
+  Host().fence();
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (auto& m : masks) CPU_OR(&all, &all, &m);
+  const int cpus = CPU_COUNT(&all);
+  if (cpus == 0 || threads <= cpus) return {};
   return "this rank runs " + std::to_string(threads) + " Kokkos threads on " +
          std::to_string(cpus) +
          " CPU(s) it is bound to, so they time-share: give each rank its cores (mpirun "
