@@ -84,6 +84,15 @@ class Trainer {
     out.step = start_;
     out.loss = std::numeric_limits<double>::quiet_NaN();
     if (start_ >= cfg_.train.steps) {
+      // A writer killed after its last checkpoint leaves every row in run.h5 but the file
+      // marked open for writing, which readers other than SWMR ones (h5py, h5dump) refuse.
+      const std::string h5 = cfg_.run_dir() + "/run.h5";
+      agree(world_, "closing " + h5, [&] {
+        if (!s_.writer() || !fs::exists(h5)) return;
+        if (const std::string how = io::recover_run_file(h5); how != "clean")
+          spdlog::warn("{} was left open by a writer that was killed: {} its status flags", h5,
+                       how == "cleared" ? "cleared" : "copied the file to clear");
+      });
       if (s_.writer())
         spdlog::info("run {} is complete at step {} (train.steps = {}); nothing to do",
                      cfg_.run_dir(), start_, cfg_.train.steps);

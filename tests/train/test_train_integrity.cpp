@@ -3,6 +3,8 @@
 // checkpoint by name, and the checkpoint checksum. Each test runs the real `lcr` command.
 #include <hdf5.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "core/io/checkpoint.hpp"
 #include "train_test_util.hpp"
@@ -167,6 +169,35 @@ TEST(TrainIntegrity, ResumeOnAFullDiskLeavesTheRunResumable) {
   losses(dir, &steps);
   ASSERT_EQ(steps.size(), 20u);
   EXPECT_EQ(steps.back(), 20);
+}
+
+// kill -9 after the last checkpoint but before run.h5 was closed: every row is there, but the
+// file stays marked open for writing and plain readers refuse it. The next `lcr train` finds
+// the run complete and must still leave run.h5 readable.
+TEST(TrainIntegrity, ACompleteRunKilledBeforeClosingIsLeftReadable) {
+  const std::string dir = scratch() + "/killed_at_end";
+  std::string out;
+  const auto args = tiny_args(dir, "goat");
+  ASSERT_EQ(run_lcr(train_args(args), 0, "killed_at_end_a", &out), 0) << out;
+  const std::string h5 = dir + "/run.h5";
+  // A writer that dies holding run.h5 open: a child opens it for writing and _exits.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, H5P_DEFAULT);
+    _exit(f < 0 ? 3 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  H5E_BEGIN_TRY { EXPECT_LT(H5Fopen(h5.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), 0); }
+  H5E_END_TRY;  // the premise: the flag is set
+  ASSERT_EQ(run_lcr(train_args(args), 0, "killed_at_end_b", &out), 0) << out;
+  EXPECT_TRUE(contains(out, "nothing to do")) << out;
+  EXPECT_TRUE(contains(out, "was left open by a writer that was killed")) << out;
+  const hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(f, 0) << "run.h5 still refuses a plain read-only open";
+  if (f >= 0) H5Fclose(f);
 }
 
 }  // namespace
