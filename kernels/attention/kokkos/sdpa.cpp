@@ -47,6 +47,25 @@ struct Logit {
   }
 };
 
+// out[c] = sum_d x[d] Mt(d, c) for c < n, each sum taken over d in order (the plain dot
+// product's rounding); the inner loop runs along Mt's contiguous rows.
+template <class T, class M>
+KOKKOS_INLINE_FUNCTION void dots(T* KOKKOS_RESTRICT out, const T* KOKKOS_RESTRICT x, const M& Mt,
+                                 int D, int n) {
+  for (int c = 0; c < n; ++c) out[c] = T(0);
+  for (int d = 0; d < D; ++d) {
+    const T xd = x[d];
+    const T* KOKKOS_RESTRICT row = &Mt(d, 0);
+    for (int c = 0; c < n; ++c) out[c] += xd * row[c];
+  }
+}
+
+// y[d] += alpha x[d] for d < n.
+template <class T>
+KOKKOS_INLINE_FUNCTION void axpy(T* KOKKOS_RESTRICT y, T alpha, const T* KOKKOS_RESTRICT x, int n) {
+  for (int d = 0; d < n; ++d) y[d] += alpha * x[d];
+}
+
 template <class T>
 struct Forward {
   SdpaArgs<T> a;
@@ -56,7 +75,7 @@ struct Forward {
   T neg_inf;
 
   static size_t scratch_bytes(int D, int Dv) {
-    return Scratch2<T>::shmem_size(kTileQ, D) + Scratch2<T>::shmem_size(kTileK, D) +
+    return Scratch2<T>::shmem_size(kTileQ, D) + Scratch2<T>::shmem_size(D, kTileK) +
            Scratch2<T>::shmem_size(kTileK, Dv) + Scratch2<T>::shmem_size(kTileQ, Dv) +
            Scratch2<T>::shmem_size(kTileQ, kTileK) + 2 * Scratch1<T>::shmem_size(kTileQ);
   }
@@ -70,7 +89,10 @@ struct Forward {
     const int h = bh % H, b = bh / H, hk = h / (H / Hkv);
     const int i0 = qt * kTileQ;
     const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
-    Scratch2<T> Qs(t.team_scratch(level), kTileQ, D), Ks(t.team_scratch(level), kTileK, D);
+    // Kt [D, kTileK]: the key tile transposed, so a row's logits over the tile's keys are
+    // contiguous vector updates (S(r, :) += q_d Kt(d, :)) with each dot still summed over d
+    // in order; the CPU vectorises them, the result is the plain loop's to the bit.
+    Scratch2<T> Qs(t.team_scratch(level), kTileQ, D), Kt(t.team_scratch(level), D, kTileK);
     Scratch2<T> Vs(t.team_scratch(level), kTileK, Dv), acc(t.team_scratch(level), kTileQ, Dv);
     Scratch2<T> S(t.team_scratch(level), kTileQ, kTileK);
     Scratch1<T> m(t.team_scratch(level), kTileQ), l(t.team_scratch(level), kTileQ);
@@ -90,34 +112,35 @@ struct Forward {
       const int nk = (jend - j0) < kTileK ? int(jend - j0) : kTileK;
       t.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk * D),
-                           [&](int x) { Ks(x / D, x % D) = a.k(b, j0 + x / D, hk, x % D); });
+                           [&](int x) { Kt(x % D, x / D) = a.k(b, j0 + x / D, hk, x % D); });
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk * Dv),
                            [&](int x) { Vs(x / Dv, x % Dv) = a.v(b, j0 + x / Dv, hk, x % Dv); });
       t.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
         const int64_t pi = a.q_pos0 + i0 + r;
+        T* KOKKOS_RESTRICT srow = &S(r, 0);
+        dots(srow, &Qs(r, 0), Kt, D, nk);
         T mx = m(r);
         for (int c = 0; c < nk; ++c) {
           const int64_t pj = a.k_pos0 + j0 + c;
           if (pj > pi) {
-            S(r, c) = neg_inf;
+            srow[c] = neg_inf;
             continue;
           }
-          T dot = T(0);
-          for (int d = 0; d < D; ++d) dot += Qs(r, d) * Ks(c, d);
-          const T s = logit(dot, b, h, i0 + r, j0 + c, pi, pj);
-          S(r, c) = s;
+          const T s = logit(srow[c], b, h, i0 + r, j0 + c, pi, pj);
+          srow[c] = s;
           if (s > mx) mx = s;
         }
         if (mx == neg_inf) return;  // nothing visible to this row yet
         const T corr = m(r) == neg_inf ? T(0) : kmath::exp(m(r) - mx);
         T lsum = l(r) * corr;
-        for (int d = 0; d < Dv; ++d) acc(r, d) *= corr;
+        T* KOKKOS_RESTRICT arow = &acc(r, 0);
+        for (int d = 0; d < Dv; ++d) arow[d] *= corr;
         for (int c = 0; c < nk; ++c) {
-          if (S(r, c) == neg_inf) continue;
-          const T p = kmath::exp(S(r, c) - mx);
+          if (srow[c] == neg_inf) continue;
+          const T p = kmath::exp(srow[c] - mx);
           lsum += p;
-          for (int d = 0; d < Dv; ++d) acc(r, d) += p * Vs(c, d);
+          axpy(arow, p, &Vs(c, 0), Dv);
         }
         l(r) = lsum;
         m(r) = mx;
@@ -149,7 +172,9 @@ struct BackwardKV {
     return Scratch2<T>::shmem_size(kTileK, D) + Scratch2<T>::shmem_size(kTileK, Dv) +
            Scratch2<T>::shmem_size(kTileK, D) + Scratch2<T>::shmem_size(kTileK, Dv) +
            Scratch2<T>::shmem_size(kTileQ, D) + Scratch2<T>::shmem_size(kTileQ, Dv) +
-           Scratch1<T>::shmem_size(kTileK) + 2 * Scratch1<T>::shmem_size(kTileQ);
+           Scratch2<T>::shmem_size(D, kTileQ) + Scratch2<T>::shmem_size(Dv, kTileQ) +
+           2 * Scratch2<T>::shmem_size(kTileK, kTileQ) + Scratch1<T>::shmem_size(kTileK) +
+           2 * Scratch1<T>::shmem_size(kTileQ);
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
@@ -163,6 +188,10 @@ struct BackwardKV {
     Scratch2<T> Ks(t.team_scratch(level), kTileK, D), Vs(t.team_scratch(level), kTileK, Dv);
     Scratch2<T> dKs(t.team_scratch(level), kTileK, D), dVs(t.team_scratch(level), kTileK, Dv);
     Scratch2<T> Qs(t.team_scratch(level), kTileQ, D), dOs(t.team_scratch(level), kTileQ, Dv);
+    // Qt [D, kTileQ], dOt [Dv, kTileQ]: the query tile transposed, so a key's logits and dP
+    // over the tile's rows are vector updates (dots()); S, dP [kTileK, kTileQ] hold them.
+    Scratch2<T> Qt(t.team_scratch(level), D, kTileQ), dOt(t.team_scratch(level), Dv, kTileQ);
+    Scratch2<T> S(t.team_scratch(level), kTileK, kTileQ), dP(t.team_scratch(level), kTileK, kTileQ);
     Scratch1<T> dbk(t.team_scratch(level), kTileK);
     Scratch1<T> lse_s(t.team_scratch(level), kTileQ), del_s(t.team_scratch(level), kTileQ);
     const Logit<T> logit{a};
@@ -188,28 +217,28 @@ struct BackwardKV {
         const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
         t.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
-          for (int d = 0; d < D; ++d) Qs(r, d) = a.q(b, i0 + r, h, d);
-          for (int d = 0; d < Dv; ++d) dOs(r, d) = dout(b, i0 + r, h, d);
+          for (int d = 0; d < D; ++d) Qt(d, r) = Qs(r, d) = a.q(b, i0 + r, h, d);
+          for (int d = 0; d < Dv; ++d) dOt(d, r) = dOs(r, d) = dout(b, i0 + r, h, d);
           lse_s(r) = lse(b, h, i0 + r);
           del_s(r) = delta(b, h, i0 + r);
         });
         t.team_barrier();
         Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk), [&](int c) {
           const int64_t pj = a.k_pos0 + j0 + c;
+          T* KOKKOS_RESTRICT srow = &S(c, 0);
+          T* KOKKOS_RESTRICT dprow = &dP(c, 0);
+          dots(srow, &Ks(c, 0), Qt, D, nq);
+          dots(dprow, &Vs(c, 0), dOt, Dv, nq);
+          T* KOKKOS_RESTRICT dvrow = &dVs(c, 0);
+          T* KOKKOS_RESTRICT dkrow = &dKs(c, 0);
           for (int r = 0; r < nq; ++r) {
             const int64_t pi = a.q_pos0 + i0 + r;
             if (pj > pi || lse_s(r) == neg_inf) continue;
-            T dot = T(0);
-            for (int d = 0; d < D; ++d) dot += Qs(r, d) * Ks(c, d);
-            const T s = logit(dot, b, h, i0 + r, j0 + c, pi, pj);
+            const T s = logit(srow[r], b, h, i0 + r, j0 + c, pi, pj);
             const T p = kmath::exp(s - lse_s(r));
-            T dp = T(0);
-            for (int d = 0; d < Dv; ++d) {
-              dVs(c, d) += p * dOs(r, d);
-              dp += dOs(r, d) * Vs(c, d);
-            }
-            const T dx = p * (dp - del_s(r)) * logit.dcap(s);
-            for (int d = 0; d < D; ++d) dKs(c, d) += a.scale * dx * Qs(r, d);
+            axpy(dvrow, p, &dOs(r, 0), Dv);
+            const T dx = p * (dprow[r] - del_s(r)) * logit.dcap(s);
+            axpy(dkrow, a.scale * dx, &Qs(r, 0), D);
             dbk(c) -= dx;
           }
         });
@@ -240,7 +269,8 @@ struct BackwardQ {
 
   static size_t scratch_bytes(int D, int Dv) {
     return 2 * Scratch2<T>::shmem_size(kTileQ, D) + Scratch2<T>::shmem_size(kTileQ, Dv) +
-           Scratch2<T>::shmem_size(kTileK, D) + Scratch2<T>::shmem_size(kTileK, Dv);
+           Scratch2<T>::shmem_size(kTileK, D) + Scratch2<T>::shmem_size(D, kTileK) +
+           Scratch2<T>::shmem_size(Dv, kTileK) + 2 * Scratch2<T>::shmem_size(kTileQ, kTileK);
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
@@ -252,9 +282,13 @@ struct BackwardQ {
     const int h = bh % H, b = bh / H, hk = h / (H / Hkv);
     const int i0 = qt * kTileQ;
     const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
+    // Ks [kTileK, D] for dQ += dx K; Kt [D, kTileK] and Vt [Dv, kTileK] (the tile
+    // transposed) so a row's logits and dP over the tile's keys are vector updates (dots()).
     Scratch2<T> Qs(t.team_scratch(level), kTileQ, D), dQs(t.team_scratch(level), kTileQ, D);
     Scratch2<T> dOs(t.team_scratch(level), kTileQ, Dv);
-    Scratch2<T> Ks(t.team_scratch(level), kTileK, D), Vs(t.team_scratch(level), kTileK, Dv);
+    Scratch2<T> Ks(t.team_scratch(level), kTileK, D), Kt(t.team_scratch(level), D, kTileK);
+    Scratch2<T> Vt(t.team_scratch(level), Dv, kTileK);
+    Scratch2<T> S(t.team_scratch(level), kTileQ, kTileK), dP(t.team_scratch(level), kTileQ, kTileK);
     const Logit<T> logit{a};
 
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
@@ -270,26 +304,27 @@ struct BackwardQ {
       const int nk = (jend - j0) < kTileK ? int(jend - j0) : kTileK;
       t.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk), [&](int c) {
-        for (int d = 0; d < D; ++d) Ks(c, d) = a.k(b, j0 + c, hk, d);
-        for (int d = 0; d < Dv; ++d) Vs(c, d) = a.v(b, j0 + c, hk, d);
+        for (int d = 0; d < D; ++d) Kt(d, c) = Ks(c, d) = a.k(b, j0 + c, hk, d);
+        for (int d = 0; d < Dv; ++d) Vt(d, c) = a.v(b, j0 + c, hk, d);
       });
       t.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
         const int64_t pi = a.q_pos0 + i0 + r;
         const T lse_r = lse(b, h, i0 + r), del_r = delta(b, h, i0 + r);
         if (lse_r == neg_inf) return;
+        T* KOKKOS_RESTRICT srow = &S(r, 0);
+        T* KOKKOS_RESTRICT dprow = &dP(r, 0);
+        dots(srow, &Qs(r, 0), Kt, D, nk);
+        dots(dprow, &dOs(r, 0), Vt, Dv, nk);
+        T* KOKKOS_RESTRICT dqrow = &dQs(r, 0);
         T dbq = T(0);
         for (int c = 0; c < nk; ++c) {
           const int64_t pj = a.k_pos0 + j0 + c;
           if (pj > pi) continue;
-          T dot = T(0);
-          for (int d = 0; d < D; ++d) dot += Qs(r, d) * Ks(c, d);
-          const T s = logit(dot, b, h, i0 + r, j0 + c, pi, pj);
+          const T s = logit(srow[c], b, h, i0 + r, j0 + c, pi, pj);
           const T p = kmath::exp(s - lse_r);
-          T dp = T(0);
-          for (int d = 0; d < Dv; ++d) dp += dOs(r, d) * Vs(c, d);
-          const T dx = p * (dp - del_r) * logit.dcap(s);
-          for (int d = 0; d < D; ++d) dQs(r, d) += a.scale * dx * Ks(c, d);
+          const T dx = p * (dprow[c] - del_r) * logit.dcap(s);
+          axpy(dqrow, a.scale * dx, &Ks(c, 0), D);
           dbq += dx;
         }
         if (dbias_q.extent(0) > 0) dbias_q(b, i0 + r, h) += dbq;
