@@ -1,6 +1,7 @@
 #include "kernels/attention/kokkos/sdpa.hpp"
 
 #include <limits>
+#include <type_traits>
 
 #include "kernels/attention/kokkos/math.hpp"
 #include "kernels/base/error.hpp"
@@ -46,6 +47,14 @@ struct Logit {
     return T(1) - t * t;
   }
 };
+
+// Below this exponent exp() is subnormal: such a probability is treated as 0. Its terms
+// would be below half an ulp of any normal accumulator, and subnormal arithmetic runs tens
+// of times slower on CPUs (GOAT's long-range prior pushes most logits there at L >= 4K).
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T exp_floor() {
+  return std::is_same_v<T, float> ? T(-87.33) : T(-708.39);  // ln of the smallest normal
+}
 
 // out[c] = sum_d x[d] Mt(d, c) for c < n, each sum taken over d in order (the plain dot
 // product's rounding); the inner loop runs along Mt's contiguous rows.
@@ -137,7 +146,7 @@ struct Forward {
         T* KOKKOS_RESTRICT arow = &acc(r, 0);
         for (int d = 0; d < Dv; ++d) arow[d] *= corr;
         for (int c = 0; c < nk; ++c) {
-          if (srow[c] == neg_inf) continue;
+          if (srow[c] - mx < exp_floor<T>()) continue;  // masked (-inf) or underflowing
           const T p = kmath::exp(srow[c] - mx);
           lsum += p;
           axpy(arow, p, &Vs(c, 0), Dv);
@@ -235,6 +244,7 @@ struct BackwardKV {
             const int64_t pi = a.q_pos0 + i0 + r;
             if (pj > pi || lse_s(r) == neg_inf) continue;
             const T s = logit(srow[r], b, h, i0 + r, j0 + c, pi, pj);
+            if (s - lse_s(r) < exp_floor<T>()) continue;
             const T p = kmath::exp(s - lse_s(r));
             axpy(dvrow, p, &dOs(r, 0), Dv);
             const T dx = p * (dprow[r] - del_s(r)) * logit.dcap(s);
@@ -322,6 +332,7 @@ struct BackwardQ {
           const int64_t pj = a.k_pos0 + j0 + c;
           if (pj > pi) continue;
           const T s = logit(srow[c], b, h, i0 + r, j0 + c, pi, pj);
+          if (s - lse_r < exp_floor<T>()) continue;
           const T p = kmath::exp(s - lse_r);
           const T dx = p * (dprow[c] - del_r) * logit.dcap(s);
           axpy(dqrow, a.scale * dx, &Ks(c, 0), D);
