@@ -38,6 +38,9 @@
 #          15 steps a run): tokens/s, model TFLOP/s, MFU, one row per run.
 #   ring   bench_cuda_ring under mpirun -np 2 (SDPA and PaTH rings), only with >= 2 GPUs.
 #   all    tests, table, train, ring in turn, each phase capped (below) inside the budget.
+#   cpu    the CPU cores: lcr's Kokkos attention at 1..N OpenMP threads beside torch's CPU
+#          SDPA, and training as 2 ranks x N/2 threads vs N ranks x 1 thread; needs a bundle
+#          from a Kokkos OpenMP build (experiments/bench/gpu_cpu.sh says how; not in `all`).
 # Every title names the GPU present (GPU 0's model, from nvidia-smi). Outputs, under $OUT (default
 # /tmp/lcr_gpu_out; the device tool returns at most 8 files):
 #   summary.md  GPU, commit, each phase's time, the suites' lines, then table.md
@@ -65,6 +68,8 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=gpu_lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_lib.sh"
+# shellcheck source-path=SCRIPTDIR source=gpu_cpu.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_cpu.sh"
 cd "$LCR_ROOT" || exit 1
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -77,6 +82,7 @@ PACK_EXES=(core/cli/lcr tests/cuda/lcr_cuda_sdpa_tests tests/cuda/api/lcr_cuda_a
   experiments/bench/bench_cuda_sdpa experiments/bench/bench_cuda_attention
   experiments/bench/bench_cuda_path)
 PACK_NCCL=(tests/cuda/nccl/lcr_nccl_tests experiments/bench/bench_cuda_ring)
+PACK_CPU=(core/cli/lcr experiments/bench/lcr_bench)  # the cpu phase, from a Kokkos OpenMP build
 
 cmd_pack() {
   local build=${1:-build-cuda} want=("${@:2}") cache exes=() missing=() e gen
@@ -90,13 +96,22 @@ cmd_pack() {
     echo "  ninja -C $build ${all[*]}" >&2
     return 2
   fi
-  if ! grep -q '^LCR_ENABLE_CUDA:BOOL=ON' "$cache"; then
+  local cpu_only=1 w
+  for w in "${want[@]}"; do [[ $w == lcr || $w == lcr_bench ]] || cpu_only=0; done
+  ((${#want[@]} > 0)) || cpu_only=0
+  if ((cpu_only)); then
+    exes=()
+    for w in "${want[@]}"; do exes+=("$(printf '%s\n' "${PACK_CPU[@]}" | grep -m1 "/$w\$")"); done
+    want=()
+  elif ! grep -q '^LCR_ENABLE_CUDA:BOOL=ON' "$cache"; then
     echo "pack: $build was configured without CUDA. Reconfigure it:" >&2
     echo "  cmake -B $build -DLCR_ENABLE_CUDA=ON -DLCR_ENABLE_NCCL=ON" >&2
     return 2
   fi
-  exes=("${PACK_EXES[@]}")
-  if grep -q '^LCR_ENABLE_NCCL:BOOL=ON' "$cache"; then
+  ((cpu_only)) || exes=("${PACK_EXES[@]}")
+  if ((cpu_only)); then
+    :
+  elif grep -q '^LCR_ENABLE_NCCL:BOOL=ON' "$cache"; then
     exes+=("${PACK_NCCL[@]}")
   elif ((${#want[@]} == 0)); then
     echo "pack: $build has NCCL off: lcr_nccl_tests and bench_cuda_ring left out (their" \
@@ -146,7 +161,9 @@ cmd_pack() {
   echo "pack: the device call (ring rows need kind=\"nvidia-h100-x2\" or larger):"
   local env=""
   [[ $bundle != gpu ]] && env="LCR_GPU_BUNDLE=$bundle "
-  echo "  run(command=\"${env}bash experiments/bench/gpu.sh all\", carry=[$carry], timeout_s=600)"
+  local what=all
+  ((cpu_only)) && what=cpu
+  echo "  run(command=\"${env}bash experiments/bench/gpu.sh $what\", carry=[$carry], timeout_s=600)"
 }
 
 # --------------------------------------------------------------------- the GPU machine
@@ -345,7 +362,7 @@ finish() {
   local f p driver
   driver=$(timeout 20 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
   : >"$OUT/table.md"
-  for f in attention train ring; do
+  for f in attention train ring cpu; do
     [[ -s $WORK/table_$f.md ]] && { cat "$WORK/table_$f.md"; echo; } >>"$OUT/table.md"
   done
   [[ -s $OUT/table.md ]] || rm -f "$OUT/table.md"
@@ -355,7 +372,7 @@ finish() {
     echo "- GPU: $gpu${driver:+, driver $driver}"
     echo "- commit: $(cat "$B/../COMMIT" 2>/dev/null || echo unknown) (packed), $(date -u +%Y-%m-%dT%H:%MZ), bundle .devbundle/$bundle"
     printf -- '- phases:'
-    for p in tests table train ring; do [[ -n ${phase_s[$p]:-} ]] && printf ' %s %s s,' "$p" "${phase_s[$p]}"; done
+    for p in tests table train ring cpu; do [[ -n ${phase_s[$p]:-} ]] && printf ' %s %s s,' "$p" "${phase_s[$p]}"; done
     echo " total $((SECONDS - t0)) s"
     if [[ -s $WORK/tests.md ]]; then echo; echo '## Tests'; echo; echo '```'; cat "$WORK/tests.md"; echo '```'; fi
     [[ -s $OUT/table.md ]] && { echo; cat "$OUT/table.md"; }
@@ -381,8 +398,8 @@ main() {
   for c in "$@"; do
     case $c in
       all) cmds+=(tests table train ring) ;;
-      tests | table | train | ring) cmds+=("$c") ;;
-      *) echo "gpu.sh: unknown subcommand '$c' (pack, tests, table, train, ring, all; help)" >&2; return 2 ;;
+      tests | table | train | ring | cpu) cmds+=("$c") ;;
+      *) echo "gpu.sh: unknown subcommand '$c' (pack, tests, table, train, ring, all, cpu; help)" >&2; return 2 ;;
     esac
   done
   deadline_set "${LCR_GPU_BUDGET_S:-560}"  # from the start: unpacking counts too

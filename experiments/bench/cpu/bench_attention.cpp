@@ -5,10 +5,10 @@
 // QK^T and PV, 4 B H L^2 D / 2 FLOPs forward, 2.5x that backward (five products: the
 // forward's QK^T recomputed, dV, dP, dQ, dK); scheme lanes and exp are not counted.
 // Names: fwd/<variant>/<L> and bwd/<variant>/<L>, e.g. --benchmark_filter='fwd/rope/.*'.
-// Thread scaling: fwdbwd_h16/<variant>/8192 runs forward then backward at B = 1, H = Hkv = 16,
-// L = 8192 (heads and query tiles are the parallel work, as in training), one iteration (a
-// single thread takes about a minute); compare OMP_NUM_THREADS=1 and 16 on a Kokkos OpenMP
-// build (docs/kokkos.md).
+// Thread scaling: fwdbwd_h16/<variant>/<L> runs forward then backward at B = 1, H = Hkv = 16,
+// L = 2K, 8K, 16K (heads and query tiles are the parallel work, as in training), one
+// iteration (one thread takes about a minute at 8K); compare OMP_NUM_THREADS=1 and 16 on a
+// Kokkos OpenMP build (docs/kokkos.md; experiments/bench/gpu.sh cpu).
 #include <benchmark/benchmark.h>
 
 #include <Kokkos_Random.hpp>
@@ -116,7 +116,9 @@ const bool registered = [] {
   for (auto v : variants()) {
     v.spec.heads = v.spec.kv_heads = 16;
     benchmark::RegisterBenchmark(("fwdbwd_h16/" + v.name).c_str(), timed, v.spec, Pass::Both)
+        ->Arg(1 << 11)
         ->Arg(1 << 13)
+        ->Arg(1 << 14)
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();

@@ -5,8 +5,8 @@
 // directly against fwd/nope and fwd/fox there (same shapes): the transition work PaTH adds
 // (O(L^2 D^2 / B)) shows up as a lower rate, not as extra FLOPs.
 // Names: fwd/path/b<block>/<L>, bwd/path/b<block>/<L>, fwd/path_fox/b64/<L>, ...; and
-// fwdbwd_h16/path/b64/8192 (forward then backward at H = Hkv = 16, L = 8192, one iteration),
-// the thread-scaling shape of bench_attention.cpp.
+// fwdbwd_h16/path/b64/<L> (forward then backward at H = Hkv = 16, L = 2K, 8K, 16K, one
+// iteration), the thread-scaling shapes of bench_attention.cpp.
 //   lcr_bench --benchmark_filter='(fwd|bwd)/(path|nope|fox)'
 #include <benchmark/benchmark.h>
 
@@ -128,7 +128,9 @@ const bool registered = [] {
     s.path.block_size = 64;
     const std::string name = std::string("fwdbwd_h16/") + scheme_name(scheme) + "/b64";
     benchmark::RegisterBenchmark(name.c_str(), timed, s, Pass::Both)
+        ->Arg(1 << 11)
         ->Arg(1 << 13)
+        ->Arg(1 << 14)
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
