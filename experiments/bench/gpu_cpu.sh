@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # sourced by gpu.sh, which sets bundle, B, WORK, LOG
 # experiments/bench/gpu_cpu.sh: the `cpu` phase of experiments/bench/gpu.sh (sourced by it),
 # for the GPU machine's CPU cores: lcr's Kokkos attention at 1..N threads beside torch's CPU
 # scaled_dot_product_attention at the same shape and threads, and the default model's
