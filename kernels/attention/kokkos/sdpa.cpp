@@ -107,8 +107,10 @@ struct Forward {
     Scratch1<T> m(t.team_scratch(level), kTileQ), l(t.team_scratch(level), kTileQ);
     const Logit<T> logit{a};
 
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq * D),
-                         [&](int x) { Qs(x / D, x % D) = a.q(b, i0 + x / D, h, x % D); });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
+      Kokkos::parallel_for(Kokkos::ThreadVectorRange(t, D),
+                           [&](int d) { Qs(r, d) = a.q(b, i0 + r, h, d); });
+    });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
       m(r) = neg_inf;
       l(r) = T(0);
@@ -120,10 +122,14 @@ struct Forward {
     for (int j0 = 0; j0 < jend; j0 += kTileK) {
       const int nk = (jend - j0) < kTileK ? int(jend - j0) : kTileK;
       t.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk * D),
-                           [&](int x) { Kt(x % D, x / D) = a.k(b, j0 + x / D, hk, x % D); });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk * Dv),
-                           [&](int x) { Vs(x / Dv, x % Dv) = a.v(b, j0 + x / Dv, hk, x % Dv); });
+      // Key rows over the team's threads, a row's elements over vector lanes (no index
+      // division per element).
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk), [&](int c) {
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(t, D),
+                             [&](int d) { Kt(d, c) = a.k(b, j0 + c, hk, d); });
+        Kokkos::parallel_for(Kokkos::ThreadVectorRange(t, Dv),
+                             [&](int d) { Vs(c, d) = a.v(b, j0 + c, hk, d); });
+      });
       t.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
         const int64_t pi = a.q_pos0 + i0 + r;
