@@ -96,22 +96,19 @@ cmd_pack() {
     echo "  ninja -C $build ${all[*]}" >&2
     return 2
   fi
-  local cpu_only=1 w
-  for w in "${want[@]}"; do [[ $w == lcr || $w == lcr_bench ]] || cpu_only=0; done
-  ((${#want[@]} > 0)) || cpu_only=0
-  if ((cpu_only)); then
-    exes=()
-    for w in "${want[@]}"; do exes+=("$(printf '%s\n' "${PACK_CPU[@]}" | grep -m1 "/$w\$")"); done
-    want=()
-  elif ! grep -q '^LCR_ENABLE_CUDA:BOOL=ON' "$cache"; then
+  # Naming only lcr and lcr_bench packs a CPU (Kokkos OpenMP) build for the cpu phase.
+  local cpu_only=0 w
+  if ((${#want[@]} > 0)); then
+    cpu_only=1
+    for w in "${want[@]}"; do [[ $w == lcr || $w == lcr_bench ]] || cpu_only=0; done
+  fi
+  if ((!cpu_only)) && ! grep -q '^LCR_ENABLE_CUDA:BOOL=ON' "$cache"; then
     echo "pack: $build was configured without CUDA. Reconfigure it:" >&2
     echo "  cmake -B $build -DLCR_ENABLE_CUDA=ON -DLCR_ENABLE_NCCL=ON" >&2
     return 2
   fi
-  ((cpu_only)) || exes=("${PACK_EXES[@]}")
-  if ((cpu_only)); then
-    :
-  elif grep -q '^LCR_ENABLE_NCCL:BOOL=ON' "$cache"; then
+  exes=("${PACK_EXES[@]}")
+  if grep -q '^LCR_ENABLE_NCCL:BOOL=ON' "$cache"; then
     exes+=("${PACK_NCCL[@]}")
   elif ((${#want[@]} == 0)); then
     echo "pack: $build has NCCL off: lcr_nccl_tests and bench_cuda_ring left out (their" \
@@ -120,7 +117,7 @@ cmd_pack() {
   if ((${#want[@]} > 0)); then  # only the executables named
     local sel=() w
     for w in "${want[@]}"; do
-      e=$(printf '%s\n' "${PACK_EXES[@]}" "${PACK_NCCL[@]}" | grep -m1 "/$w\$") ||
+      e=$(printf '%s\n' "${PACK_EXES[@]}" "${PACK_NCCL[@]}" "${PACK_CPU[@]}" | grep -m1 "/$w\$") ||
         { echo "pack: $w is not one of the packed executables" >&2; return 2; }
       sel+=("$e")
     done

@@ -14,6 +14,7 @@
 #include <Kokkos_Random.hpp>
 #include <memory>
 
+#include "experiments/bench/cpu/bench_common.hpp"
 #include "kernels/attention/attention.hpp"
 
 namespace lcr {
@@ -41,8 +42,6 @@ std::vector<Variant> variants() {
   out.push_back({"nope_sink_softcap_qknorm", all});
   return out;
 }
-
-double flops(int64_t L, int64_t D, int64_t H = 1) { return 4.0 * H * L * L * D / 2; }  // B = 1
 
 // One benchmark problem, allocated once per (variant, L); random inputs in [-1, 1].
 struct Problem {
@@ -86,47 +85,21 @@ std::unique_ptr<Problem> make_problem(const AttentionSpec& s, int L) {
   return p;
 }
 
-enum class Pass { Forward, Backward, Both };
-
-// Times the forward, the backward (after one untimed forward) or both in turn; GFLOP/s
-// counts 1, 2.5 or 3.5 forwards' worth of the two matrix products.
-void timed(benchmark::State& st, const AttentionSpec& spec, Pass pass) {
-  const int L = int(st.range(0));
-  std::unique_ptr<Problem> p;
-  try {
-    p = make_problem(spec, L);
-  } catch (const Error& e) {  // a scheme the API does not support (yet) with these options
-    st.SkipWithError(e.what());
-    return;
-  }
-  if (pass == Pass::Backward) attention_forward<float>(p->spec, p->in, p->params, p->out);
-  for (auto _ : st) {
-    if (pass != Pass::Backward) attention_forward<float>(p->spec, p->in, p->params, p->out);
-    if (pass != Pass::Forward)
-      attention_backward<float>(p->spec, p->in, p->params, p->out, p->dout, p->grads);
-    Kokkos::fence();
-  }
-  const double passes = pass == Pass::Forward ? 1.0 : pass == Pass::Backward ? 2.5 : 3.5;
-  st.counters["GFLOP/s"] = benchmark::Counter(passes * 1e-9 * flops(L, spec.head_dim, spec.heads),
-                                              benchmark::Counter::kIsIterationInvariantRate);
+void timed(benchmark::State& st, const AttentionSpec& spec, bench::Pass pass) {
+  bench::run_timed(st, spec, pass, make_problem);
 }
 
 // Registered at static initialisation, like BENCHMARK(); main.cpp runs them.
 const bool registered = [] {
   for (auto v : variants()) {
     v.spec.heads = v.spec.kv_heads = 16;
-    benchmark::RegisterBenchmark(("fwdbwd_h16/" + v.name).c_str(), timed, v.spec, Pass::Both)
-        ->Arg(1 << 11)
-        ->Arg(1 << 13)
-        ->Arg(1 << 14)
-        ->Iterations(1)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    benchmark::RegisterBenchmark(("fwdbwd_h16/" + v.name).c_str(), timed, v.spec, bench::Pass::Both)
+        ->Apply(bench::thread_scaling_shapes);
   }
   for (const auto& v : variants())
     for (const bool bwd : {false, true})
       benchmark::RegisterBenchmark((std::string(bwd ? "bwd/" : "fwd/") + v.name).c_str(), timed,
-                                   v.spec, bwd ? Pass::Backward : Pass::Forward)
+                                   v.spec, bwd ? bench::Pass::Backward : bench::Pass::Forward)
           ->RangeMultiplier(2)
           ->Range(1 << 10, 1 << 14)
           ->Unit(benchmark::kMillisecond)

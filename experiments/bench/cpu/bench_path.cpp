@@ -13,6 +13,7 @@
 #include <Kokkos_Random.hpp>
 #include <memory>
 
+#include "experiments/bench/cpu/bench_common.hpp"
 #include "kernels/attention/attention.hpp"
 #include "kernels/attention/kokkos/math.hpp"
 
@@ -72,25 +73,8 @@ std::unique_ptr<PathProblem> make_path_problem(const AttentionSpec& s, int L) {
   return p;
 }
 
-double flops(int64_t L, int64_t D, int64_t H = 1) { return 4.0 * H * L * L * D / 2; }  // B = 1
-
-enum class Pass { Forward, Backward, Both };
-
-// Times the forward, the backward (after one untimed forward) or both in turn; GFLOP/s
-// counts 1, 2.5 or 3.5 forwards' worth of the two matrix products.
-void timed(benchmark::State& st, const AttentionSpec& spec, Pass pass) {
-  const int L = int(st.range(0));
-  const auto p = make_path_problem(spec, L);
-  if (pass == Pass::Backward) attention_forward<float>(p->spec, p->in, p->params, p->out);
-  for (auto _ : st) {
-    if (pass != Pass::Backward) attention_forward<float>(p->spec, p->in, p->params, p->out);
-    if (pass != Pass::Forward)
-      attention_backward<float>(p->spec, p->in, p->params, p->out, p->dout, p->grads);
-    Kokkos::fence();
-  }
-  const double passes = pass == Pass::Forward ? 1.0 : pass == Pass::Backward ? 2.5 : 3.5;
-  st.counters["GFLOP/s"] = benchmark::Counter(passes * 1e-9 * flops(L, spec.head_dim, spec.heads),
-                                              benchmark::Counter::kIsIterationInvariantRate);
+void timed(benchmark::State& st, const AttentionSpec& spec, bench::Pass pass) {
+  bench::run_timed(st, spec, pass, make_path_problem);
 }
 
 // Block 64 over the whole range; the other block sizes up to 4K (the trade-off between
@@ -113,7 +97,8 @@ const bool registered = [] {
       s.path.block_size = v.block;
       const std::string name =
           std::string(bwd ? "bwd/" : "fwd/") + v.name + "/b" + std::to_string(v.block);
-      benchmark::RegisterBenchmark(name.c_str(), timed, s, bwd ? Pass::Backward : Pass::Forward)
+      benchmark::RegisterBenchmark(name.c_str(), timed, s,
+                                   bwd ? bench::Pass::Backward : bench::Pass::Forward)
           ->RangeMultiplier(2)
           ->Range(1 << 10, v.max_len)
           ->Unit(benchmark::kMillisecond)
@@ -127,13 +112,8 @@ const bool registered = [] {
     s.heads = s.kv_heads = 16;
     s.path.block_size = 64;
     const std::string name = std::string("fwdbwd_h16/") + scheme_name(scheme) + "/b64";
-    benchmark::RegisterBenchmark(name.c_str(), timed, s, Pass::Both)
-        ->Arg(1 << 11)
-        ->Arg(1 << 13)
-        ->Arg(1 << 14)
-        ->Iterations(1)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
+    benchmark::RegisterBenchmark(name.c_str(), timed, s, bench::Pass::Both)
+        ->Apply(bench::thread_scaling_shapes);
   }
   return true;
 }();

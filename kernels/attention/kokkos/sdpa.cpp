@@ -5,14 +5,12 @@
 
 #include "kernels/attention/kokkos/math.hpp"
 #include "kernels/base/error.hpp"
+#include "kernels/base/team_policy.hpp"
 
 namespace lcr {
 namespace {
 
-// Dynamic: under a causal mask a team's work grows with its query tile, so a static split
-// of the league over CPU threads leaves the thread holding the last tiles working alone
-// (GPU backends ignore the schedule).
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+using TeamPolicy = DynamicTeamPolicy;
 using Member = TeamPolicy::member_type;
 template <class T>
 using Scratch2 = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace::scratch_memory_space,

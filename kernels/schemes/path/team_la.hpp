@@ -2,13 +2,11 @@
 // Small dense linear algebra for one Kokkos team on scratch (or global) 2-D views: what
 // the PaTH block kernels are made of. Every routine splits output rows over the team's
 // threads and ends with a team barrier, so its result can be read right away.
-#include "kernels/base/tensor.hpp"
+#include "kernels/base/team_policy.hpp"
 
 namespace lcr::path::la {
 
-// Dynamic: causal blocks differ in work, so CPU threads take teams as they free up (the
-// schedule means nothing to GPU backends).
-using TeamPolicy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>>;
+using TeamPolicy = DynamicTeamPolicy;
 using Member = TeamPolicy::member_type;
 template <class T>
 using Scratch2 = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace::scratch_memory_space,
