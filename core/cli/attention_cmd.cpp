@@ -42,14 +42,14 @@ Shapes read_shapes(const h5::File& f) {
 // defaults < the input's /spec attributes < --config < overrides; then the sizes from the
 // datasets, which a stated heads / kv_heads / head_dim / value_dim must agree with.
 AttentionSpec resolve_spec(const h5::File& f, const AttentionCommand& cmd, const Shapes& s) {
-  toml::table root;
+  config::Document root;
   if (f.has_group("spec")) {
     const auto g = f.group("spec");
     std::vector<std::pair<std::string, config::Value>> values;
-    for (const auto& n : g.attr_names()) values.emplace_back(n, g.attr(n));
-    toml::table t;
+    for (const auto& n : g.attr_names()) values.emplace_back("attention." + n, g.attr(n));
+    config::Document t;
     try {
-      t.insert("attention", config::table_from_values(values));
+      t = config::table_from_values(values);
       config::attention_spec_from(t);  // reject bad names/types here, where we know the source
     } catch (const Error& e) {
       throw_error(f.file(), ": /spec attributes: ", e.what());
@@ -59,8 +59,7 @@ AttentionSpec resolve_spec(const h5::File& f, const AttentionCommand& cmd, const
   config::merge(root, config::load_config(cmd.config, cmd.overrides));
   AttentionSpec spec = config::attention_spec_from(root);
 
-  const toml::table* att = root["attention"].as_table();
-  auto stated = [&](const char* key) { return att && att->contains(key); };
+  auto stated = [&](const char* key) { return root.has(std::string("attention.") + key); };
   auto agree = [&](const char* key, int64_t have, int64_t from_data, const std::string& why) {
     require(!stated(key) || have == from_data, "attention.", key, " = ", have, " disagrees with ",
             f.file(), ": ", why, " (sizes come from the datasets; drop the key or fix the data)");

@@ -217,13 +217,13 @@ Row run_scheme(const Problem& p) {
 int run_demo(const DemoOptions& o) {
   require(o.batch > 0 && o.length > 0, "--batch and --length must be positive");
   // The demo's default shapes, under whatever the config and overrides say.
-  toml::table root = config::table_from_values({{"attention.heads", int64_t(4)},
-                                                {"attention.kv_heads", int64_t(2)},
-                                                {"attention.head_dim", int64_t(64)},
-                                                {"attention.goat.grid_width", int64_t(16)}});
+  config::Document root = config::table_from_values({{"attention.heads", int64_t(4)},
+                                                     {"attention.kv_heads", int64_t(2)},
+                                                     {"attention.head_dim", int64_t(64)},
+                                                     {"attention.goat.grid_width", int64_t(16)}});
   config::merge(root, config::load_config(o.config, o.overrides));
   const AttentionSpec base = config::attention_spec_from(root);
-  const bool one_scheme = root["attention"]["scheme"].node() != nullptr;
+  const bool one_scheme = root.has("attention.scheme");
   spdlog::info("demo: B={} L={} H={} Hkv={} head_dim={}, float64 Kokkos vs float64 reference",
                o.batch, o.length, base.heads, base.kv_heads, base.head_dim);
   spdlog::info("{:<9} {:>12} {:>12} {:>12} {:>9} {:>9}", "scheme", "max|do|", "max|dlse|",

@@ -43,7 +43,7 @@ void bind_attention(Table& root, AttentionSpec& s) {
   n.field("sink", s.numerics.sink, "learned per-head sink logit");
 }
 
-AttentionSpec attention_spec_from(const toml::table& root) {
+AttentionSpec attention_spec_from(const Document& root) {
   AttentionSpec spec;
   Table t;
   bind_attention(t, spec);

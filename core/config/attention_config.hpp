@@ -15,7 +15,7 @@ void bind_attention(Table& root, AttentionSpec& spec);
 
 // The spec a config describes: defaults overwritten by what root["attention"] sets.
 // Any other top-level key is an error (this root knows only [attention]).
-AttentionSpec attention_spec_from(const toml::table& root);
+AttentionSpec attention_spec_from(const Document& root);
 
 // The fully resolved spec as TOML text, every default filled in.
 std::string attention_spec_toml(const AttentionSpec& spec);

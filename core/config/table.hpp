@@ -13,22 +13,19 @@
 //   std::string text = root.to_toml();
 //
 // New sections (model, train, data) are new tables on the same root.
-#include <toml++/toml.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
-#include <variant>
 #include <vector>
 
+#include "core/config/document.hpp"
 #include "kernels/base/error.hpp"
 
 namespace lcr::config {
 
-// One configuration value; HDF5 attributes use the same variant (core/io/hdf5.hpp).
-using Value = std::variant<bool, int64_t, double, std::string>;
+struct Node;  // a parsed value (core/config/toml_node.hpp)
 
 class Table {
  public:
@@ -52,10 +49,10 @@ class Table {
   void choice(const std::string& key, E& v, std::vector<std::pair<std::string, E>> names,
               const std::string& doc);
 
-  // Sets every bound variable that `t` mentions. Throws an Error for a key that is not
+  // Sets every bound variable that `d` mentions. Throws an Error for a key that is not
   // bound (listing the valid ones), a value of the wrong type, or a table where a value
   // belongs; the message names the dotted key and, for parsed input, its source line.
-  void read(const toml::table& t) const;
+  void read(const Document& d) const;
 
   // The bound values as TOML text: this table's keys, then each sub-table, in declaration
   // order, one "# doc" comment per key.
@@ -73,64 +70,38 @@ class Table {
  private:
   struct Entry {
     std::string key, doc;
-    std::function<void(const toml::node&, const std::string& dotted)> set;  // fields
-    std::function<Value()> get;                                             // fields
-    std::unique_ptr<Table> sub;                                             // tables
+    std::function<void(const Node&, const std::string& dotted)> set;  // fields
+    std::function<Value()> get;                                       // fields
+    std::unique_ptr<Table> sub;                                       // tables
   };
   std::string dotted(const std::string& key) const {
     return path_.empty() ? key : path_ + "." + key;
   }
   Entry& add(const std::string& key, const std::string& doc);
+  // An enum as an index into `names`: `set(i)` stores names[i]'s value, `get()` finds it.
+  void choice_index(const std::string& key, std::vector<std::string> names,
+                    std::function<void(size_t)> set, std::function<size_t()> get,
+                    const std::string& doc);
+  void read_table(const Node& table) const;  // `table` holds a TOML table
   void write(std::string& out) const;
 
   std::string path_;
   std::vector<Entry> entries_;
 };
 
-// "config.toml line 3" or "command-line override 'a.b=c'" for a parsed node, "" otherwise.
-std::string where(const toml::node& n);
-
-// Formats a Value as a TOML value ("10000.0", "\"rope\"", "true").
-std::string format_value(const Value& v);
-
-// Reads a TOML file; a syntax error names the file, line and column.
-toml::table parse_file(const std::string& path);
-
-// Applies one command-line override "section.key=value". The value is parsed as a TOML
-// value (500000, 1e-6, true, "text"); a bare word that is not TOML (goat) is a string.
-void apply_override(toml::table& root, const std::string& text);
-
-// Copies every key of `src` into `dst`, recursing into tables present in both: what
-// `src` says wins. Nodes are moved, keeping their source lines for error messages.
-void merge(toml::table& dst, toml::table&& src);
-
-// The config file (none if `path` is empty) with the overrides applied in order.
-toml::table load_config(const std::string& path, const std::vector<std::string>& overrides);
-
-// Builds nested tables from dotted keys: {"rope.base": 1e4} -> [rope] base = 1e4.
-toml::table table_from_values(const std::vector<std::pair<std::string, Value>>& values);
-
 template <class E>
 void Table::choice(const std::string& key, E& v, std::vector<std::pair<std::string, E>> names,
                    const std::string& doc) {
-  std::string list;
-  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n.first;
-  Entry& e = add(key, doc.empty() ? "one of: " + list : doc + " (" + list + ")");
-  e.set = [&v, names, list](const toml::node& n, const std::string& k) {
-    const auto* s = n.as_string();
-    require(s != nullptr, k, " must be a string (one of: ", list, ")", where(n));
-    for (const auto& c : names)
-      if (c.first == s->get()) {
-        v = c.second;
-        return;
-      }
-    throw_error("unknown value '", s->get(), "' for ", k, "; valid values: ", list, where(n));
-  };
-  e.get = [&v, names]() -> Value {
-    for (const auto& c : names)
-      if (c.second == v) return c.first;
-    throw_error("internal: enum value without a name");
-  };
+  std::vector<std::string> labels;
+  for (const auto& n : names) labels.push_back(n.first);
+  choice_index(
+      key, std::move(labels), [&v, names](size_t i) { v = names[i].second; },
+      [&v, names]() -> size_t {
+        for (size_t i = 0; i < names.size(); ++i)
+          if (names[i].second == v) return i;
+        throw_error("internal: enum value without a name");
+      },
+      doc);
 }
 
 }  // namespace lcr::config

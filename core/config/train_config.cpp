@@ -58,8 +58,10 @@ void bind_train(Table& root, TrainOptions& o) {
           "prior statistics every this many steps (a multiple of log_every; also at the last "
           "step); 0 = with every metrics row");
   t.choice("device", o.device, {{"cpu", std::string("cpu")}, {"cuda", std::string("cuda")}},
-           "where the model trains: cpu (every scheme, context parallelism) or cuda (one GPU "
-           "per rank, data parallelism; a build with -DLCR_ENABLE_CUDA=ON)");
+           "where the model trains: cpu (the Kokkos model: every scheme, context parallelism; "
+           "it runs on the GPU when lcr's Kokkos has CUDA as its default execution space) or "
+           "cuda (the native CUDA model: one GPU per rank, data parallelism; a build with "
+           "-DLCR_ENABLE_CUDA=ON)");
   t.field("gemm_tf32", o.gemm_tf32,
           "cuda: run the projections on TF32 tensor cores (false = exact fp32, ~8x slower)");
   t.choice(

@@ -2,7 +2,6 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <sstream>
 
@@ -109,7 +108,7 @@ TrainConfig checkpoint_config(const io::Checkpoint& c) {
   config::Table root;
   config::bind_train_config(root, cfg);
   try {
-    root.read(toml::parse(std::string_view(c.config_toml), std::string_view("checkpoint config")));
+    root.read(config::Document::parse(c.config_toml, "checkpoint config"));
   } catch (const std::exception& e) {
     throw_error("the checkpoint's config does not parse: ", e.what());
   }
@@ -146,53 +145,10 @@ void restore_checkpoint(const io::Checkpoint& c, const TrainConfig& cfg, Model<T
 
 namespace {
 
-// A leaf as text; floats in their shortest round-trip form (any change shows).
-void write_value(std::ostream& os, const toml::node& v) {
-  v.visit([&](auto&& n) {
-    using N = std::decay_t<decltype(n)>;
-    if constexpr (std::is_same_v<N, toml::value<std::string>>) {
-      os << '"' << n.get() << '"';
-    } else if constexpr (std::is_same_v<N, toml::value<double>>) {
-      char buf[64];
-      const auto r = std::to_chars(buf, buf + sizeof buf, n.get());
-      os << std::string(buf, r.ptr);
-    } else if constexpr (std::is_same_v<N, toml::value<int64_t>>) {
-      os << n.get();
-    } else if constexpr (std::is_same_v<N, toml::value<bool>>) {
-      os << (n.get() ? "true" : "false");
-    } else if constexpr (std::is_same_v<N, toml::array>) {
-      os << '[';
-      for (size_t i = 0; i < n.size(); ++i) {
-        if (i) os << ", ";
-        write_value(os, n[i]);
-      }
-      os << ']';
-    } else {
-      os << "(value)";
-    }
-  });
-}
-
-// "section.key" -> the value as TOML text, for every leaf of the table.
-void flatten(const toml::table& t, const std::string& prefix,
-             std::map<std::string, std::string>& out) {
-  for (auto&& [k, v] : t) {
-    const std::string key =
-        prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
-    if (const toml::table* sub = v.as_table()) {
-      flatten(*sub, key, out);
-    } else {
-      std::ostringstream os;
-      write_value(os, v);
-      out[key] = os.str();
-    }
-  }
-}
-
 std::map<std::string, std::string> flat_config(const std::string& toml_text, const char* what) {
   std::map<std::string, std::string> out;
   try {
-    flatten(toml::parse(std::string_view(toml_text), std::string_view(what)), "", out);
+    out = config::Document::parse(toml_text, what).leaves();
   } catch (const std::exception& e) {
     throw_error("the ", what, " does not parse: ", e.what());
   }

@@ -2,6 +2,7 @@
 // messages (they must name the key and list the valid choices), resolved-TOML round trip.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,7 +14,7 @@ namespace lcr::config {
 namespace {
 
 AttentionSpec from_text(const std::string& text, const std::vector<std::string>& overrides = {}) {
-  toml::table root = toml::parse(text, std::string("test.toml"));
+  Document root = Document::parse(text, "test.toml");
   for (const auto& o : overrides) apply_override(root, o);
   return attention_spec_from(root);
 }
@@ -114,7 +115,7 @@ TEST(Config, OverridesParseTomlValuesAndBareWords) {
 TEST(Config, MalformedOverridesAreClearErrors) {
   auto msg = [](const std::string& o) {
     return error_of([&] {
-      toml::table t;
+      Document t;
       apply_override(t, o);
     });
   };
@@ -166,13 +167,7 @@ TEST(Config, ValuesAreWrittenAsTomlThatReadsBack) {
   EXPECT_EQ(format_value(true), "true");
   EXPECT_EQ(format_value(std::string("a\"b\\c\n")), "\"a\\\"b\\\\c\\u000a\"");
   for (const Value& v : {Value(1.0 / 3.0), Value(1e-300), Value(std::string("x\"\t\\y"))}) {
-    const toml::table t = toml::parse("v = " + format_value(v));
-    if (const auto* d = std::get_if<double>(&v)) {
-      EXPECT_EQ(t["v"].value<double>(), *d);
-    }
-    if (const auto* s = std::get_if<std::string>(&v)) {
-      EXPECT_EQ(t["v"].value<std::string>(), *s);
-    }
+    EXPECT_EQ(Document::parse("v = " + format_value(v), "test").value("v"), v);
   }
 }
 
@@ -189,15 +184,24 @@ TEST(Config, FileErrorsNameTheFileAndLine) {
 }
 
 TEST(Config, TablesFromDottedValuesMergeDeeply) {
-  toml::table a = table_from_values({{"attention.heads", int64_t(4)},
-                                     {"attention.rope.base", 1e4},
-                                     {"attention.scheme", std::string("rope")}});
+  Document a = table_from_values({{"attention.heads", int64_t(4)},
+                                  {"attention.rope.base", 1e4},
+                                  {"attention.scheme", std::string("rope")}});
   merge(a, table_from_values({{"attention.rope.base", 5e5}, {"attention.numerics.sink", true}}));
   const AttentionSpec s = attention_spec_from(a);
   EXPECT_EQ(s.heads, 4);
   EXPECT_EQ(s.scheme, Scheme::RoPE);
   EXPECT_EQ(s.rope.base, 5e5);
   EXPECT_TRUE(s.numerics.sink);
+  EXPECT_TRUE(a.has("attention.rope"));
+  EXPECT_FALSE(a.has("attention.rope.bse"));
+  EXPECT_FALSE(a.has("attention.heads.x"));
+  EXPECT_EQ(a.value("attention.heads"), Value(int64_t(4)));
+  EXPECT_EQ(a.value("attention.rope"), std::nullopt);  // a table, not a value
+  const auto leaves = a.leaves();
+  EXPECT_EQ(leaves.size(), 4u);
+  EXPECT_EQ(leaves.at("attention.scheme"), "\"rope\"");
+  EXPECT_EQ(leaves.at("attention.rope.base"), "5e+05");  // shortest round-trip text
 }
 
 }  // namespace
