@@ -154,21 +154,22 @@ RingStats path_ring_backward(Communicator& comm, const SeqLayout& layout, const 
     }
     dq.flush();
     dk.flush();
-    for (auto [dst, src] : {std::pair{grads.dv, q.dv}, std::pair{grads.dpath_w, q.dw}}) {
+    // A named lambda, not a range-for over a braced list of pairs: nvcc cannot deduce
+    // structured bindings over one (Kokkos CUDA builds compile this file with nvcc).
+    auto copy_rows = [&](const auto& dst, const auto& src) {
       auto slot = row_slot(dst, 1, a.ch, a.whole);
       Kokkos::deep_copy(slot.view, src);
       slot.flush();
-    }
+    };
+    copy_rows(grads.dv, q.dv);
+    copy_rows(grads.dpath_w, q.dw);
     auto db = row_slot(grads.dpath_beta, 1, a.ch, a.whole);
     Kokkos::deep_copy(db.view, q.dbeta);
     db.flush();
     if (fox) {
       accumulate(q.dfk.data(), hf.fox.data(), int64_t(q.dfk.span()));
-      for (auto [dst, src] : {std::pair{grads.dfox_cq, q.dfq}, std::pair{grads.dfox_ck, q.dfk}}) {
-        auto slot = row_slot(dst, 1, a.ch, a.whole);
-        Kokkos::deep_copy(slot.view, src);
-        slot.flush();
-      }
+      copy_rows(grads.dfox_cq, q.dfq);
+      copy_rows(grads.dfox_ck, q.dfk);
     }
     if (spec.numerics.sink) {
       sdpa_sink_backward<T>(params.v1("sink"), q.lse, q.delta, dsink_tmp);

@@ -18,6 +18,13 @@ H3<double> random_gates(int B, int L, int H, uint64_t seed) {
   return x;
 }
 
+// out = a + b. Device lambdas live outside TEST bodies: gtest puts those in private
+// member functions, where CUDA forbids extended lambdas.
+void add_elementwise(const View3<double>& a, const View3<double>& b, const View3<double>& out) {
+  Kokkos::parallel_for(
+      "sum", out.span(), KOKKOS_LAMBDA(int i) { out.data()[i] = a.data()[i] + b.data()[i]; });
+}
+
 TEST(FoxGates, CumulativeMatchesDefinitionAndExplicitBias) {
   const int B = 2, L = 31, H = 3;
   const H3<double> x = random_gates(B, L, H, 4);
@@ -130,9 +137,7 @@ TEST(FoxGates, GatesThroughAttentionMatchDualReference) {
     auto g = make_grads<double>(pc.spec, in);
     attention_backward<double>(pc.spec, in, params, out, to_device<double>(p.dout, "dout"), g);
     View3<double> dc("dc", 1, pc.L, 2), dx("dx", 1, pc.L, 2);
-    const View3<double> gq = g.dfox_cq, gk = g.dfox_ck;
-    Kokkos::parallel_for(
-        "sum", dc.span(), KOKKOS_LAMBDA(int i) { dc.data()[i] = gq.data()[i] + gk.data()[i]; });
+    add_elementwise(g.dfox_cq, g.dfox_ck, dc);
     fox::cumulative_log_gates_backward<double>(xd, dc, dx, {});
     const auto gx = flat(dx);
 

@@ -110,12 +110,19 @@ TEST(AdamW, ClippingScalesToTheLimitAndNotBelow) {
   EXPECT_EQ(off.step(p, make({300.0, 400.0})).clip_scale, 1.0);
 }
 
+// g(i) = i. Device lambdas live outside TEST bodies: gtest puts those in private member
+// functions, where CUDA forbids extended lambdas.
+void fill_with_index(const View1<double>& g) {
+  Kokkos::parallel_for(
+      Kokkos::RangePolicy<ExecSpace>(0, g.extent(0)),
+      KOKKOS_LAMBDA(int64_t i) { g(i) = double(i); });
+}
+
 TEST(AdamW, GradNormIsExactOverManyChunks) {
   // 3 chunks of the deterministic chunked sum: sum of i^2 for i < n in closed form.
   const int64_t n = 20000;
   View1<double> g("g", n);
-  Kokkos::parallel_for(
-      Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(int64_t i) { g(i) = double(i); });
+  fill_with_index(g);
   const double want = std::sqrt(double(n - 1) * n * (2 * n - 1) / 6.0);
   EXPECT_NEAR(global_grad_norm<double>(g), want, 1e-12 * want);
 }

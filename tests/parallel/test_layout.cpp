@@ -15,6 +15,18 @@
 namespace lcr::test {
 namespace {
 
+// The tests fill and check on the host; the views under test live where Kokkos's default
+// memory space is (the GPU in a Kokkos CUDA build), so data crosses with these. On a host
+// build the mirror is the view itself: no copies.
+template <class V>
+auto on_host(const V& v) {
+  return Kokkos::create_mirror_view_and_copy(HostSpace(), v);
+}
+template <class V>
+auto host_mirror(const V& v) {
+  return Kokkos::create_mirror_view(v);
+}
+
 // Pure layout arithmetic, for many (L, N) on every rank (no communication).
 TEST(SeqLayout, CoversEveryPositionOnceAndBalances) {
   for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag})
@@ -105,14 +117,20 @@ TEST(Shard, RoundTripsTokensTensorsAndPositions) {
   for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag}) {
     const SeqLayout lay(k, 61, c.size());
     View2<int32_t, HostSpace> tok("tok", 2, 61);
-    View4<double> q("q", 2, 61, 3, 5);
-    View3<double> lse("lse", 2, 3, 61);
+    View4<double> q_dev("q", 2, 61, 3, 5);
+    View3<double> lse_dev("lse", 2, 3, 61);
+    const auto q = host_mirror(q_dev);
+    const auto lse = host_mirror(lse_dev);
     for (size_t i = 0; i < tok.span(); ++i) tok.data()[i] = int32_t(7 * i + 1);
     for (size_t i = 0; i < q.span(); ++i) q.data()[i] = 0.5 * double(i);
     for (size_t i = 0; i < lse.span(); ++i) lse.data()[i] = -double(i);
+    Kokkos::deep_copy(q_dev, q);
+    Kokkos::deep_copy(lse_dev, lse);
     const auto tl = shard_view(tok, lay, c.rank());
-    const auto ql = shard_view(q, lay, c.rank());
-    const auto ll = shard_view(lse, lay, c.rank(), 2);
+    const auto ql_dev = shard_view(q_dev, lay, c.rank());
+    const auto ll_dev = shard_view(lse_dev, lay, c.rank(), 2);
+    const auto ql = on_host(ql_dev);
+    const auto ll = on_host(ll_dev);
     ASSERT_EQ(int64_t(tl.extent(1)), lay.local_length(c.rank()));
     const auto pos = shard_positions(lay, c.rank(), 2);
     for (int64_t i = 0; i < int64_t(tl.extent(1)); ++i) {
@@ -121,15 +139,16 @@ TEST(Shard, RoundTripsTokensTensorsAndPositions) {
       EXPECT_EQ(ll(1, 2, i), lse(1, 2, pos(1, i)));
     }
     const auto tg = gather_view(c, tl, lay);
-    const auto qg = gather_view(c, ql, lay);
-    const auto lg = gather_view(c, ll, lay, 2);
+    const auto qg = on_host(gather_view(c, ql_dev, lay));
+    const auto lg = on_host(gather_view(c, ll_dev, lay, 2));
     for (size_t i = 0; i < tok.span(); ++i) EXPECT_EQ(tg.data()[i], tok.data()[i]);
     for (size_t i = 0; i < q.span(); ++i) EXPECT_EQ(qg.data()[i], q.data()[i]);
     for (size_t i = 0; i < lse.span(); ++i) EXPECT_EQ(lg.data()[i], lse.data()[i]);
     // place_shard puts one rank's rows in place without communication.
     View4<double> back("back", 2, 61, 3, 5);
-    place_shard(ql, lay, c.rank(), back);
-    for (auto p : lay.positions(c.rank())) EXPECT_EQ(back(0, p, 1, 3), q(0, p, 1, 3));
+    place_shard(ql_dev, lay, c.rank(), back);
+    const auto back_h = on_host(back);
+    for (auto p : lay.positions(c.rank())) EXPECT_EQ(back_h(0, p, 1, 3), q(0, p, 1, 3));
   }
 }
 
@@ -140,18 +159,20 @@ TEST(RingMerge, EqualsAttentionOverTheUnionOfKeys) {
   std::mt19937_64 rng(5);
   std::normal_distribution<double> n01(0, 3);
   // Block k gives row i some logits s and values; row (b=1, i=2) sees no key in block 1.
-  std::vector<View4<double>> o(nblk);
-  std::vector<View3<double>> lse(nblk);
-  View4<double> num("num", B, L, H, Dv);
-  View3<double> den("den", B, H, L);
+  std::vector<View4<double>> o_dev(nblk);
+  std::vector<View3<double>> lse_dev(nblk);
+  View4<double, HostSpace> num("num", B, L, H, Dv);
+  View3<double, HostSpace> den("den", B, H, L);
   for (int k = 0; k < nblk; ++k) {
-    o[k] = View4<double>("o", B, L, H, Dv);
-    lse[k] = View3<double>("lse", B, H, L);
+    o_dev[k] = View4<double>("o", B, L, H, Dv);
+    lse_dev[k] = View3<double>("lse", B, H, L);
+    const auto o = host_mirror(o_dev[k]);
+    const auto lse = host_mirror(lse_dev[k]);
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < H; ++h)
         for (int i = 0; i < L; ++i) {
           if (k == 1 && b == 1 && i == 2) {
-            lse[k](b, h, i) = ninf;
+            lse(b, h, i) = ninf;
             continue;
           }
           double z = 0;
@@ -165,17 +186,21 @@ TEST(RingMerge, EqualsAttentionOverTheUnionOfKeys) {
             for (int d = 0; d < Dv; ++d) ov[d] += w * v[d];
           }
           den(b, h, i) += z;
-          lse[k](b, h, i) = std::log(z) + 80.0;
+          lse(b, h, i) = std::log(z) + 80.0;
           for (int d = 0; d < Dv; ++d) {
-            o[k](b, i, h, d) = ov[d] / z;
+            o(b, i, h, d) = ov[d] / z;
             num(b, i, h, d) += ov[d];
           }
         }
+    Kokkos::deep_copy(o_dev[k], o);
+    Kokkos::deep_copy(lse_dev[k], lse);
   }
-  View4<double> acc("acc", B, L, H, Dv);
-  View3<double> acc_lse("acc_lse", B, H, L);
-  reset_partial(acc, acc_lse);
-  for (int k = 0; k < nblk; ++k) ring_merge<double>(acc, acc_lse, o[k], lse[k]);
+  View4<double> acc_dev("acc", B, L, H, Dv);
+  View3<double> acc_lse_dev("acc_lse", B, H, L);
+  reset_partial(acc_dev, acc_lse_dev);
+  for (int k = 0; k < nblk; ++k) ring_merge<double>(acc_dev, acc_lse_dev, o_dev[k], lse_dev[k]);
+  const auto acc = on_host(acc_dev);
+  const auto acc_lse = on_host(acc_lse_dev);
   for (int b = 0; b < B; ++b)
     for (int h = 0; h < H; ++h)
       for (int i = 0; i < L; ++i) {
@@ -189,8 +214,8 @@ TEST(RingMerge, EqualsAttentionOverTheUnionOfKeys) {
   reset_partial(eo, el);
   Kokkos::deep_copy(el2, ninf);
   ring_merge<double>(eo, el, eo, el2);
-  EXPECT_EQ(el(0, 0, 0), ninf);
-  EXPECT_EQ(eo(0, 0, 0, 0), 0.0);
+  EXPECT_EQ(on_host(el)(0, 0, 0), ninf);
+  EXPECT_EQ(on_host(eo)(0, 0, 0, 0), 0.0);
 }
 
 // The cross-rank prefix equals the cumulative sum over the full sequence, and its
@@ -199,21 +224,26 @@ TEST(FoxPrefix, GlobalCumulativeGatesAndTheirGradient) {
   Communicator& c = world();
   const int B = 2, H = 3;
   const int64_t L = 61;
-  View3<double> lf("lf", B, L, H), dc("dc", B, L, H);
+  View3<double> lf_dev("lf", B, L, H), dc_dev("dc", B, L, H);
+  const auto lf = host_mirror(lf_dev);
+  const auto dc = host_mirror(dc_dev);
   std::mt19937_64 rng(9);
   std::normal_distribution<double> n01(0, 1);
   for (size_t i = 0; i < lf.span(); ++i) {
     lf.data()[i] = -std::log1p(std::exp(-2.0 - n01(rng)));
     dc.data()[i] = n01(rng);
   }
+  Kokkos::deep_copy(lf_dev, lf);
+  Kokkos::deep_copy(dc_dev, dc);
   for (LayoutKind k : {LayoutKind::Contiguous, LayoutKind::Zigzag}) {
     const SeqLayout lay(k, L, c.size());
-    const auto lf_l = shard_view(lf, lay, c.rank());
-    const auto dc_l = shard_view(dc, lay, c.rank());
+    const auto lf_l = shard_view(lf_dev, lay, c.rank());
+    const auto dc_l = shard_view(dc_dev, lay, c.rank());
     View3<double> c_l("c", B, lf_l.extent(1), H), g_l("g", B, lf_l.extent(1), H);
     fox_global_cumulative<double>(c, lay, lf_l, c_l);
     fox_global_cumulative_backward<double>(c, lay, dc_l, g_l);
-    const auto cg = gather_view(c, c_l, lay), gg = gather_view(c, g_l, lay);
+    const auto cg = on_host(gather_view(c, c_l, lay));
+    const auto gg = on_host(gather_view(c, g_l, lay));
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < H; ++h) {
         double pre = 0, suf = 0;
