@@ -41,6 +41,9 @@
 #   cpu    the CPU cores: lcr's Kokkos attention at 1..N OpenMP threads beside torch's CPU
 #          SDPA, and training as 2 ranks x N/2 threads vs N ranks x 1 thread; needs a bundle
 #          from a Kokkos OpenMP build (experiments/bench/gpu_cpu.sh says how; not in `all`).
+#   kokkos a build whose Kokkos runs on CUDA: its gtest suites and multi-rank suites on the GPU,
+#          the default model's training, the portable kernels' speed; needs a bundle packed
+#          with `pack BUILD_DIR kokkos` (experiments/bench/gpu_kokkos.sh; not in `all`).
 # Every title names the GPU present (GPU 0's model, from nvidia-smi). Outputs, under $OUT (default
 # /tmp/lcr_gpu_out; the device tool returns at most 8 files):
 #   summary.md  GPU, commit, each phase's time, the suites' lines, then table.md
@@ -70,6 +73,8 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_lib.sh"
 # shellcheck source-path=SCRIPTDIR source=gpu_cpu.sh
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_cpu.sh"
+# shellcheck source-path=SCRIPTDIR source=gpu_kokkos.sh
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_kokkos.sh"
 cd "$LCR_ROOT" || exit 1
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -96,9 +101,13 @@ cmd_pack() {
     echo "  ninja -C $build ${all[*]}" >&2
     return 2
   fi
-  # Naming only lcr and lcr_bench packs a CPU (Kokkos OpenMP) build for the cpu phase.
+  # Naming only lcr and lcr_bench packs a CPU (Kokkos OpenMP) build for the cpu phase;
+  # `kokkos` packs a Kokkos GPU build's suites for the kokkos phase.
   local cpu_only=0 w
-  if ((${#want[@]} > 0)); then
+  if [[ ${want[*]} == kokkos ]]; then
+    want=("${PACK_KOKKOS[@]##*/}")
+    cpu_only=2
+  elif ((${#want[@]} > 0)); then
     cpu_only=1
     for w in "${want[@]}"; do [[ $w == lcr || $w == lcr_bench ]] || cpu_only=0; done
   fi
@@ -117,7 +126,8 @@ cmd_pack() {
   if ((${#want[@]} > 0)); then  # only the executables named
     local sel=() w
     for w in "${want[@]}"; do
-      e=$(printf '%s\n' "${PACK_EXES[@]}" "${PACK_NCCL[@]}" "${PACK_CPU[@]}" | grep -m1 "/$w\$") ||
+      e=$(printf '%s\n' "${PACK_EXES[@]}" "${PACK_NCCL[@]}" "${PACK_CPU[@]}" "${PACK_KOKKOS[@]}" |
+        grep -m1 "/$w\$") ||
         { echo "pack: $w is not one of the packed executables" >&2; return 2; }
       sel+=("$e")
     done
@@ -159,7 +169,8 @@ cmd_pack() {
   local env=""
   [[ $bundle != gpu ]] && env="LCR_GPU_BUNDLE=$bundle "
   local what=all
-  ((cpu_only)) && what=cpu
+  ((cpu_only == 1)) && what=cpu
+  ((cpu_only == 2)) && what=kokkos
   echo "  run(command=\"${env}bash experiments/bench/gpu.sh $what\", carry=[$carry], timeout_s=600)"
 }
 
@@ -359,7 +370,7 @@ finish() {
   local f p driver
   driver=$(timeout 20 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
   : >"$OUT/table.md"
-  for f in attention train ring cpu; do
+  for f in attention train ring cpu kokkos; do
     [[ -s $WORK/table_$f.md ]] && { cat "$WORK/table_$f.md"; echo; } >>"$OUT/table.md"
   done
   [[ -s $OUT/table.md ]] || rm -f "$OUT/table.md"
@@ -369,7 +380,7 @@ finish() {
     echo "- GPU: $gpu${driver:+, driver $driver}"
     echo "- commit: $(cat "$B/../COMMIT" 2>/dev/null || echo unknown) (packed), $(date -u +%Y-%m-%dT%H:%MZ), bundle .devbundle/$bundle"
     printf -- '- phases:'
-    for p in tests table train ring cpu; do [[ -n ${phase_s[$p]:-} ]] && printf ' %s %s s,' "$p" "${phase_s[$p]}"; done
+    for p in tests table train ring cpu kokkos; do [[ -n ${phase_s[$p]:-} ]] && printf ' %s %s s,' "$p" "${phase_s[$p]}"; done
     echo " total $((SECONDS - t0)) s"
     if [[ -s $WORK/tests.md ]]; then echo; echo '## Tests'; echo; echo '```'; cat "$WORK/tests.md"; echo '```'; fi
     [[ -s $OUT/table.md ]] && { echo; cat "$OUT/table.md"; }
@@ -395,8 +406,8 @@ main() {
   for c in "$@"; do
     case $c in
       all) cmds+=(tests table train ring) ;;
-      tests | table | train | ring | cpu) cmds+=("$c") ;;
-      *) echo "gpu.sh: unknown subcommand '$c' (pack, tests, table, train, ring, all, cpu; help)" >&2; return 2 ;;
+      tests | table | train | ring | cpu | kokkos) cmds+=("$c") ;;
+      *) echo "gpu.sh: unknown subcommand '$c' (pack, tests, table, train, ring, all, cpu, kokkos; help)" >&2; return 2 ;;
     esac
   done
   deadline_set "${LCR_GPU_BUDGET_S:-560}"  # from the start: unpacking counts too

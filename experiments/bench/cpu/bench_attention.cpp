@@ -96,6 +96,19 @@ const bool registered = [] {
     benchmark::RegisterBenchmark(("fwdbwd_h16/" + v.name).c_str(), timed, v.spec, bench::Pass::Both)
         ->Apply(bench::thread_scaling_shapes);
   }
+  // fwd_h16/*, bwd_h16/*: B = 1, H = 16, L = 16K, d = 64, the GPU benchmarks' shape, for a
+  // build whose Kokkos runs on a GPU (on a CPU one iteration takes minutes).
+  for (auto v : variants()) {
+    v.spec.heads = v.spec.kv_heads = 16;
+    for (const bool bwd : {false, true})
+      benchmark::RegisterBenchmark((std::string(bwd ? "bwd_h16/" : "fwd_h16/") + v.name).c_str(),
+                                   timed, v.spec,
+                                   bwd ? bench::Pass::Backward : bench::Pass::Forward)
+          ->Arg(1 << 14)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5)
+          ->UseRealTime();
+  }
   for (const auto& v : variants())
     for (const bool bwd : {false, true})
       benchmark::RegisterBenchmark((std::string(bwd ? "bwd/" : "fwd/") + v.name).c_str(), timed,
