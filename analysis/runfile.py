@@ -94,9 +94,12 @@ def _open_error(path, msg):
     elif "truncated" in msg:
         why = "the file is truncated (an incomplete copy or a full disk?)"
     elif "lock" in msg or "already open" in msg:
-        why = ("another process holds it open for writing without SWMR (a run that is just "
-               "starting switches to SWMR within seconds: retry; after a crash see "
-               "docs/run-file.md, h5clear)")
+        why = ("a process holds it open for writing. While that writer runs, read the file "
+               "with SWMR: h5py.File(path, 'r', libver='latest', swmr=True), or "
+               "analysis.runfile.RunFile / lcr-analyze, which do (a run that is just starting "
+               "switches to SWMR within seconds: retry). Only if no process writes it any "
+               "more (a killed run) does it need recovery: `lcr train` on the run does it, "
+               "or h5clear, docs/run-file.md")
     else:
         why = "HDF5 cannot open it (corrupt?)"
     return RunFileError(f"{path}: {why}; HDF5 says: {msg}")

@@ -21,6 +21,12 @@ void add_config_verb(CLI::App& app, Runner& run) {
   sub->add_option("overrides", o->overrides, "overrides, e.g. attention.scheme=goat");
   sub->callback([o, &run] {
     run = [o] {
+      // A TOML comment, so the output still reads back as a config.
+      if (o->config.empty())
+        std::cout << "# lcr's built-in defaults (no -c): experiments/configs/default.toml, the\n"
+                     "# default job, differs from them; `lcr config -c FILE` resolves a file.\n";
+      else
+        std::cout << "# " << o->config << ", resolved: every default filled in\n";
       std::cout << config::train_config_toml(config::load_train_config(o->config, o->overrides));
       return 0;
     };

@@ -2,7 +2,9 @@
 // The command line is parsed first; Kokkos (and MPI, when a launcher started us) come up
 // only for the verb that runs, so --help and usage errors never touch them.
 #include <mpi.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <Kokkos_Core.hpp>
 #include <cstdlib>
@@ -29,6 +31,20 @@ int srun_tasks_without_mpi() {
   return tasks > 1 && !launched_by_mpi() ? tasks : 0;
 }
 
+// Log colours only where a person reads them. NO_COLOR (no-color.org) or LCR_COLOR=never turn
+// them off, LCR_COLOR=always on; otherwise colour needs a terminal on stdout and no MPI
+// launcher: mpirun gives each rank a pseudo-terminal even when the job's output goes to a
+// file (a SLURM log), so a rank cannot tell, and escape codes there would break grep.
+spdlog::color_mode log_colour() {
+  const char* forced = std::getenv("LCR_COLOR");
+  if (forced && std::strcmp(forced, "always") == 0) return spdlog::color_mode::always;
+  if (forced && std::strcmp(forced, "never") == 0) return spdlog::color_mode::never;
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color && *no_color) return spdlog::color_mode::never;
+  return isatty(STDOUT_FILENO) && !launched_by_mpi() ? spdlog::color_mode::always
+                                                     : spdlog::color_mode::never;
+}
+
 struct MpiGuard {
   bool active = false;
   int rank = 0, size = 1;
@@ -52,11 +68,15 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     (std::strncmp(argv[i], "--kokkos-", 9) == 0 ? kokkos_args : cli_args).push_back(argv[i]);
 
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "", std::make_shared<spdlog::sinks::stdout_color_sink_mt>(log_colour())));
   CLI::App app{"lcr: long-context attention research platform (Kokkos, MPI, HDF5)", "lcr"};
   app.require_subcommand(1);
   app.set_version_flag(
       "--version", "lcr " + lcr::train::lcr_version() + " (" + lcr::train::git_revision() + ")");
-  app.footer("Kokkos options (--kokkos-num-threads=N, ...) are passed to Kokkos.");
+  app.footer(
+      "Kokkos options (--kokkos-num-threads=N, ...) are passed to Kokkos. Log colours: on a "
+      "terminal only; NO_COLOR or LCR_COLOR=never|always decide otherwise.");
   bool verbose = false, quiet = false;
   app.add_flag("-v,--verbose", verbose, "debug log lines");
   app.add_flag("-q,--quiet", quiet, "warnings and errors only");

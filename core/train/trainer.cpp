@@ -105,6 +105,12 @@ class Trainer {
           "attention.goat.train_len = {} (L_train of GOAT's key-bias features) differs "
           "from train.seq_len = {}",
           a.goat.train_len, cfg_.train.seq_len);
+    if (s_.writer() && cfg_.train.warmup > cfg_.train.steps)
+      spdlog::warn(
+          "train.warmup = {} exceeds train.steps = {}: the learning rate never reaches "
+          "train.lr (its peak is {:.3g} of it)",
+          cfg_.train.warmup, cfg_.train.steps,
+          double(cfg_.train.steps) / double(cfg_.train.warmup));
     if (s_.writer())
       spdlog::info("training {} -> {}: {} | {} | dp {} x cp {} ({}) | {} parameters", start_,
                    cfg_.train.steps, describe(cfg_.model), s_.feed->describe(), grid_.dp_size(),

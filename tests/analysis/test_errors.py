@@ -1,12 +1,15 @@
 """Bad inputs get one clear line on stderr and exit status 2 (never a traceback)."""
 import os
 import shutil
+import subprocess
+import sys
 import unittest
 
 import h5py
 import numpy as np
 
 import lcrtest
+import runfile  # analysis/runfile.py (lcrtest puts analysis/ on the path)
 
 D = {}
 
@@ -70,6 +73,25 @@ class BadInputs(unittest.TestCase):
             with h5py.File(bad, "a") as f:
                 f["config"].attrs["config"] = np.bytes_(text)
             self.check(["spectra", bad], msg)
+
+    def test_a_file_held_by_a_writer_says_to_read_it_with_swmr(self):
+        # A plain read of a file another process holds open for writing (no SWMR): the
+        # message says to read it with SWMR while that writer runs, recovery only after.
+        path = f"{D['root']}/held.h5"
+        shutil.copy(f"{D['rope']}/run.h5", path)
+        hold = ("import h5py, sys, time\nf = h5py.File(sys.argv[1], 'a')\n"
+                "print('open', flush=True)\ntime.sleep(120)\n")
+        holder = subprocess.Popen([sys.executable, "-c", hold, path], stdout=subprocess.PIPE,
+                                  text=True)
+        try:
+            self.assertEqual(holder.stdout.readline().strip(), "open")
+            with self.assertRaises(runfile.RunFileError) as e:
+                runfile.open_h5(path, "a run file", swmr=False)
+            self.assertIn("holds it open for writing", str(e.exception))
+            self.assertIn("read the file with SWMR", str(e.exception))
+        finally:
+            holder.kill()
+            holder.wait()
 
     def test_hdf5_files_that_are_not_run_files(self):
         other = f"{D['root']}/other.h5"
