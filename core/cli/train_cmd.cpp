@@ -18,6 +18,7 @@ void add_train_verb(CLI::App& app, Runner& run) {
     std::string config;
     std::vector<std::string> overrides;
     bool check = false;
+    int ranks = 0;
   };
   auto o = std::make_shared<Options>();
   CLI::App* sub = app.add_subcommand(
@@ -28,6 +29,10 @@ void add_train_verb(CLI::App& app, Runner& run) {
                   "overrides, e.g. train.steps=100 attention.scheme=pope run.name=try1");
   sub->add_flag("--check", o->check,
                 "check the config and the data, print the resolved config, do not train");
+  sub->add_option("--ranks", o->ranks,
+                  "with --check: check for a job of N ranks instead of this one (lcr-submit "
+                  "does before sbatch)")
+      ->check(CLI::PositiveNumber);
   sub->footer(
       "Runs under mpirun as dp x cp ranks ([parallel]); writes runs/<name>/{config.toml, run.h5, "
       "ckpt/}. A run directory with a checkpoint is resumed. SIGTERM / SIGUSR1: checkpoint and "
@@ -36,10 +41,13 @@ void add_train_verb(CLI::App& app, Runner& run) {
     run = [o] {
       const TrainConfig cfg = config::load_train_config(o->config, o->overrides);
       if (o->check) {
-        const train::Setup s = train::prepare(cfg);
+        const train::Setup s = train::prepare(cfg, o->ranks);
         if (s.writer()) std::cout << s.config_toml;
         return 0;
       }
+      require(o->ranks == 0,
+              "--ranks goes with --check; a training job has the ranks mpirun "
+              "gives it");
       std::string cmd = "lcr train";
       if (!o->config.empty()) cmd += " --config " + o->config;
       for (const auto& x : o->overrides) cmd += " " + x;

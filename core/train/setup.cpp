@@ -17,12 +17,13 @@
 
 namespace lcr::train {
 
-Setup prepare(const TrainConfig& in) {
+Setup prepare(const TrainConfig& in, int job_ranks) {
   Setup s;
   s.cfg = in;
   TrainConfig& cfg = s.cfg;
-  auto world = world_communicator();
-  const int W = world->size(), cp = cfg.parallel.cp;
+  std::unique_ptr<Communicator> world;
+  if (job_ranks <= 0) world = world_communicator();
+  const int W = world ? world->size() : job_ranks, cp = cfg.parallel.cp;
   require(W % cp == 0, "parallel.cp = ", cp, " does not divide the ", W,
           " ranks of this job; launch a multiple of ", cp, " ranks (mpirun -np ", cp,
           ") or choose a parallel.cp that divides ", W);
@@ -36,7 +37,7 @@ Setup prepare(const TrainConfig& in) {
     throw_error("train.seq_len = ", cfg.train.seq_len, " cannot be split over parallel.cp = ", cp,
                 " ranks: ", e.what());
   }
-  s.grid = std::make_unique<ProcessGrid>(std::move(world), cp);
+  if (world) s.grid = std::make_unique<ProcessGrid>(std::move(world), cp);
 
   s.feed = std::make_unique<DataFeed>(cfg);
   const int32_t data_vocab = s.feed->vocab_size();

@@ -20,12 +20,14 @@ struct Setup {
   std::string config_toml;  // train_config_toml(cfg)
   std::unique_ptr<ProcessGrid> grid;
   std::unique_ptr<DataFeed> feed;
-  bool writer() const { return grid->world().rank() == 0; }
+  bool writer() const { return !grid || grid->world().rank() == 0; }
 };
 
 // Builds the grid and the data feed and resolves the config; throws an Error (on every
-// rank) naming the key at fault.
-Setup prepare(const TrainConfig& cfg);
+// rank) naming the key at fault. With job_ranks > 0 it checks for a job of that many ranks
+// instead of this one and builds no grid: `lcr train --check --ranks N`, which lcr-submit
+// runs before sbatch.
+Setup prepare(const TrainConfig& cfg, int job_ranks = 0);
 
 // Runs fn on this rank, then all ranks learn whether any failed: every rank throws (the
 // failing rank its own message, the others one saying which step failed elsewhere).

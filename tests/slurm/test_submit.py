@@ -2,15 +2,19 @@
 presets choose cp, nodes and template as docs/slurm.md's table says; the user's overrides
 come after the preset's; GPU requests (and train.device = "cuda") only without --cpu; a
 sweep groups its plan rows into one job array per allocation shape; bad requests fail with
-a message. slurm/lib/lcr-task's GPU binding. Also `bash -n` on every template and script.
+a message. With the lcr binary: the job is checked (`lcr train --check --ranks N`) before
+anything is submitted, the run gets a name of its own, and an existing run is neither
+resumed nor replaced unless --resume / --restart says so. slurm/lib/lcr-task's GPU binding.
+Also `bash -n` on every template and script.
 
-    python3 test_submit.py SOURCE_DIR
+    python3 test_submit.py SOURCE_DIR [LCR_EXE]
 """
 import glob
 import os
 import shlex
 import subprocess
 import sys
+import tempfile
 
 
 def fail(msg):
@@ -24,9 +28,12 @@ def check(cond, msg):
     print(f"ok: {msg}", flush=True)
 
 
-def submit(src, *args, ok=True):
+def submit(src, *args, ok=True, cwd=None):
+    # The shape checks name a config that does not exist: they skip the job check.
+    if args[0] == "train" and "--lcr" not in args:
+        args = ("train", "--no-check", *args[1:])
     r = subprocess.run([sys.executable, os.path.join(src, "slurm", "lcr-submit"), *args],
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, cwd=cwd)
     if ok and r.returncode != 0:
         fail(f"lcr-submit {' '.join(args)}: {r.stderr}")
     return r
@@ -109,11 +116,56 @@ def main():
         r = submit(src, *args, ok=False)
         check(r.returncode != 0 and msg in r.stderr, f"rejected: {msg}")
 
+    if len(sys.argv) > 2:
+        checked_runs(src, sys.argv[2])
+
     scripts = glob.glob(os.path.join(src, "slurm", "templates", "*.sbatch")) + [
         os.path.join(src, "slurm", p) for p in ("lib/job.sh", "lib/lcr-task", "local/cluster.sh")]
     for s in scripts:
         r = subprocess.run(["bash", "-n", s], capture_output=True, text=True)
         check(r.returncode == 0, f"bash -n {os.path.relpath(s, src)} {r.stderr}")
+
+
+def checked_runs(src, lcr):
+    config = os.path.join(src, "experiments", "configs", "default.toml")
+    work = tempfile.mkdtemp(prefix="lcr-submit-")
+    base = ["train", "--cpu", "--cp", "2", "--lcr", lcr, "--dry-run"]
+
+    def go(*args, ok=True):
+        return submit(src, *base, *args, ok=ok, cwd=work)
+
+    r = go("--", "--config", config, "train.stepz=3", ok=False)
+    check(r.returncode != 0 and "unknown key 'train.stepz'" in r.stderr and
+          "lcr train --check --ranks 2" in r.stderr and "sbatch" not in r.stdout,
+          "a key typo is refused before sbatch, by lcr train --check")
+    r = go("--cp", "4", "--ranks-per-node", "4", "--", "--config", config, "train.seq_len=6",
+           ok=False)
+    check(r.returncode != 0 and "cannot be split over parallel.cp = 4" in r.stderr,
+          "a length the cp ranks cannot split is refused before sbatch")
+    opts, _, args = options(go("--", "--config", config).stdout)
+    name = opts["job-name"]
+    check(name.startswith("default-") and f'run.name="{name}"' in args,
+          f"no --name: a run name of its own ({name}), the job's too")
+    opts, _, args = options(go("--name", "mine", "--", "--config", config).stdout)
+    check(opts["job-name"] == "mine" and 'run.name="mine"' in args, "--name names the run")
+    r = go("--name", "mine", "--", "--config", config, "run.name=other", ok=False)
+    check(r.returncode != 0 and "disagree" in r.stderr, "--name and run.name=... must agree")
+    os.makedirs(os.path.join(work, "runs", "mine", "ckpt"))
+    open(os.path.join(work, "runs", "mine", "ckpt", "step-40.h5"), "w").close()
+    r = go("--name", "mine", "--", "--config", config, ok=False)
+    check(r.returncode != 0 and "runs/mine already holds a run with checkpoints up to step 40"
+          in r.stderr and "--resume" in r.stderr, "an existing run is refused without a choice")
+    r = go("--name", "mine", "--resume", "--", "--config", config)
+    check("resuming runs/mine" in r.stderr and "sbatch" in r.stdout, "--resume continues it")
+    r = go("--name", "new", "--resume", "--", "--config", config, ok=False)
+    check(r.returncode != 0 and "holds no run to resume" in r.stderr,
+          "--resume of a run that does not exist is refused")
+    r = submit(src, *[a for a in base if a != "--dry-run"], "--name", "mine", "--restart",
+               "--sbatch-arg=--test-only", "--", "--config", config, ok=False, cwd=work)
+    moved = [d for d in os.listdir(os.path.join(work, "runs")) if d.startswith("mine.replaced-")]
+    check(len(moved) == 1 and not os.path.exists(os.path.join(work, "runs", "mine")) and
+          os.path.exists(os.path.join(work, "runs", moved[0], "ckpt", "step-40.h5")),
+          f"--restart moves the old run aside ({moved}), keeping its files")
 
 
 if __name__ == "__main__":
