@@ -192,6 +192,25 @@ struct RingTimes {
   int64_t message = 0;  // largest single-step send (the ring's message)
 };
 
+// A line on the first rank when a repetition ends more than 5 s after the last line, so a
+// point that takes minutes is never silent.
+class RepProgress {
+ public:
+  RepProgress(const char* what, int reps, bool log) : what_(what), reps_(reps), log_(log) {}
+  void done(int rep, double fwd_s, double bwd_s) {
+    if (!log_ || seconds_since(last_) < 5.0) return;
+    spdlog::info("scaling-point: {} repetition {}/{} (fwd {:.3g} s, bwd {:.3g} s)", what_, rep + 1,
+                 reps_, fwd_s, bwd_s);
+    last_ = Clock::now();
+  }
+
+ private:
+  const char* what_;
+  int reps_;
+  bool log_;
+  Clock::time_point last_ = Clock::now();
+};
+
 template <class T>
 RingTimes time_ring(const ScalingCommand& cmd, const AttentionSpec& spec, const ParamSet<T>& params,
                     const ProcessGrid& grid) {
@@ -203,6 +222,7 @@ RingTimes time_ring(const ScalingCommand& cmd, const AttentionSpec& spec, const 
   auto g = make_grads<T>(spec, pr.in);
   const View4<const T> dout = pr.dout;
   RingTimes t;
+  RepProgress progress("ring", cmd.warmup + cmd.reps, grid.world().rank() == 0);
   for (int rep = 0; rep < cmd.warmup + cmd.reps; ++rep) {
     grid.world().barrier();
     RingStats f, b;
@@ -226,6 +246,7 @@ RingTimes time_ring(const ScalingCommand& cmd, const AttentionSpec& spec, const 
       f = ring_attention_forward<T>(cp, layout, spec, pr.in, params, out);
       b = ring_attention_backward<T>(cp, layout, spec, pr.in, params, out, dout, g);
     }
+    progress.done(rep, f.total_s, b.total_s);
     if (rep < cmd.warmup) continue;
     t.fwd.push_back(f.total_s);
     t.bwd.push_back(b.total_s);
@@ -245,7 +266,8 @@ RingTimes time_ring(const ScalingCommand& cmd, const AttentionSpec& spec, const 
 // times; appends the timed seconds of each rep after the warmup to fwd / bwd.
 template <class T, class Problem>
 void time_local(const ScalingCommand& cmd, const AttentionSpec& spec, const ParamSet<T>& params,
-                const Problem& pr, std::vector<double>& fwd, std::vector<double>& bwd) {
+                const Problem& pr, std::vector<double>& fwd, std::vector<double>& bwd,
+                RepProgress progress) {
   const auto out = make_outputs<T>(spec, pr.in);
   auto g = make_grads<T>(spec, pr.in);
   for (int rep = 0; rep < cmd.warmup + cmd.reps; ++rep) {
@@ -256,9 +278,11 @@ void time_local(const ScalingCommand& cmd, const AttentionSpec& spec, const Para
     t0 = Clock::now();
     attention_backward<T>(spec, pr.in, params, out, View4<const T>(pr.dout), g);
     Kokkos::fence();
+    const double b = seconds_since(t0);
+    progress.done(rep, f, b);
     if (rep >= cmd.warmup) {
       fwd.push_back(f);
-      bwd.push_back(seconds_since(t0));
+      bwd.push_back(b);
     }
   }
 }
@@ -272,7 +296,8 @@ std::pair<double, double> time_single(const ScalingCommand& cmd, const Attention
   std::vector<double> fwd, bwd;
   if (world.rank() == 0) {
     const auto pr = make_problem<T>(spec, cmd.batch, iota(cmd.seq_len), 77);
-    time_local(cmd, spec, params, pr, fwd, bwd);
+    time_local(cmd, spec, params, pr, fwd, bwd,
+               RepProgress("whole sequence on one rank", cmd.warmup + cmd.reps, true));
   }
   sleep_until_rank0_done(world);
   return {median(fwd), median(bwd)};
@@ -316,13 +341,14 @@ double ring_bandwidth(Communicator& cp, int64_t bytes, int reps, int warmup) {
 // diagonal block, half that count.
 template <class T>
 std::pair<double, double> block_rates(const ScalingCommand& cmd, const AttentionSpec& spec,
-                                      const ParamSet<T>& params, int cp) {
+                                      const ParamSet<T>& params, int cp, bool log) {
   const int64_t Lb = (cmd.seq_len + cp - 1) / cp;
   const bool path = is_path(spec.scheme);
   auto pr = make_problem<T>(spec, cmd.batch, iota(Lb, path ? 0 : Lb), 4242);
   if (!path) pr.in.q_pos0 = Lb;  // keys at [0, Lb), queries at [Lb, 2 Lb)
   std::vector<double> fwd, bwd;
-  time_local(cmd, spec, params, pr, fwd, bwd);
+  time_local(cmd, spec, params, pr, fwd, bwd,
+             RepProgress("one block alone", cmd.warmup + cmd.reps, log));
   const double flops = 4.0 * double(cmd.batch) * spec.heads * double(Lb) * double(Lb) *
                        spec.head_dim * (path ? 0.5 : 1.0);
   return {flops / median(fwd), 2.5 * flops / median(bwd)};
@@ -348,7 +374,8 @@ void measure_attention(const ScalingCommand& cmd, const AttentionSpec& spec,
   const double cp = grid.cp_size();
   const double bw = min_over(
       world, ring_bandwidth(grid.cp(), max_over(world, double(rt.message)), cmd.reps, cmd.warmup));
-  const auto [rate_f, rate_b] = block_rates<T>(cmd, spec, params, grid.cp_size());
+  const auto [rate_f, rate_b] =
+      block_rates<T>(cmd, spec, params, grid.cp_size(), world.rank() == 0);
   p.push_back({"fwd_s", fwd});
   p.push_back({"bwd_s", bwd});
   p.push_back({"compute_s", max_over(world, median(rt.compute))});

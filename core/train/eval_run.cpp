@@ -1,6 +1,8 @@
 #include "core/train/eval_run.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <filesystem>
@@ -53,6 +55,10 @@ EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
       c = std::move(found->checkpoint);
     }
   });
+  if (s.writer())
+    spdlog::info("evaluating {} at step {}: lengths {}{} ...", cmd.run_dir, c.step,
+                 fmt::join(config::eval_lengths(s.cfg), ", "),
+                 s.cfg.eval.passkey ? ", and the passkey grid" : "");
   const EvalResults res =
       s.cfg.train.precision == Precision::Float64 ? run_eval<double>(s, c) : run_eval<float>(s, c);
   if (!s.writer()) return res;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace lcr::train {
@@ -14,14 +15,34 @@ std::string format_duration(double s) {
   return fmt::format("{}h{:02d}m", t / 3600, (t % 3600) / 60);
 }
 
-std::string Progress::line(int64_t step, double loss, double lr, double tokens_per_s) const {
-  const double mean = count_ > 0 ? total_ / double(count_) : 0.0;
-  const double eta = mean * double(last_ - step);
+int64_t evaluations_between(int64_t from, int64_t to, int64_t last_step, int64_t every,
+                            bool at_end) {
+  from = std::max<int64_t>(from, 1);
+  if (to < from) return 0;
+  int64_t n = every > 0 ? to / every - (from - 1) / every : 0;
+  const bool last_in = from <= last_step && last_step <= to;
+  if (last_in && at_end && !(every > 0 && last_step % every == 0)) ++n;
+  return n;
+}
+
+std::string Progress::eta(int64_t step, int64_t evals_left) const {
+  const double per_step = steps_ > 0 ? (step_s_ + overhead_s_) / double(steps_) : 0.0;
+  double s = per_step * double(last_ - step);
+  if (evals_left > 0 && evals_ > 0) s += eval_s_ / double(evals_) * double(evals_left);
+  std::string out = format_duration(s);
+  if (evals_left > 0 && evals_ == 0)
+    out += fmt::format(" + {} eval{}", evals_left, evals_left > 1 ? "s" : "");
+  return out;
+}
+
+std::string Progress::line(int64_t step, double loss, double lr, double tokens_per_s,
+                           int64_t evals_left) const {
+  const double mean = steps_ > 0 ? step_s_ / double(steps_) : 0.0;
   const std::string tps = tokens_per_s >= 1e4 ? fmt::format("{:.1f}k", tokens_per_s / 1e3)
                                               : fmt::format("{:.0f}", tokens_per_s);
   const int width = int(std::to_string(last_).size());
   return fmt::format("step {:>{}}/{} | loss {:.4f} | lr {:.2e} | {} tok/s | {:.3f} s/step | ETA {}",
-                     step, width, last_, loss, lr, tps, mean, format_duration(eta));
+                     step, width, last_, loss, lr, tps, mean, eta(step, evals_left));
 }
 
 }  // namespace lcr::train

@@ -1,7 +1,10 @@
 #pragma once
 // The progress line of the writing rank:
 //   step 120/600 | loss 2.3456 | lr 1.00e-03 | 12.3k tok/s | 0.41 s/step | ETA 3m16s
-// ETA = remaining steps x the mean step time of this job so far (evaluations excluded).
+// s/step is the mean training step of this job so far. The ETA counts everything the run
+// still does: the remaining steps at their mean wall time with what comes with them (the
+// statistics probe, checkpoints), and the remaining evaluations at the mean time of those
+// this job has run; before the first one it names them instead ("ETA 3m16s + 2 evals").
 #include <cstdint>
 #include <string>
 
@@ -10,17 +13,31 @@ namespace lcr::train {
 class Progress {
  public:
   explicit Progress(int64_t last_step) : last_(last_step) {}
-  void record(double step_seconds) {
-    total_ += step_seconds;
-    ++count_;
+  void record_step(double seconds) {  // one training step
+    step_s_ += seconds;
+    ++steps_;
   }
-  std::string line(int64_t step, double loss, double lr, double tokens_per_s) const;
+  void record_overhead(double seconds) { overhead_s_ += seconds; }  // probes, checkpoints
+  void record_eval(double seconds) {
+    eval_s_ += seconds;
+    ++evals_;
+  }
+  // After `step` steps, with `evals_left` evaluations still to run (this step's included).
+  std::string line(int64_t step, double loss, double lr, double tokens_per_s,
+                   int64_t evals_left) const;
+  // The remaining time alone, as line() writes it ("3m16s", "3m16s + 2 evals").
+  std::string eta(int64_t step, int64_t evals_left) const;
 
  private:
   int64_t last_;
-  double total_ = 0;
-  int64_t count_ = 0;
+  double step_s_ = 0, overhead_s_ = 0, eval_s_ = 0;
+  int64_t steps_ = 0, evals_ = 0;
 };
+
+// The evaluations a run does at steps from..to (inclusive): every eval.every steps, and
+// at the last step when at_end.
+int64_t evaluations_between(int64_t from, int64_t to, int64_t last_step, int64_t every,
+                            bool at_end);
 
 // "3m16s", "1h02m", "42s", "0.4s".
 std::string format_duration(double seconds);

@@ -138,7 +138,6 @@ class Trainer {
 
  private:
   void train_loop(TrainOutcome& out) {
-    Progress progress(cfg_.train.steps);
     const int64_t tokens_per_step =
         cfg_.train.batch * cfg_.train.seq_len * int64_t(grid_.dp_size());
     double interval_time = 0;
@@ -150,7 +149,7 @@ class Trainer {
       interval_time += dt;
       ++interval_steps;
       ++ran;
-      progress.record(dt);
+      progress_.record_step(dt);
       const int64_t done = step + 1;
       out.step = done;
       out.loss = r.loss;
@@ -161,9 +160,15 @@ class Trainer {
         const double tps = double(tokens_per_step * interval_steps) / interval_time;
         const int64_t pe = cfg_.train.probe_every;
         const bool probe = pe == 0 || done % pe == 0 || last || stop;
+        const auto t_probe = Clock::now();
         log_step(done, r, tps, interval_time / double(interval_steps), probe);
+        progress_.record_overhead(seconds_since(t_probe));
         if (s_.writer()) {
-          std::string line = progress.line(done, r.loss, r.lr, tps);
+          const int64_t evals_left =
+              stop ? 0
+                   : evaluations_between(done, cfg_.train.steps, cfg_.train.steps, cfg_.eval.every,
+                                         cfg_.eval.at_end);
+          std::string line = progress_.line(done, r.loss, r.lr, tps, evals_left);
           if (gpu_) {
             const double per_gpu = tps / double(world_.size()) / 1e12;
             // 3 significant digits: small demo models run at a fraction of a TFLOP/s.
@@ -180,8 +185,11 @@ class Trainer {
       const bool eval_due =
           (cfg_.eval.every > 0 && done % cfg_.eval.every == 0) || (last && cfg_.eval.at_end);
       if (eval_due && !stop) run_eval(done);
-      if ((cfg_.train.ckpt_every > 0 && done % cfg_.train.ckpt_every == 0) || last || stop)
+      if ((cfg_.train.ckpt_every > 0 && done % cfg_.train.ckpt_every == 0) || last || stop) {
+        const auto t_save = Clock::now();
         save(done, r.loss);
+        progress_.record_overhead(seconds_since(t_save));
+      }
       if (stop) {
         out.stopped = true;
         out.signal = r.signal;
@@ -490,6 +498,11 @@ class Trainer {
 
   void run_eval(int64_t done) {
     const auto t0 = Clock::now();
+    if (s_.writer())
+      spdlog::info("eval at step {}: {} length(s){}, ETA of the run {}", done, eval_sets_.size(),
+                   passkey_.empty() ? "" : fmt::format(", {} passkey cells", passkey_.size()),
+                   progress_.eta(done, evaluations_between(done, cfg_.train.steps, cfg_.train.steps,
+                                                           cfg_.eval.every, cfg_.eval.at_end)));
     const EvalResults res =
         evaluate(eval_model(), eval_sets_, passkey_, grid_, cfg_.parallel.layout, cfg_.eval.batch);
     on_writer([&] {
@@ -519,6 +532,7 @@ class Trainer {
       }
       spdlog::info("{} ({:.1f} s)", line, seconds_since(t0));
     });
+    progress_.record_eval(seconds_since(t0));
   }
 
   void save(int64_t done, double loss) {
@@ -550,10 +564,11 @@ class Trainer {
   data::Batch probe_batch_;
   std::optional<io::CheckpointStore::Found> found_;
   int64_t start_ = 0;
-  std::string resume_changes_;      // "key: old -> new; ..." allowed changes of this resume
-  double ckpt_norm_ = 0;            // parameter L2 norm at the last checkpoint (or the start)
-  TokenFlops flops_;                // model FLOPs per training token (flops.hpp)
-  std::unique_ptr<GpuEngine> gpu_;  // train.device = "cuda"
+  std::string resume_changes_;           // "key: old -> new; ..." allowed changes of this resume
+  double ckpt_norm_ = 0;                 // parameter L2 norm at the last checkpoint (or the start)
+  TokenFlops flops_;                     // model FLOPs per training token (flops.hpp)
+  std::unique_ptr<GpuEngine> gpu_;       // train.device = "cuda"
+  Progress progress_{cfg_.train.steps};  // the writer's progress lines and ETA
 };
 
 }  // namespace

@@ -1,0 +1,45 @@
+// The progress line's ETA: steps with their probes and checkpoints, and the evaluations
+// still to come (named until one has been timed).
+#include <gtest/gtest.h>
+
+#include "core/train/progress.hpp"
+
+namespace lcr::train {
+namespace {
+
+TEST(Progress, CountsTheEvaluationsStillToCome) {
+  EXPECT_EQ(evaluations_between(1, 600, 600, 300, true), 2);  // 300 and 600 (at_end is 600)
+  EXPECT_EQ(evaluations_between(300, 600, 600, 300, true), 2);
+  EXPECT_EQ(evaluations_between(301, 600, 600, 300, false), 1);
+  EXPECT_EQ(evaluations_between(1, 20, 20, 7, true), 3);  // 7, 14, and the end
+  EXPECT_EQ(evaluations_between(15, 20, 20, 7, false), 0);
+  EXPECT_EQ(evaluations_between(1, 20, 20, 0, true), 1);
+  EXPECT_EQ(evaluations_between(21, 20, 20, 7, true), 0);
+}
+
+TEST(Progress, EtaCountsOverheadAndEvaluations) {
+  Progress p(100);
+  for (int i = 0; i < 10; ++i) p.record_step(1.0);
+  p.record_overhead(5.0);                      // 0.5 s a step of probes and checkpoints
+  EXPECT_EQ(p.eta(10, 0), "2m15s");            // 90 steps x 1.5 s
+  EXPECT_EQ(p.eta(10, 2), "2m15s + 2 evals");  // no evaluation timed yet: named
+  EXPECT_EQ(p.eta(10, 1), "2m15s + 1 eval");
+  p.record_eval(30.0);
+  EXPECT_EQ(p.eta(10, 2), "3m15s");  // + 2 x 30 s
+  EXPECT_EQ(p.eta(100, 1), "30s");   // the last step, its evaluation still to run
+  const std::string line = p.line(10, 2.5, 1e-3, 12345.0, 0);
+  EXPECT_NE(line.find("1.000 s/step"), std::string::npos) << line;  // steps only
+  EXPECT_NE(line.find("12.3k tok/s"), std::string::npos) << line;
+  EXPECT_NE(line.find("ETA 2m15s"), std::string::npos) << line;
+}
+
+TEST(Progress, DurationsReadAsTime) {
+  EXPECT_EQ(format_duration(0.44), "0.4s");
+  EXPECT_EQ(format_duration(42.4), "42s");
+  EXPECT_EQ(format_duration(196), "3m16s");
+  EXPECT_EQ(format_duration(3720), "1h02m");
+  EXPECT_EQ(format_duration(-1), "?");
+}
+
+}  // namespace
+}  // namespace lcr::train
