@@ -164,6 +164,11 @@ def cmd_passkey(args):
     print_section(evals.passkey_section(runs, labels_for(runs, args.labels), out_dir(args)))
 
 
+def cmd_export(args):
+    import export
+    export.cmd_export(args)
+
+
 def cmd_scaling(args):
     import scaling_plots
     from scaling_results import read_points
@@ -295,6 +300,17 @@ def parser():
         s.add_argument("runs", nargs="+", metavar="RUN")
         s.add_argument("-o", "--out", required=True, metavar="DIR")
         s.add_argument("--labels")
+
+    s = add("export", cmd_export, "a run's tables as CSV, JSON Lines or TensorBoard events "
+            "(also while it runs, --follow)")
+    s.add_argument("runs", nargs="+", metavar="RUN")
+    s.add_argument("-o", "--out", required=True, metavar="DIR")
+    s.add_argument("--format", default="csv", metavar="FORMATS",
+                   help="csv, jsonl, tensorboard, comma-separated (default csv; tensorboard "
+                        "needs PyPI's tensorboard package)")
+    s.add_argument("--follow", type=float, nargs="?", const=10.0, metavar="SECONDS",
+                   help="then poll every SECONDS (default 10) and export new rows until the "
+                        "runs reach train.steps (Ctrl-C stops)")
 
     s = add("scaling", cmd_scaling, "plots of a scaling results file and the model check")
     s.add_argument("results", metavar="RESULTS.h5")

@@ -14,6 +14,7 @@ Command line: /usr/bin/python3 analysis/runfile.py runs/tiny/run.h5  (prints a s
 Bad inputs (a missing path, a truncated or corrupt file, an HDF5 file that is not an lcr
 run file) raise RunFileError with a message that names the file and the fix.
 """
+import fcntl
 import glob
 import os
 import re
@@ -234,6 +235,23 @@ class RunFile:
     @label.setter
     def label(self, text):
         self._label = text
+
+    def writer_active(self):
+        """Whether a process writes this run now: `lcr train` holds an flock on
+        <run dir>/.lock while it lives (core/train/run_lock.hpp), and the kernel drops it when
+        that process ends, kill -9 included; so False means finished, stopped or crashed."""
+        try:
+            fd = os.open(os.path.join(self.run_dir, ".lock"), os.O_RDONLY)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        except OSError:
+            return True
+        finally:
+            os.close(fd)
 
     def has_table(self, path):
         return path in self._tables
