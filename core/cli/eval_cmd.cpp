@@ -16,6 +16,8 @@ void add_eval_verb(CLI::App& app, Runner& run) {
       ->required()
       ->check(CLI::ExistingDirectory);
   sub->add_option("-s,--step", o->step, "checkpoint step (default: the newest complete one)");
+  sub->add_option("-o,--output", o->output,
+                  "also write the results to this JSON file (replaced atomically)");
   sub->add_option(
       "overrides", o->overrides,
       "overrides of the run's config, e.g. eval.max_length_factor=16 eval.passkey=true");

@@ -5,7 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "core/io/checkpoint.hpp"
@@ -62,6 +64,16 @@ EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
   const EvalResults res =
       s.cfg.train.precision == Precision::Float64 ? run_eval<double>(s, c) : run_eval<float>(s, c);
   if (!s.writer()) return res;
+  if (!cmd.output.empty()) {
+    const std::string tmp = cmd.output + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << eval_json(cmd, c.step, res);
+      require(bool(f.flush()), "cannot write ", tmp, " (--output)");
+    }
+    require(std::rename(tmp.c_str(), cmd.output.c_str()) == 0, "cannot rename ", tmp, " to ",
+            cmd.output, " (--output)");
+  }
   out << fmt::format("evaluation of {} at step {} ({})\n", cmd.run_dir, c.step,
                      describe(s.cfg.model));
   for (const LengthResult& r : res.lengths) {
@@ -83,6 +95,38 @@ EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
     }
   }
   return res;
+}
+
+namespace {
+
+std::string json_number(double x) {
+  return std::isfinite(x) ? fmt::format("{:.17g}", x) : std::string("null");
+}
+
+}  // namespace
+
+std::string eval_json(const EvalCommand& cmd, int64_t step, const EvalResults& res) {
+  // TOML's basic-string escapes (\", \\, \uXXXX) are JSON's too.
+  std::string out = fmt::format("{{\"run\": {}, \"step\": {}, \"overrides\": [",
+                                config::format_value(cmd.run_dir), step);
+  for (size_t i = 0; i < cmd.overrides.size(); ++i)
+    out += (i ? ", " : "") + config::format_value(cmd.overrides[i]);
+  out += "],\n \"lengths\": [";
+  for (size_t i = 0; i < res.lengths.size(); ++i) {
+    const LengthResult& r = res.lengths[i];
+    out += fmt::format(
+        "{}\n  {{\"length\": {}, \"loss\": {}, \"ppl\": {}, \"token_accuracy\": {}, "
+        "\"sequence_accuracy\": {}}}",
+        i ? "," : "", r.length, json_number(r.loss), json_number(std::exp(r.loss)),
+        json_number(r.token_accuracy), json_number(r.sequence_accuracy));
+  }
+  out += "],\n \"passkey\": [";
+  for (size_t i = 0; i < res.passkey.size(); ++i) {
+    const PasskeyResult& p = res.passkey[i];
+    out += fmt::format("{}\n  {{\"length\": {}, \"depth\": {}, \"accuracy\": {}}}", i ? "," : "",
+                       p.length, json_number(p.depth), json_number(p.accuracy));
+  }
+  return out + "]}\n";
 }
 
 }  // namespace lcr::train

@@ -18,9 +18,16 @@ struct EvalCommand {
   std::string run_dir;
   int64_t step = -1;  // -1 = the newest complete checkpoint
   std::vector<std::string> overrides;
+  std::string output;  // a JSON file for the results (rank 0 writes it); "" = none
 };
 
-// Every rank returns the results; rank 0 also prints them to `out`.
+// Every rank returns the results; rank 0 also prints them to `out` and, with cmd.output,
+// writes them as JSON (eval_json) to that file, atomically.
 EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out);
+
+// {"run": ..., "step": N, "overrides": [...], "lengths": [{"length", "loss", "ppl",
+//  "token_accuracy", "sequence_accuracy"}...], "passkey": [{"length", "depth",
+//  "accuracy"}...]}; NaN (no scored position) as null.
+std::string eval_json(const EvalCommand& cmd, int64_t step, const EvalResults& res);
 
 }  // namespace lcr::train

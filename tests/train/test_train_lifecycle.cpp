@@ -5,6 +5,7 @@
 // sampler is a pure function of (seed, step), so the resumed losses equal the uninterrupted
 // run's exactly (same ranks, same binary); the tests compare with ==.
 #include <csignal>
+#include <filesystem>
 
 #include "core/io/checkpoint.hpp"
 #include "train_test_util.hpp"
@@ -46,6 +47,22 @@ TEST(TrainLifecycle, ResumeReproducesTheUninterruptedLosses) {
   ASSERT_EQ(run_lcr({"eval", "--run", split, "eval.max_length_factor=2"}, 0, "eval", &out), 0)
       << out;
   EXPECT_NE(out.find("length     64"), std::string::npos) << out;
+  // --output keeps the results: JSON with the printed numbers, no .tmp left behind.
+  const std::string json = split + "/eval.json";
+  ASSERT_EQ(run_lcr({"eval", "--run", split, "-o", json, "eval.max_length_factor=2"}, 0,
+                    "eval_json", &out),
+            0)
+      << out;
+  const std::string text = read_text(json);
+  EXPECT_EQ(text.rfind("{\"run\": \"" + split +
+                           "\", \"step\": 20, \"overrides\": "
+                           "[\"eval.max_length_factor=2\"],",
+                       0),
+            0u)
+      << text;
+  EXPECT_NE(text.find("{\"length\": 64, \"loss\": "), std::string::npos) << text;
+  EXPECT_NE(text.find("\"passkey\": []}"), std::string::npos) << text;
+  EXPECT_FALSE(std::filesystem::exists(json + ".tmp"));
 }
 
 TEST(TrainLifecycle, KillNineLeavesAReadableRunFileAndTheLastCheckpoint) {
