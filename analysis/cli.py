@@ -88,7 +88,9 @@ def cmd_report(args):
                                                                                args.threshold)),
                ("GOAT u_h(j) and relative prior", "u-curves",
                 lambda r: goat_plots.u_curves_section(r, d)),
-               ("Frequency usage", "freq", lambda r: freq_usage.usage_section(r, d)))
+               ("Frequency usage", "freq", lambda r: freq_usage.usage_section(r, d)),
+               ("Attention statistics over training", "dynamics",
+                lambda r: evals.dynamics_section(r, d)))
     for run in runs:
         for title, anchor, make in per_run:
             secs.append(report.guarded(f"{title}: {run.label}", f"{anchor}-{slug(run.label)}",

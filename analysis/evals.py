@@ -5,8 +5,9 @@ Every evaluation at step s wrote one row per length (eval/perplexity, eval/task)
 each run's newest evaluation.
 """
 import numpy as np
+from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
-from common import Section, Table, plt, save_figure
+from common import AnalysisError, Section, Table, plt, save_figure, slug
 
 
 def latest_eval(run, table):
@@ -66,8 +67,18 @@ def ppl_section(runs, labels, out_dir):
             hit = e["ppl"][e["length"] == L]
             vals.append(float(hit[0]) if len(hit) else None)
         t.add(L, *vals)
+    # Lengths double: a log2 axis with the lengths themselves as labels. Perplexity on a
+    # linear axis spanning at least +-5% of its middle, so a small spread looks small.
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(lengths))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    vals = np.concatenate([e["ppl"][np.isfinite(e["ppl"])] for _, _, _, e in data])
+    if len(vals):
+        lo, hi = float(vals.min()), float(vals.max())
+        mid, half = (lo + hi) / 2, max((hi - lo) / 2 * 1.15, 0.05 * (lo + hi) / 2)
+        ax.set_ylim(max(0.0, mid - half), mid + half)
+    ax.yaxis.set_major_formatter(ScalarFormatter(useOffset=False))
     ax.set_xlabel("evaluation length (tokens); dotted: training length")
     ax.set_ylabel("perplexity")
     ax.legend(fontsize=8)
@@ -124,4 +135,53 @@ def passkey_section(runs, labels, out_dir):
     sec.figure(save_figure(fig, out_dir, "passkey.png"),
                "Passkey grids (GOAT Fig. 3c style): accuracy per context length and depth.")
     sec.table(t)
+    return sec
+
+
+# Columns of the priors/layer_* tables plotted over training: [rows, H] per head.
+DYNAMICS = (("entropy", "attention entropy, nats"), ("max_logit", "max logit"),
+            ("first_token_mass", "attention mass on token 0"))
+
+
+def dynamics_section(run, out_dir):
+    """Entropy, max logit and first-token mass of every layer over training (the mean over
+    heads, with the heads' range shaded); PaTH's beta statistics where logged."""
+    sec = Section(f"Attention statistics over training: {run.label}",
+                  f"dynamics-{slug(run.label)}")
+    layers = [l for l in run.layers() if run.rows(f"priors/layer_{l}") > 0]
+    if not layers:
+        raise AnalysisError("no prior-statistics rows yet (written with the metrics rows, "
+                            "train.probe_every)")
+    cols = run.priors(layers[0]).keys()
+    panels = [c for c in DYNAMICS if c[0] in cols]
+    path = "beta_stats" in cols
+    n = len(panels) + path
+    if n == 0:
+        raise AnalysisError("the priors tables hold no entropy / max_logit / first_token_mass "
+                            "columns")
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.4), squeeze=False)
+    for l in layers:
+        t = run.priors(l)
+        for ax, (col, ylabel) in zip(axes[0], panels):
+            v = t[col]
+            line, = ax.plot(t["step"], v.mean(axis=1), lw=1.2, label=f"layer {l}")
+            ax.fill_between(t["step"], v.min(axis=1), v.max(axis=1), alpha=0.15,
+                            color=line.get_color())
+            ax.set_ylabel(ylabel)
+        if path:  # beta_stats [rows, Hkv, (mean, std, min, max)]
+            ax = axes[0][-1]
+            b = t["beta_stats"]
+            line, = ax.plot(t["step"], b[:, :, 0].mean(axis=1), lw=1.2, label=f"layer {l}")
+            ax.fill_between(t["step"], b[:, :, 2].min(axis=1), b[:, :, 3].max(axis=1),
+                            alpha=0.15, color=line.get_color())
+            ax.set_ylabel("PaTH beta (mean; shaded: min..max)")
+    for ax in axes[0]:
+        ax.set_xlabel("step")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{run.label}: attention statistics on the probe sequence", fontsize=10)
+    fig.tight_layout()
+    sec.figure(save_figure(fig, out_dir, f"dynamics_{slug(run.label)}.png"),
+               "Per layer: the mean over heads, shaded between the lowest and highest head. "
+               "Measured on the training probe (train.probe_len tokens of the step's first "
+               "sequence) at every statistics row.")
     return sec

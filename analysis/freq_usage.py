@@ -76,6 +76,7 @@ def usage_section(run, out_dir):
             ax.set_title(f"layer {l}: {title}", fontsize=9)
             ax.set_xlabel("head")
             ax.set_ylabel("frequency index")
+    fig.suptitle(f"{run.label} ({scheme}), step {step}: {what} per layer and head", fontsize=10)
     fig.tight_layout()
     sec.figure(save_figure(fig, out_dir, f"{base}_heads.png"),
                f"Per layer and head: {what}" + (" and the learned phase bias delta (clamped "

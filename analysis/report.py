@@ -15,27 +15,58 @@ text-align:right}th{background:#f4f4f4}.note{font-size:.85em;color:#555}
 
 
 def run_status(run):
-    """'complete' or a sentence saying where a live or stopped run is."""
+    """'complete', or where a live or stopped run is: `lcr train` holds the run directory's
+    lock while it writes (RunFile.writer_active), so running and stopped are told apart."""
     m = run.metrics()
     want = int(run.config["train"]["steps"])
     last = int(m["step"][-1]) if len(m["step"]) else 0
-    if last >= want:
+    if last >= want and not run.writer_active():
         return "complete"
-    return (f"step {last} of {want}: still being written, stopped, or crashed (the report "
-            f"shows the rows committed so far)")
+    if run.writer_active():
+        return f"running: step {last} of {want} (the report shows the rows committed so far)"
+    return (f"stopped at step {last} of {want}: no process writes it (stopped for a requeue, "
+            f"or crashed; `lcr train` with its config resumes it)")
+
+
+def flat_config(cfg, prefix=""):
+    """{"train.lr": 0.003, ...} of a nested config dict."""
+    out = {}
+    for k, v in cfg.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flat_config(v, key + "."))
+        else:
+            out[key] = v
+    return out
 
 
 def overview_section(runs, labels):
     sec = Section("Runs", "runs")
-    t = Table("Runs in this report", ["run", "file", "scheme", "model", "grid", "lcr",
-                                      "started", "status"])
+    t = Table("Runs in this report", ["run", "scheme", "model", "seq_len", "batch x dp",
+                                      "steps", "lr", "grid", "resumes", "lcr", "started",
+                                      "status", "file"])
     for run, lab in zip(runs, labels):
         p = run.provenance
-        t.add(lab, run.path, run.prior_info().get("scheme", "?"), str(p.get("model", "")),
-              f"dp {p.get('dp')} x cp {p.get('cp')}",
+        tr = run.config["train"]
+        t.add(lab, run.prior_info().get("scheme", "?"), str(p.get("model", "")),
+              str(tr["seq_len"]), f"{tr['batch']} x {p.get('dp')}", str(tr["steps"]),
+              f"{tr['lr']:g}", f"dp {p.get('dp')} x cp {p.get('cp')}",
+              str(p.get("resume_count", 0)),
               f"{p.get('lcr_version', '?')} ({p.get('git_revision', '?')})",
-              str(p.get("start_time", "")), run_status(run))
+              str(p.get("start_time", "")), run_status(run), run.path)
     sec.table(t)
+    if len(runs) > 1:
+        flat = [flat_config(r.config) for r in runs]
+        keys = sorted({k for f in flat for k in f})
+        differ = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1
+                  and not k.startswith("run.")]
+        if differ:
+            d = Table("Where the runs' configs differ (run.* left out)", ["key", *labels])
+            for k in differ:
+                d.add(k, *[str(f.get(k, "(absent)")) for f in flat])
+            sec.table(d)
+        else:
+            sec.note("The runs' configs are the same but for run.*.")
     return sec
 
 

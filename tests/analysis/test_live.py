@@ -37,7 +37,7 @@ class LiveRun(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIsNone(proc.poll(), "the run must still be going during the analysis")
             html = lcrtest.read_text(f"{out}/report.html")
-            self.assertIn("still being written, stopped, or crashed", html)
+            self.assertIn("running: step", html)  # the writer's lock tells it is alive
             # No checkpoint yet at the newest step: the heatmap says u(j) was interpolated.
             self.assertIn("u(j) interpolated linearly between the logged positions", html)
 
@@ -62,6 +62,11 @@ class LiveRun(unittest.TestCase):
         self.assertEqual(rc, 0, lcrtest.read_text(run + ".log"))
         r = lcrtest.analyze("spectra", run)  # the finished (cleanly closed) file
         self.assertEqual(r.returncode, 0, r.stderr)
+        # Stopped short of train.steps with no writer left: said so, not "running".
+        out = f"{root}/report_stopped"
+        r = lcrtest.analyze("report", run, "-o", out, "--max-heads", "1", "--positions", "48")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("stopped at step", lcrtest.read_text(f"{out}/report.html"))
 
 
 if __name__ == "__main__":

@@ -169,8 +169,17 @@ class Comparisons(unittest.TestCase):
         for title in ("Training loss", "Perplexity versus length", "Passkey retrieval grids",
                       "GOAT prior heatmaps: goat", "GOAT spectra: goat",
                       "GOAT u_h(j) and relative prior: goat", "Frequency usage (pope)",
-                      "Frequency usage (rope)"):
+                      "Frequency usage (rope)", "Attention statistics over training: goat",
+                      "Attention statistics over training: pope"):
             self.assertIn(title, html)
+        for name in ("goat", "pope", "rope", "text"):
+            self.assertTrue(os.path.exists(f"{out}/dynamics_{name}.png"), name)
+        # The runs table: lengths, resumes, status; and where the configs differ.
+        self.assertIn("<th>seq_len</th>", html)
+        self.assertIn("<th>resumes</th>", html)
+        self.assertIn(">complete<", html)
+        self.assertIn("Where the runs&#x27; configs differ", html)
+        self.assertIn("<td>attention.scheme</td><td>goat</td><td>pope</td>", html)
         # Sections that do not apply say why instead of failing the report.
         self.assertIn("scheme is &#x27;pope&#x27;: it has no GOAT parameters", html)
         self.assertIn("frequency usage needs a PoPE or RoPE run, this run&#x27;s scheme is "
