@@ -105,8 +105,9 @@ def main():
                  "--schemes", "nope,goat", "--dry-run").stdout.strip().splitlines()
     shapes = [(options(c)[0]["nodes"], options(c)[0]["ntasks-per-node"], options(c)[0]["array"])
               for c in out]
-    check(shapes == [("1", "1", "0,1,6,7%4"), ("1", "8", "2,3,8,9%4"), ("2", "8", "4,5,10,11%4")],
-          f"sweep: one array per shape, plan rows as indices: {shapes}")
+    # Strong at 65536 on 16 ranks is the weak point at 16 ranks (4096 x 16): measured once.
+    check(shapes == [("1", "1", "0,1,6,7%4"), ("1", "8", "2,3,8,9%4"), ("2", "8", "4,5%4")],
+          f"sweep: one array per shape, plan rows as indices, no duplicate point: {shapes}")
 
     for args, msg in [(["train", "--preset", "2m", "--dry-run"], "unknown preset"),
                       (["train", "--cp", "12", "--dry-run"], "do not fill nodes"),
