@@ -133,6 +133,12 @@ class Trainer {
     }
     if (run_file_) run_file_->close();
     world_.barrier();
+    // One line a job log can be searched for (slurm/lib/job.sh repeats it at the job's end).
+    if (s_.writer() && !out.stopped)
+      spdlog::info("run {} finished: step {}/{} | loss {:.4f}{} | this job {}", cfg_.run_dir(),
+                   out.step, cfg_.train.steps, out.loss,
+                   last_eval_.empty() ? "" : " | " + last_eval_,
+                   format_duration(seconds_since(started_)));
     return out;
   }
 
@@ -531,6 +537,7 @@ class Trainer {
                             res.passkey.size());
       }
       spdlog::info("{} ({:.1f} s)", line, seconds_since(t0));
+      last_eval_ = line;
     });
     progress_.record_eval(seconds_since(t0));
   }
@@ -569,6 +576,8 @@ class Trainer {
   TokenFlops flops_;                     // model FLOPs per training token (flops.hpp)
   std::unique_ptr<GpuEngine> gpu_;       // train.device = "cuda"
   Progress progress_{cfg_.train.steps};  // the writer's progress lines and ETA
+  std::string last_eval_;                // the last evaluation's line, for the summary
+  Clock::time_point started_ = Clock::now();
 };
 
 }  // namespace

@@ -122,10 +122,14 @@ lcr_launch() {
 
 # lcr train ARGS..., then requeue when lcr checkpointed and stopped before train.steps.
 lcr_train_job() {
-  local rc=0
+  local rc=0 t0=$SECONDS
   lcr_launch train "$@" || rc=$?
-  local stopped=0
+  local stopped=0 last
   grep -q "stopping at step" "$LCR_ATTEMPT_LOG" && stopped=1
+  # The job's last word, one grep-able line: how this attempt ended and where the run is.
+  last=$(grep -E "\] run .* finished: |stopping at step|is complete at step|\[error\]" \
+    "$LCR_ATTEMPT_LOG" | tail -1 | sed 's/^.*\] //')
+  lcr_log "summary: job ${SLURM_JOB_ID:-?} attempt $((${SLURM_RESTART_COUNT:-0} + 1)), exit $rc after $((SECONDS - t0)) s: ${last:-no lcr summary line (see above)}"
   rm -f "$LCR_ATTEMPT_LOG"
   if [ "$rc" -eq 0 ] && [ "$stopped" -eq 1 ]; then
     if [ "${SLURM_RESTART_COUNT:-0}" -ge "${LCR_MAX_REQUEUES:-50}" ]; then

@@ -126,7 +126,9 @@ def tails(paths, n=40):
 
 def job_logs(work):
     logdir = os.path.join(work, "runs", "slurm-logs")
-    return sorted(os.path.join(logdir, f) for f in os.listdir(logdir)) if os.path.isdir(logdir) else []
+    if not os.path.isdir(logdir):
+        return []
+    return sorted(os.path.join(logdir, f) for f in os.listdir(logdir) if f.endswith(".out"))
 
 
 def expect_completed(infos, logs=()):

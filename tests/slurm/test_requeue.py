@@ -96,7 +96,10 @@ def main():
     sc.check("got SIGUSR1" in log and "requeueing job" in log and "restart 1" in log,
              "job log: signal forwarded, job requeued, restart 1 ran")
     sc.check("resuming from" in log, "the requeued job resumed from a checkpoint")
-    stopped = [l for l in log.splitlines() if "stopping at step" in l]
+    # lcr's own lines (the job's closing summary quotes the same words).
+    stopped = [l for l in log.splitlines() if "stopping at step" in l and "[lcr-job" not in l]
+    sc.check(sum("summary: job" in l for l in log.splitlines()) == 2,
+             "a summary line closes each attempt (stopped, then finished)")
     sc.check(len(stopped) == 1, f"lcr stopped once: {stopped[0].strip() if stopped else '-'}")
     steps, loss, cfg = sc.metrics(job_dir)
     ref_steps, ref_loss, _ = sc.metrics(ref_dir)

@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -54,6 +55,36 @@ def main():
         losses[k] = loss
     sc.check(np.array_equal(losses["one_node"], losses["two_nodes"]),
              "one-node and two-node cp = 2 runs logged identical losses")
+
+    # The runs by name: lcr-submit status / logs, and the job log's closing summary line.
+    def submit_verb(*args):
+        return subprocess.run([sys.executable, env.submit, *args], cwd=env.work,
+                              capture_output=True, text=True, timeout=60)
+    sc.check("summary: job" in one_log and "finished: step 20/20" in one_log,
+             "the job log ends with a summary line (exit, time, the run's last line)")
+    r = submit_verb("status")
+    sc.check(r.returncode == 0 and f"one-node: job {one}" in r.stdout and
+             f"two-nodes: job {two}" in r.stdout and "finished: step 20/20" in r.stdout,
+             f"lcr-submit status: each run's job and last line\n{r.stdout}{r.stderr}")
+    r = submit_verb("logs", "two-nodes")
+    sc.check(r.returncode == 0 and f"two-nodes-{two}.out" in r.stdout and "summary: job" in r.stdout,
+             "lcr-submit logs RUN: the log's path and end")
+    r = submit_verb("status", "nosuch")
+    sc.check(r.returncode != 0 and "no job of run 'nosuch'" in r.stderr and "one-node" in r.stderr,
+             "status of an unknown run names the known ones")
+    # cancel RUN: a long job, cancelled by its run's name once it runs.
+    long_job = env.lcr_submit(*common, "--ranks-per-node", "2", "--name", "long", "--",
+                              *sc.tiny_overrides(os.path.join(env.work, "runs", "long"),
+                                                 steps=100000))[0]
+    deadline = time.monotonic() + 120
+    while "RUNNING" not in submit_verb("status", "long").stdout and time.monotonic() < deadline:
+        time.sleep(1)
+    sc.check("RUNNING" in submit_verb("status", "long").stdout, "the long job started")
+    r = submit_verb("cancel", "long")
+    sc.check(r.returncode == 0 and f"cancelled {long_job}" in r.stdout,
+             f"lcr-submit cancel long: {r.stdout}{r.stderr}")
+    infos = sc.wait_jobs([long_job], timeout_s=120)
+    sc.check(infos[0]["JobState"] == "CANCELLED", f"job {long_job} cancelled")
 
     # srun without an MPI bootstrap would start independent one-rank copies: lcr refuses.
     r = subprocess.run(["srun", "-N1", "-n2", "--mpi=none", env.lcr, "config"],
