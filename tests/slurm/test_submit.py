@@ -49,7 +49,8 @@ def options(cmd):
 
 def main():
     src = sys.argv[1]
-    table = {"64k": (65536, 4, 1, "single-node.sbatch"), "256k": (262144, 16, 2, "multi-node.sbatch"),
+    table = {"64k": (65536, 4, 1, "single-node.sbatch"),
+             "128k": (131072, 8, 1, "single-node.sbatch"), "256k": (262144, 16, 2, "multi-node.sbatch"),
              "1m": (1048576, 64, 8, "multi-node.sbatch")}
     for preset, (L, cp, nodes, template) in table.items():
         out = submit(src, "train", "--preset", preset, "--dry-run", "--", "--config", "c.toml",
