@@ -80,6 +80,11 @@ def main():
     while "RUNNING" not in submit_verb("status", "long").stdout and time.monotonic() < deadline:
         time.sleep(1)
     sc.check("RUNNING" in submit_verb("status", "long").stdout, "the long job started")
+    r = subprocess.run([sys.executable, env.submit, *common, "--ranks-per-node", "2", "--name",
+                        "long", "--", *sc.tiny_overrides(os.path.join(env.work, "runs", "long"))],
+                       cwd=env.work, capture_output=True, text=True, timeout=60)
+    sc.check(r.returncode != 0 and f"already has job(s) {long_job} pending or running" in r.stderr,
+             "a second job for a run whose job is running is refused")
     r = submit_verb("cancel", "long")
     sc.check(r.returncode == 0 and f"cancelled {long_job}" in r.stdout,
              f"lcr-submit cancel long: {r.stdout}{r.stderr}")
