@@ -50,17 +50,15 @@ cmd_kokkos() {
     done
   fi
   # The multi-rank suites; rank 0 prints gtest's lines, any failing rank fails the run.
-  for n in 1 2 4; do
-    STEP_LOG=$out/parallel_$n.log step "lcr_parallel_tests, $n ranks" 120 \
-      "${GPU_MPI[@]}" -np "$n" "$B/lcr_parallel_tests" --gtest_color=no
-    echo "lcr_parallel_tests ($n ranks): exit $? $(gtest_count "$out/parallel_$n.log" | head -1)" |
-      tee -a "$WORK/kokkos_tests.md" >>"$LOG"
-  done
-  for n in 1 2 3; do
-    STEP_LOG=$out/model_mpi_$n.log step "lcr_model_mpi_tests, $n ranks" 120 \
-      "${GPU_MPI[@]}" -np "$n" "$B/lcr_model_mpi_tests" --gtest_color=no
-    echo "lcr_model_mpi_tests ($n ranks): exit $? $(gtest_count "$out/model_mpi_$n.log" | head -1)" |
-      tee -a "$WORK/kokkos_tests.md" >>"$LOG"
+  local suite ranks
+  for suite in "lcr_parallel_tests 1 2 4" "lcr_model_mpi_tests 1 2 3"; do
+    read -r t ranks <<<"$suite"
+    for n in $ranks; do
+      STEP_LOG=$out/${t}_$n.log step "$t, $n ranks" 120 \
+        "${GPU_MPI[@]}" -np "$n" "$B/$t" --gtest_color=no
+      echo "$t ($n ranks): exit $? $(gtest_count "$out/${t}_$n.log" | head -1)" |
+        tee -a "$WORK/kokkos_tests.md" >>"$LOG"
+    done
   done
   # Training: the default job (2 ranks, cp = 2) through Kokkos on the GPU; its losses are
   # compared with a CPU run of the same command (docs/kokkos.md).
