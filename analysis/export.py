@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from common import AnalysisError
-from runfile import RunFile, RunFileError
+from runfile import RunFile
 
 FORMATS = ("csv", "jsonl", "tensorboard")
 
@@ -61,15 +61,14 @@ class CsvSink:
     def __init__(self, out):
         self.out = out
 
-    def write(self, table, cols, start):
+    def write(self, table, cols, first):
         path = os.path.join(self.out, table_file(table) + ".csv")
         flat = flat_columns(cols)
-        n = len(cols["step"])
-        with open(path, "a" if start else "w", newline="") as f:
+        with open(path, "w" if first else "a", newline="") as f:
             w = csv.writer(f)
-            if not start:
+            if first:
                 w.writerow([name for name, _ in flat])
-            for i in range(start, n):
+            for i in range(len(cols["step"])):
                 w.writerow([plain(a[i]) for _, a in flat])
 
     def close(self):
@@ -80,10 +79,10 @@ class JsonlSink:
     def __init__(self, out):
         self.out = out
 
-    def write(self, table, cols, start):
+    def write(self, table, cols, first):
         path = os.path.join(self.out, table_file(table) + ".jsonl")
-        with open(path, "a" if start else "w") as f:
-            for i in range(start, len(cols["step"])):
+        with open(path, "w" if first else "a") as f:
+            for i in range(len(cols["step"])):
                 f.write(json.dumps({k: plain(a[i]) for k, a in cols.items()}) + "\n")
 
     def close(self):
@@ -112,14 +111,14 @@ class TensorBoardSink:
                                                                            simple_value=v)])
         self.writer.add_event(self.event_pb2.Event(step=int(step), wall_time=wall, summary=s))
 
-    def write(self, table, cols, start):
+    def write(self, table, cols, first):
         wall = time.time()
         step = cols["step"]
         keys = [k for k in ("length", "depth") if k in cols and table.startswith("eval/")]
         for name, a in cols.items():
             if name == "step" or name in keys or a.ndim > 2:
                 continue
-            for i in range(start, len(step)):
+            for i in range(len(step)):
                 where = "".join(f"/{k[0].upper()}={plain(cols[k][i])}" for k in keys)
                 if a.ndim == 1:
                     self.scalar(f"{table}/{name}{where}", step[i], a[i], wall)
@@ -147,28 +146,30 @@ def export_run(run, out, formats):
     """Writes every table of `run` (a RunFile) into out/ and returns the exporter, whose
     update() writes the rows appended since."""
     os.makedirs(out, exist_ok=True)
-    return Exporter(run, out, [SINKS[f](out) for f in formats])
+    return Exporter(run, [SINKS[f](out) for f in formats])
 
 
 class Exporter:
-    def __init__(self, run, out, sinks):
-        self.run, self.out, self.sinks = run, out, sinks
+    def __init__(self, run, sinks):
+        self.run, self.sinks = run, sinks
         self.done = {}  # table -> rows written
         self.update()
 
     def update(self):
-        """Writes the rows appended since the last call; returns how many."""
+        """Writes the rows appended since the last call (only those are read); returns how
+        many."""
         self.run.refresh()
         new = 0
         for t in self.run.tables():
-            cols = self.run.table(t)
-            n, start = len(cols["step"]), self.done.get(t)
-            if start is not None and n <= start:
+            first = t not in self.done
+            if not first and self.run.rows(t) <= self.done[t]:
                 continue
+            cols = self.run.table(t, start=self.done.get(t, 0))
             for s in self.sinks:
-                s.write(t, cols, start or 0)
-            new += n - (start or 0)
-            self.done[t] = n
+                s.write(t, cols, first)
+            n = len(cols["step"])
+            new += n
+            self.done[t] = self.done.get(t, 0) + n
         return new
 
     def finished(self):
@@ -204,8 +205,6 @@ def cmd_export(args):
             e.update()
     except KeyboardInterrupt:
         pass
-    except RunFileError:
-        raise
     finally:
         for e in exporters:
             e.close()

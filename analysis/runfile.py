@@ -182,17 +182,17 @@ class RunFile:
     def tables(self):
         return list(self._tables)
 
-    def table(self, path):
-        """{column: ndarray} with exactly len(step) rows; 'step' included."""
+    def table(self, path, start=0):
+        """{column: ndarray} of rows start..len(step)-1; 'step' included."""
         g = self.f[path]
         step = g["step"]
         step.refresh()
         n = step.shape[0]
-        out = {"step": step[:n]}
+        out = {"step": step[start:n]}
         for name, ds in g.items():
             if name != "step" and isinstance(ds, h5py.Dataset):
                 ds.refresh()
-                out[name] = ds[:n]
+                out[name] = ds[start:n]
         return out
 
     def rows(self, path):

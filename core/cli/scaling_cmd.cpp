@@ -38,6 +38,7 @@
 #include "core/io/h5_util.hpp"
 #include "core/io/output_path.hpp"
 #include "core/io/run_file.hpp"
+#include "core/train/progress.hpp"
 #include "core/train/setup.hpp"
 #include "core/train/trainer.hpp"
 #include "core/train/world.hpp"
@@ -192,24 +193,14 @@ struct RingTimes {
   int64_t message = 0;  // largest single-step send (the ring's message)
 };
 
-// A line on the first rank when a repetition ends more than 5 s after the last line, so a
-// point that takes minutes is never silent.
-class RepProgress {
- public:
-  RepProgress(const char* what, int reps, bool log) : what_(what), reps_(reps), log_(log) {}
-  void done(int rep, double fwd_s, double bwd_s) {
-    if (!log_ || seconds_since(last_) < 5.0) return;
-    spdlog::info("scaling-point: {} repetition {}/{} (fwd {:.3g} s, bwd {:.3g} s)", what_, rep + 1,
-                 reps_, fwd_s, bwd_s);
-    last_ = Clock::now();
-  }
-
- private:
-  const char* what_;
-  int reps_;
-  bool log_;
-  Clock::time_point last_ = Clock::now();
-};
+// A line when a repetition ends 5 s or more after the last, on the first rank: a point that
+// takes minutes is never silent.
+void report_rep(train::LogThrottle& progress, const char* what, int rep, int reps, double fwd_s,
+                double bwd_s) {
+  if (progress.due())
+    spdlog::info("scaling-point: {} repetition {}/{} (fwd {:.3g} s, bwd {:.3g} s)", what, rep + 1,
+                 reps, fwd_s, bwd_s);
+}
 
 template <class T>
 RingTimes time_ring(const ScalingCommand& cmd, const AttentionSpec& spec, const ParamSet<T>& params,
@@ -222,7 +213,7 @@ RingTimes time_ring(const ScalingCommand& cmd, const AttentionSpec& spec, const 
   auto g = make_grads<T>(spec, pr.in);
   const View4<const T> dout = pr.dout;
   RingTimes t;
-  RepProgress progress("ring", cmd.warmup + cmd.reps, grid.world().rank() == 0);
+  train::LogThrottle progress(grid.world().rank() == 0);
   for (int rep = 0; rep < cmd.warmup + cmd.reps; ++rep) {
     grid.world().barrier();
     RingStats f, b;
@@ -246,7 +237,7 @@ RingTimes time_ring(const ScalingCommand& cmd, const AttentionSpec& spec, const 
       f = ring_attention_forward<T>(cp, layout, spec, pr.in, params, out);
       b = ring_attention_backward<T>(cp, layout, spec, pr.in, params, out, dout, g);
     }
-    progress.done(rep, f.total_s, b.total_s);
+    report_rep(progress, "ring", rep, cmd.warmup + cmd.reps, f.total_s, b.total_s);
     if (rep < cmd.warmup) continue;
     t.fwd.push_back(f.total_s);
     t.bwd.push_back(b.total_s);
@@ -267,7 +258,8 @@ RingTimes time_ring(const ScalingCommand& cmd, const AttentionSpec& spec, const 
 template <class T, class Problem>
 void time_local(const ScalingCommand& cmd, const AttentionSpec& spec, const ParamSet<T>& params,
                 const Problem& pr, std::vector<double>& fwd, std::vector<double>& bwd,
-                RepProgress progress) {
+                const char* what, bool log) {
+  train::LogThrottle progress(log);
   const auto out = make_outputs<T>(spec, pr.in);
   auto g = make_grads<T>(spec, pr.in);
   for (int rep = 0; rep < cmd.warmup + cmd.reps; ++rep) {
@@ -279,7 +271,7 @@ void time_local(const ScalingCommand& cmd, const AttentionSpec& spec, const Para
     attention_backward<T>(spec, pr.in, params, out, View4<const T>(pr.dout), g);
     Kokkos::fence();
     const double b = seconds_since(t0);
-    progress.done(rep, f, b);
+    report_rep(progress, what, rep, cmd.warmup + cmd.reps, f, b);
     if (rep >= cmd.warmup) {
       fwd.push_back(f);
       bwd.push_back(b);
@@ -296,8 +288,7 @@ std::pair<double, double> time_single(const ScalingCommand& cmd, const Attention
   std::vector<double> fwd, bwd;
   if (world.rank() == 0) {
     const auto pr = make_problem<T>(spec, cmd.batch, iota(cmd.seq_len), 77);
-    time_local(cmd, spec, params, pr, fwd, bwd,
-               RepProgress("whole sequence on one rank", cmd.warmup + cmd.reps, true));
+    time_local(cmd, spec, params, pr, fwd, bwd, "whole sequence on one rank", true);
   }
   sleep_until_rank0_done(world);
   return {median(fwd), median(bwd)};
@@ -347,8 +338,7 @@ std::pair<double, double> block_rates(const ScalingCommand& cmd, const Attention
   auto pr = make_problem<T>(spec, cmd.batch, iota(Lb, path ? 0 : Lb), 4242);
   if (!path) pr.in.q_pos0 = Lb;  // keys at [0, Lb), queries at [Lb, 2 Lb)
   std::vector<double> fwd, bwd;
-  time_local(cmd, spec, params, pr, fwd, bwd,
-             RepProgress("one block alone", cmd.warmup + cmd.reps, log));
+  time_local(cmd, spec, params, pr, fwd, bwd, "one block alone", log);
   const double flops = 4.0 * double(cmd.batch) * spec.heads * double(Lb) * double(Lb) *
                        spec.head_dim * (path ? 0.5 : 1.0);
   return {flops / median(fwd), 2.5 * flops / median(bwd)};

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "core/io/checkpoint.hpp"
+#include "core/io/output_path.hpp"
 #include "core/train/run_io.hpp"
 #include "core/train/setup.hpp"
 #include "core/train/world.hpp"
@@ -57,6 +58,12 @@ EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
       c = std::move(found->checkpoint);
     }
   });
+  // Before the evaluation, not after it: an --output that is the run's own file, or whose
+  // .tmp is not a file, is refused now (core/io/output_path.hpp).
+  if (!cmd.output.empty()) {
+    io::check_output_path(cmd.output, {store.file_for(c.step), cmd.run_dir + "/run.h5"});
+    io::check_tmp_path(cmd.output + ".tmp");
+  }
   if (s.writer())
     spdlog::info("evaluating {} at step {}: lengths {}{} ...", cmd.run_dir, c.step,
                  fmt::join(config::eval_lengths(s.cfg), ", "),

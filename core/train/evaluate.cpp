@@ -7,31 +7,12 @@
 
 #include "core/data/tasks/passkey_grid.hpp"
 #include "core/model/ring_runner.hpp"
+#include "core/train/progress.hpp"
 #include "kernels/base/error.hpp"
-#include "kernels/base/timer.hpp"
 #include "parallel/ring/shard.hpp"
 
 namespace lcr::train {
 namespace {
-
-// A line on the first rank when a part of the evaluation (one length, one passkey cell)
-// ends more than 5 s after the last line, so a long evaluation is never silent.
-class EvalProgress {
- public:
-  EvalProgress(bool writer, size_t parts) : writer_(writer), parts_(parts) {}
-  void done(const std::string& what) {
-    ++done_;
-    if (!writer_ || seconds_since(last_) < 5.0) return;
-    spdlog::info("eval: {} done ({}/{} parts, {:.0f} s)", what, done_, parts_,
-                 seconds_since(start_));
-    last_ = Clock::now();
-  }
-
- private:
-  bool writer_;
-  size_t parts_, done_ = 0;
-  Clock::time_point start_ = Clock::now(), last_ = Clock::now();
-};
 
 // Per-sequence sums over its scored positions: NLL, count, argmax hits.
 struct RowSums {
@@ -138,7 +119,15 @@ EvalResults evaluate(Model<T>& model, const std::vector<EvalSet>& sets,
                      const std::vector<PasskeyCellSet>& passkey, const ProcessGrid& grid,
                      LayoutKind layout, int64_t batch_rows) {
   EvalResults res;
-  EvalProgress progress(grid.world().rank() == 0, sets.size() + passkey.size());
+  // A line when a part (one length, one passkey cell) ends 5 s or more after the last.
+  LogThrottle progress(grid.world().rank() == 0);
+  const size_t parts = sets.size() + passkey.size();
+  size_t done = 0;
+  auto part_done = [&](const std::string& what) {
+    ++done;
+    if (progress.due())
+      spdlog::info("eval: {} done ({}/{} parts, {:.0f} s)", what, done, parts, progress.elapsed());
+  };
   for (const EvalSet& set : sets) {
     const RowSums s = score_batch(model, set.batch, grid, layout, batch_rows);
     LengthResult r;
@@ -157,7 +146,7 @@ EvalResults evaluate(Model<T>& model, const std::vector<EvalSet>& sets,
     r.token_accuracy = scored > 0 ? correct / scored : std::nan("");
     r.sequence_accuracy = rows > 0 ? rows_right / rows : std::nan("");
     res.lengths.push_back(r);
-    progress.done("L=" + std::to_string(set.length));
+    part_done("L=" + std::to_string(set.length));
   }
   for (const PasskeyCellSet& cell : passkey) {
     const RowSums s = score_batch(model, cell.batch, grid, layout, batch_rows);
@@ -168,8 +157,8 @@ EvalResults evaluate(Model<T>& model, const std::vector<EvalSet>& sets,
         right += s.correct[i] == s.scored[i] ? 1 : 0;
       }
     res.passkey.push_back({cell.length, cell.depth, rows > 0 ? right / rows : std::nan("")});
-    progress.done("passkey L=" + std::to_string(cell.length) + " depth " +
-                  std::to_string(cell.depth).substr(0, 4));
+    part_done("passkey L=" + std::to_string(cell.length) + " depth " +
+              std::to_string(cell.depth).substr(0, 4));
   }
   return res;
 }

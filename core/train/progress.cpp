@@ -15,6 +15,17 @@ std::string format_duration(double s) {
   return fmt::format("{}h{:02d}m", t / 3600, (t % 3600) / 60);
 }
 
+bool LogThrottle::due() {
+  const auto now = std::chrono::steady_clock::now();
+  if (!writer_ || std::chrono::duration<double>(now - last_).count() < every_s_) return false;
+  last_ = now;
+  return true;
+}
+
+double LogThrottle::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
 int64_t evaluations_between(int64_t from, int64_t to, int64_t last_step, int64_t every,
                             bool at_end) {
   from = std::max<int64_t>(from, 1);

@@ -5,6 +5,7 @@
 // still does: the remaining steps at their mean wall time with what comes with them (the
 // statistics probe, checkpoints), and the remaining evaluations at the mean time of those
 // this job has run; before the first one it names them instead ("ETA 3m16s + 2 evals").
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -32,6 +33,21 @@ class Progress {
   int64_t last_;
   double step_s_ = 0, overhead_s_ = 0, eval_s_ = 0;
   int64_t steps_ = 0, evals_ = 0;
+};
+
+// Paces the progress lines of a long phase (an evaluation, a scaling point's repetitions):
+// due() is true at most once every `every_s` seconds, and only on the rank that logs, so
+// such a phase is never silent for long nor chatty.
+class LogThrottle {
+ public:
+  explicit LogThrottle(bool writer, double every_s = 5.0) : writer_(writer), every_s_(every_s) {}
+  bool due();              // a line is due now (the interval restarts)
+  double elapsed() const;  // seconds since construction
+
+ private:
+  bool writer_;
+  double every_s_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
 };
 
 // The evaluations a run does at steps from..to (inclusive): every eval.every steps, and

@@ -212,6 +212,18 @@ phase_begin() {  # phase_begin NAME CAP_VAR DEFAULT
   echo "== phase $1 at $((SECONDS - t0)) s" | tee -a "$LOG"
 }
 phase_end() { phase_s[$1]=$((SECONDS - PHASE_START)); }
+# bundle_has PHASE MESSAGE EXE...: true when the bundle holds every EXE; else MESSAGE goes to
+# the log and the phase's table, and the phase ends.
+bundle_has() {
+  local phase=$1 msg=$2 e
+  shift 2
+  for e in "$@"; do
+    have "$e" && continue
+    echo "$msg" | tee -a "$LOG" "$WORK/table_$phase.md"
+    phase_end "$phase"
+    return 1
+  done
+}
 
 shapes() { echo "${LCR_BENCH_SHAPES:-1,16,16384,64 1,16,16384,128 1,8,65536,64}"; }
 

@@ -49,12 +49,8 @@ cmd_cpu() {
   for n in ${LCR_CPU_THREADS:-1 2 4 8 16}; do ((n <= cores)) && threads+=("$n"); done
   local out=$WORK/cpu
   mkdir -p "$out"
-  if ! have lcr_bench || ! have lcr; then
-    echo "cpu: not measured: lcr and lcr_bench from a Kokkos OpenMP build are not in bundle" \
-      "'$bundle' (LCR_GPU_BUNDLE=omp ... pack build-omp lcr lcr_bench)" | tee -a "$LOG" "$WORK/table_cpu.md"
-    phase_end cpu
-    return
-  fi
+  bundle_has cpu "cpu: not measured: lcr and lcr_bench from a Kokkos OpenMP build are not in \
+bundle '$bundle' (LCR_GPU_BUNDLE=omp ... pack build-omp lcr lcr_bench)" lcr_bench lcr || return
   export OMP_PROC_BIND=spread OMP_PLACES=cores
   local bench_filter="fwdbwd_h16/($filter)/.*$L"
   # One thread: every scheme at once, each pinned to its own core (a scheme takes minutes on

@@ -23,12 +23,8 @@ cmd_kokkos() {
   phase_begin kokkos LCR_GPU_KOKKOS_S 540
   local out=$WORK/kokkos t n lim
   mkdir -p "$out"
-  if ! have lcr_kernel_tests || ! have lcr; then
-    echo "kokkos: not run: bundle '$bundle' is not from a Kokkos CUDA build" \
-      "(LCR_GPU_BUNDLE=kcuda ... pack build-kcuda kokkos)" | tee -a "$LOG" "$WORK/table_kokkos.md"
-    phase_end kokkos
-    return
-  fi
+  bundle_has kokkos "kokkos: not run: bundle '$bundle' is not from a Kokkos CUDA build \
+(LCR_GPU_BUNDLE=kcuda ... pack build-kcuda kokkos)" lcr_kernel_tests lcr || return
   # The single-process suites in three lanes at once (their float64 references are CPU work,
   # the GPU is shared): the kernel suite in two shards, the others one after another beside
   # them. (Four shards at once lost the whole device call twice, cause unknown.)
