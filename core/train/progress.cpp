@@ -26,13 +26,11 @@ double LogThrottle::elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-int64_t evaluations_between(int64_t from, int64_t to, int64_t last_step, int64_t every,
-                            bool at_end) {
+int64_t evaluations_from(int64_t from, int64_t last_step, int64_t every, bool at_end) {
   from = std::max<int64_t>(from, 1);
-  if (to < from) return 0;
-  int64_t n = every > 0 ? to / every - (from - 1) / every : 0;
-  const bool last_in = from <= last_step && last_step <= to;
-  if (last_in && at_end && !(every > 0 && last_step % every == 0)) ++n;
+  if (last_step < from) return 0;
+  int64_t n = every > 0 ? last_step / every - (from - 1) / every : 0;
+  if (at_end && !(every > 0 && last_step % every == 0)) ++n;
   return n;
 }
 

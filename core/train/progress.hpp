@@ -50,10 +50,9 @@ class LogThrottle {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
 };
 
-// The evaluations a run does at steps from..to (inclusive): every eval.every steps, and
-// at the last step when at_end.
-int64_t evaluations_between(int64_t from, int64_t to, int64_t last_step, int64_t every,
-                            bool at_end);
+// The evaluations a run still does at steps from..last_step (inclusive): every eval.every
+// steps, and at the last step when at_end.
+int64_t evaluations_from(int64_t from, int64_t last_step, int64_t every, bool at_end);
 
 // "3m16s", "1h02m", "42s", "0.4s".
 std::string format_duration(double seconds);

@@ -170,11 +170,7 @@ class Trainer {
         log_step(done, r, tps, interval_time / double(interval_steps), probe);
         progress_.record_overhead(seconds_since(t_probe));
         if (s_.writer()) {
-          const int64_t evals_left =
-              stop ? 0
-                   : evaluations_between(done, cfg_.train.steps, cfg_.train.steps, cfg_.eval.every,
-                                         cfg_.eval.at_end);
-          std::string line = progress_.line(done, r.loss, r.lr, tps, evals_left);
+          std::string line = progress_.line(done, r.loss, r.lr, tps, stop ? 0 : evals_left(done));
           if (gpu_) {
             const double per_gpu = tps / double(world_.size()) / 1e12;
             // 3 significant digits: small demo models run at a fraction of a TFLOP/s.
@@ -502,13 +498,17 @@ class Trainer {
     on_writer([&] { run_file_->append(done, rows); });
   }
 
+  // The evaluations from step `done` (its own included) to the end of the run.
+  int64_t evals_left(int64_t done) const {
+    return evaluations_from(done, cfg_.train.steps, cfg_.eval.every, cfg_.eval.at_end);
+  }
+
   void run_eval(int64_t done) {
     const auto t0 = Clock::now();
     if (s_.writer())
       spdlog::info("eval at step {}: {} length(s){}, ETA of the run {}", done, eval_sets_.size(),
                    passkey_.empty() ? "" : fmt::format(", {} passkey cells", passkey_.size()),
-                   progress_.eta(done, evaluations_between(done, cfg_.train.steps, cfg_.train.steps,
-                                                           cfg_.eval.every, cfg_.eval.at_end)));
+                   progress_.eta(done, evals_left(done)));
     const EvalResults res =
         evaluate(eval_model(), eval_sets_, passkey_, grid_, cfg_.parallel.layout, cfg_.eval.batch);
     on_writer([&] {

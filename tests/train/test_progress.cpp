@@ -8,13 +8,13 @@ namespace lcr::train {
 namespace {
 
 TEST(Progress, CountsTheEvaluationsStillToCome) {
-  EXPECT_EQ(evaluations_between(1, 600, 600, 300, true), 2);  // 300 and 600 (at_end is 600)
-  EXPECT_EQ(evaluations_between(300, 600, 600, 300, true), 2);
-  EXPECT_EQ(evaluations_between(301, 600, 600, 300, false), 1);
-  EXPECT_EQ(evaluations_between(1, 20, 20, 7, true), 3);  // 7, 14, and the end
-  EXPECT_EQ(evaluations_between(15, 20, 20, 7, false), 0);
-  EXPECT_EQ(evaluations_between(1, 20, 20, 0, true), 1);
-  EXPECT_EQ(evaluations_between(21, 20, 20, 7, true), 0);
+  EXPECT_EQ(evaluations_from(1, 600, 300, true), 2);  // 300 and 600 (at_end is 600)
+  EXPECT_EQ(evaluations_from(300, 600, 300, true), 2);
+  EXPECT_EQ(evaluations_from(301, 600, 300, false), 1);
+  EXPECT_EQ(evaluations_from(1, 20, 7, true), 3);  // 7, 14, and the end
+  EXPECT_EQ(evaluations_from(15, 20, 7, false), 0);
+  EXPECT_EQ(evaluations_from(1, 20, 0, true), 1);
+  EXPECT_EQ(evaluations_from(21, 20, 7, true), 0);
 }
 
 TEST(Progress, EtaCountsOverheadAndEvaluations) {
