@@ -39,8 +39,23 @@ if(LCR_BUILD_BENCHMARKS)
   find_package(benchmark REQUIRED)
 endif()
 if(LCR_ENABLE_CUDA)
+  # The kernels need bf16 mma.sync (sm_80 on); sm_90a adds the wgmma / TMA kernels, chosen at
+  # run time where the loaded code has them (kernels/attention/cuda/device_code.hpp). The
+  # default: sm_80 SASS (A100, and sm_86 / sm_89 GPUs), compute_80 PTX (any later GPU, by
+  # the driver's JIT) and sm_90a SASS (H100, H200).
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES "80;90a-real" CACHE STRING "CUDA targets (lcr: 80 or newer)")
+  endif()
+  foreach(arch IN LISTS CMAKE_CUDA_ARCHITECTURES)
+    string(REGEX MATCH "^[0-9]+" num "${arch}")
+    if(num AND num LESS 80)
+      message(FATAL_ERROR "CMAKE_CUDA_ARCHITECTURES has ${arch}: lcr's CUDA kernels use bf16 "
+                          "mma.sync, which needs sm_80 or newer. Use e.g. \"80;90a-real\".")
+    endif()
+  endforeach()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
+  message(STATUS "lcr: CUDA targets ${CMAKE_CUDA_ARCHITECTURES}")
 endif()
 if(LCR_ENABLE_NCCL AND NOT LCR_ENABLE_CUDA)
   message(FATAL_ERROR "LCR_ENABLE_NCCL=ON needs LCR_ENABLE_CUDA=ON: NCCL moves device buffers.")

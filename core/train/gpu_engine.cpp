@@ -7,6 +7,7 @@
 #include "core/model/cuda/gpu_adamw.hpp"
 #include "core/model/cuda/gpu_layers.hpp"
 #include "core/model/cuda/gpu_model.hpp"
+#include "kernels/attention/cuda/device_code.hpp"
 #include "kernels/base/error.hpp"
 #include "parallel/comm/backend.hpp"
 #ifdef LCR_HAVE_GPU_RING
@@ -332,7 +333,10 @@ std::string GpuEngine::locate_nonfinite() { return impl_->model->locate_nonfinit
 std::string GpuEngine::describe() const {
   cudaDeviceProp p{};
   LCR_CUDA_CHECK(cudaGetDeviceProperties(&p, impl_->device));
-  std::string s = "cuda:" + std::to_string(impl_->device) + " (" + p.name + ")";
+  // The kernels' code as loaded (sm_90a wgmma, or mma.sync from compute_80 PTX: a binary built
+  // without the GPU's own architecture still runs, more slowly), so a run file says which.
+  std::string s = "cuda:" + std::to_string(impl_->device) + " (" + p.name + ", " +
+                  cuda::device_code().name() + ")";
   if (impl_->world.size() > 1) s += impl_->nccl ? ", NCCL all-reduce" : ", MPI all-reduce";
   if (impl_->cp_nccl)
     s += ", GPU ring over " + std::to_string(impl_->cp_nccl->size()) + " context-parallel ranks";

@@ -69,13 +69,18 @@ gpu_unpack() {
   [[ -d $B ]]
 }
 
-# gpu_env: NVLink multicast off (KINDS.md: it can take the host's GPUs out of service),
-# unbuffered Python, and lcr's run-time cuDNN loader (LCR_CUDNN_LIBRARY) pointed at the cuDNN 9
+# gpu_env: NVLink multicast off (KINDS.md: it can take the host's GPUs out of service), a JIT
+# cache for PTX-only builds, unbuffered Python, and lcr's run-time cuDNN loader
+# (LCR_CUDNN_LIBRARY) pointed at the cuDNN 9
 # of the machine's torch, with torch's NVIDIA library folders (nvrtc for cuDNN's run-time
 # compiled engines) on LD_LIBRARY_PATH; both left alone where set already.
 gpu_env() {
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   export PYTHONUNBUFFERED=1
+  # A build that carries only PTX for this GPU (e.g. compute_80 on an H100) is compiled by the
+  # driver at load; a cache large enough for all of it makes that once per machine, not per
+  # process (the default 256 MiB holds a fraction).
+  export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
   [[ -n ${LCR_CUDNN_LIBRARY:-} ]] && return 0
   local nv d
   nv=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0] + "/x"))' \

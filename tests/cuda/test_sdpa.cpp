@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cuda_test_util.hpp"
+#include "kernels/attention/cuda/device_code.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
 #include "kernels/attention/cuda/sdpa_tuning.hpp"
@@ -62,33 +63,52 @@ TEST(CudaSdpaCheck, AcceptsValidAndRejectsBadInput) {
   bad([](SdpaArgs& a) { a.k = a.k + 1; });  // misaligned
 }
 
-// The tuning library's tables (sdpa_tuning.hpp), no GPU needed: per width class, variant 0 is
-// the library's own kernels (forward_kernels / backward_kernels, sdpa_heuristics.hpp), the
-// shipped choice serves every path, every variant has a kernel and a name of its own.
+// The tuning library's tables (sdpa_tuning.hpp), no GPU needed: per width class and per code
+// (with wgmma, or mma.sync only: device_code.hpp), variant 0 is the library's own kernels
+// (forward_kernels / backward_kernels, sdpa_heuristics.hpp), the shipped choice serves every
+// path, every variant has a kernel and a name of its own, and the code without wgmma is
+// offered no wgmma variant (its launch would trap on the missing TMA engine).
 TEST(CudaSdpaTuning, VariantZeroIsTheShippedChoice) {
-  for (int D : {64, 128, 256})
-    for (int Dv : {64, 128, 256}) {
-      SCOPED_TRACE("QK " + std::to_string(D) + " / V " + std::to_string(Dv));
-      for (bool fwd : {true, false}) {
-        auto variant = [&](int i) {
-          return fwd ? detail::forward_variant(D, Dv, i) : detail::backward_variant(D, Dv, i);
-        };
-        const detail::SdpaKernels& k =
-            fwd ? detail::forward_kernels(D, Dv) : detail::backward_kernels(D, Dv);
-        EXPECT_NE(k.opts, nullptr) << "the shipped choice must serve the option path";
-        const detail::SdpaVariant* v0 = variant(0);
-        ASSERT_NE(v0, nullptr);
-        EXPECT_EQ(v0->kernels.plain, k.plain);
-        EXPECT_EQ(v0->kernels.opts, k.opts);
-        EXPECT_EQ(v0->kernels.bias, k.bias);
-        std::vector<std::string> names;
-        for (int i = 0; const detail::SdpaVariant* v = variant(i); ++i) {
-          EXPECT_TRUE(v->kernels.plain || v->kernels.opts) << v->name;
-          EXPECT_EQ(std::count(names.begin(), names.end(), v->name), 0) << v->name;
-          names.push_back(v->name);
+  for (bool wgmma : {true, false})
+    for (int D : {64, 128, 256})
+      for (int Dv : {64, 128, 256}) {
+        SCOPED_TRACE(std::string(wgmma ? "wgmma" : "mma.sync") + " QK " + std::to_string(D) +
+                     " / V " + std::to_string(Dv));
+        for (bool fwd : {true, false}) {
+          auto variant = [&](int i) {
+            return fwd ? detail::forward_variant(D, Dv, i, wgmma)
+                       : detail::backward_variant(D, Dv, i, wgmma);
+          };
+          const detail::SdpaKernels& k =
+              fwd ? detail::forward_kernels(D, Dv, wgmma) : detail::backward_kernels(D, Dv, wgmma);
+          EXPECT_NE(k.opts, nullptr) << "the shipped choice must serve the option path";
+          const detail::SdpaVariant* v0 = variant(0);
+          ASSERT_NE(v0, nullptr);
+          EXPECT_EQ(v0->kernels.plain, k.plain);
+          EXPECT_EQ(v0->kernels.opts, k.opts);
+          EXPECT_EQ(v0->kernels.bias, k.bias);
+          std::vector<std::string> names;
+          for (int i = 0; const detail::SdpaVariant* v = variant(i); ++i) {
+            EXPECT_TRUE(v->kernels.plain || v->kernels.opts) << v->name;
+            EXPECT_EQ(std::count(names.begin(), names.end(), v->name), 0) << v->name;
+            if (!wgmma) EXPECT_FALSE(v->wgmma) << v->name;
+            names.push_back(v->name);
+          }
         }
       }
-    }
+}
+
+// The probe of the code the runtime loaded (device_code.hpp): not newer than the GPU, wgmma only
+// in sm_90a code, and the kernel tables follow it (no wgmma kernel where it is absent).
+TEST(CudaDeviceCode, ReportsTheLoadedCode) {
+  LCR_REQUIRE_GPU();
+  const DeviceCode& c = device_code();
+  std::printf("  device code: %s\n", c.name().c_str());
+  EXPECT_GE(c.arch, 800);
+  EXPECT_LE(c.arch, 100 * c.cc_major + 10 * c.cc_minor) << c.name();
+  if (c.wgmma) EXPECT_EQ(c.arch, 900) << c.name();
+  EXPECT_EQ(device_has_wgmma(), c.wgmma);
+  EXPECT_EQ(detail::forward_kernels(64, 64).plain, detail::forward_kernels(64, 64, c.wgmma).plain);
 }
 
 struct Case {

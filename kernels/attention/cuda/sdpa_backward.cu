@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/device_code.hpp"
 #include "kernels/attention/cuda/sdpa_backward_kernel.cuh"
 #include "kernels/attention/cuda/sdpa_backward_wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_heuristics.hpp"
@@ -15,17 +16,24 @@ namespace lcr::cuda {
 namespace detail {
 namespace {
 
-template <std::size_t... I>
+template <template <int, int> class Choice, std::size_t... I>
 std::array<SdpaKernels, kWidthPairs> shipped_backward(std::index_sequence<I...>) {
-  return {kernels_of<pair_dp(I), pair_dvp(I), BwdChoice<pair_dp(I), pair_dvp(I)>>()...};
+  static_assert(!(uses_wgmma<BwdChoiceMma<pair_dp(I), pair_dvp(I)>> || ...),
+                "the tables without wgmma take mma.sync kernels only");
+  return {kernels_of<pair_dp(I), pair_dvp(I), Choice<pair_dp(I), pair_dvp(I)>>()...};
 }
 
 }  // namespace
 
+const SdpaKernels& backward_kernels(int D, int Dv, bool wgmma) {
+  static const std::array<SdpaKernels, kWidthPairs> hopper =
+      shipped_backward<BwdChoice>(std::make_index_sequence<kWidthPairs>());
+  static const std::array<SdpaKernels, kWidthPairs> mma =
+      shipped_backward<BwdChoiceMma>(std::make_index_sequence<kWidthPairs>());
+  return (wgmma ? hopper : mma)[width_pair(D, Dv)];
+}
 const SdpaKernels& backward_kernels(int D, int Dv) {
-  static const std::array<SdpaKernels, kWidthPairs> kernels =
-      shipped_backward(std::make_index_sequence<kWidthPairs>());
-  return kernels[width_pair(D, Dv)];
+  return backward_kernels(D, Dv, device_has_wgmma());
 }
 
 bool launch_backward(const KernelParams& p, const SdpaKernels& k, cudaStream_t s) {

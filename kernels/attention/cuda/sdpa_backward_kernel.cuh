@@ -193,8 +193,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
       float* dq0 = p.dq + (int64_t(b) * a.Lq + r0) * q_ld + int64_t(h) * a.D + cg * NC + 2 * t;
       const int64_t row8 = 8 * q_ld;
       auto add = [&](int m, int r, int n) {
-        atomicAdd(reinterpret_cast<float2*>(dq0 + (2 * m + r) * row8 + n * 8),
-                  make_float2(dq[m][n][2 * r] * a.scale, dq[m][n][2 * r + 1] * a.scale));
+        atomic_add2(dq0 + (2 * m + r) * row8 + n * 8, dq[m][n][2 * r] * a.scale,
+                    dq[m][n][2 * r + 1] * a.scale);
       };
       if (a.D == DP && i0 + BM <= a.Lq) {
 #pragma unroll
@@ -224,8 +224,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
           for (int n = 0; n < NC / 8; ++n) {
             const int c = cg * NC + n * 8 + 2 * t;
             if (c < a.D)
-              atomicAdd(reinterpret_cast<float2*>(dqrow + c),
-                        make_float2(dq[m][n][2 * r] * a.scale, dq[m][n][2 * r + 1] * a.scale));
+              atomic_add2(dqrow + c, dq[m][n][2 * r] * a.scale, dq[m][n][2 * r + 1] * a.scale);
           }
         }
     }

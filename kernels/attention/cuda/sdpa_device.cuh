@@ -91,6 +91,17 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// p[0] += a, p[1] += b: one 8-byte reduction on sm_90 (red.global.add.v2.f32), two 4-byte
+// ones before it; p 8-byte aligned.
+__device__ __forceinline__ void atomic_add2(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+#else
+  atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
+#endif
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

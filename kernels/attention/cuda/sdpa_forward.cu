@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/device_code.hpp"
 #include "kernels/attention/cuda/sdpa_forward_kernel.cuh"
 #include "kernels/attention/cuda/sdpa_forward_wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_heuristics.hpp"
@@ -14,9 +15,11 @@ namespace lcr::cuda {
 namespace detail {
 namespace {
 
-template <std::size_t... I>
+template <template <int, int> class Choice, std::size_t... I>
 std::array<SdpaKernels, kWidthPairs> shipped_forward(std::index_sequence<I...>) {
-  return {kernels_of<pair_dp(I), pair_dvp(I), FwdChoice<pair_dp(I), pair_dvp(I)>>()...};
+  static_assert(!(uses_wgmma<FwdChoiceMma<pair_dp(I), pair_dvp(I)>> || ...),
+                "the tables without wgmma take mma.sync kernels only");
+  return {kernels_of<pair_dp(I), pair_dvp(I), Choice<pair_dp(I), pair_dvp(I)>>()...};
 }
 
 // delta[b,h,i] = <o[b,i,h,:], dout[b,i,h,:]>: o, dout [B, Lq, H, Dv], delta [B, H, Lq].
@@ -90,10 +93,15 @@ __global__ void row_delta_kernel(int B, int Lq, int H, int Dv, const __nv_bfloat
 
 }  // namespace
 
+const SdpaKernels& forward_kernels(int D, int Dv, bool wgmma) {
+  static const std::array<SdpaKernels, kWidthPairs> hopper =
+      shipped_forward<FwdChoice>(std::make_index_sequence<kWidthPairs>());
+  static const std::array<SdpaKernels, kWidthPairs> mma =
+      shipped_forward<FwdChoiceMma>(std::make_index_sequence<kWidthPairs>());
+  return (wgmma ? hopper : mma)[width_pair(D, Dv)];
+}
 const SdpaKernels& forward_kernels(int D, int Dv) {
-  static const std::array<SdpaKernels, kWidthPairs> kernels =
-      shipped_forward(std::make_index_sequence<kWidthPairs>());
-  return kernels[width_pair(D, Dv)];
+  return forward_kernels(D, Dv, device_has_wgmma());
 }
 
 bool launch_forward(const KernelParams& p, const SdpaKernels& k, cudaStream_t s) {

@@ -118,6 +118,74 @@ struct BwdChoice<64, 128> {
   using Bias = NoKernel;
 };
 
+// ---- Without wgmma (the code loaded is compute_80 .. sm_89, or sm_90 without "a":
+// device_code.hpp): mma.sync kernels only, the fastest mma.sync tiling of each class measured
+// (on the H100, against each other: the tuning library's mma.sync alternatives). The generic
+// widths take FwdChoice / BwdChoice, which are mma.sync already.
+template <int DP, int DVP>
+struct FwdChoiceMma : FwdChoice<DP, DVP> {};
+template <>
+struct FwdChoiceMma<64, 64> {
+  using Plain = FwdMma<128, 64, 4>;
+  using Opts = FwdMma<64, 64, 4>;
+  using Bias = FwdMma<128, 64, 4>;
+};
+template <>
+struct FwdChoiceMma<128, 128> {
+  using Plain = FwdMma<128, 64, 4>;
+  using Opts = FwdMma<128, 64, 8>;
+  using Bias = FwdMma<128, 64, 4>;
+};
+template <>
+struct FwdChoiceMma<128, 64> {
+  using Plain = FwdMma<128, 64, 4>;
+  using Opts = FwdMma<128, 64, 8>;
+  using Bias = NoKernel;
+};
+template <>
+struct FwdChoiceMma<256, 128> {
+  using Plain = FwdMma<128, 32, 4>;
+  using Opts = FwdMma<64, 64, 4>;
+  using Bias = NoKernel;
+};
+template <int DP, int DVP>
+struct BwdChoiceMma : BwdChoice<DP, DVP> {};
+template <>
+struct BwdChoiceMma<64, 64> {
+  using Plain = BwdMma<128, 8, true>;
+  using Opts = BwdMma<64, 8, true>;
+  using Bias = BwdMma<128, 8, true>;
+};
+template <>
+struct BwdChoiceMma<128, 128> {
+  using Plain = BwdMma<64, 8, true, 2>;
+  using Opts = BwdMma<64, 8, true, 2>;
+  using Bias = BwdMma<64, 8, true, 2>;
+};
+template <>
+struct BwdChoiceMma<128, 64> {
+  using Plain = BwdMma<64, 8>;
+  using Opts = BwdMma<64, 8>;
+  using Bias = NoKernel;
+};
+template <>
+struct BwdChoiceMma<256, 128> {
+  using Plain = BwdMma<16, 8, true>;
+  using Opts = BwdMma<32, 4>;
+  using Bias = NoKernel;
+};
+
+// Whether a configuration runs on wgmma (so needs the sm_90a code).
+template <class T>
+constexpr bool is_wgmma = false;
+template <int NWG, int MB, bool kQRegs>
+constexpr bool is_wgmma<FwdWg<NWG, MB, kQRegs>> = true;
+template <int NWG, int BM, int MB, bool kKVRegs>
+constexpr bool is_wgmma<BwdWg<NWG, BM, MB, kKVRegs>> = true;
+template <class Choice>
+constexpr bool uses_wgmma = is_wgmma<typename Choice::Plain> || is_wgmma<typename Choice::Opts> ||
+                            is_wgmma<typename Choice::Bias>;
+
 // ---- Configuration -> kernels. launcher<DP, DVP, path>(config) is defined next to each
 // launcher (the kernel headers); NoKernel has none.
 enum class SdpaPath { kPlain, kOpts, kBias };

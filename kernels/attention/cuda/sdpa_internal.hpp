@@ -49,7 +49,11 @@ using SdpaLauncher = void (*)(KernelParams, cudaStream_t);
 struct SdpaKernels {
   SdpaLauncher plain = nullptr, opts = nullptr, bias = nullptr;
 };
-// The kernels the library ships for the width class of (D, Dv): sdpa_heuristics.hpp's choice.
+// The kernels the library ships for the width class of (D, Dv): sdpa_heuristics.hpp's choice,
+// for code with wgmma (sm_90a) or without (mma.sync only); the two-argument forms for the
+// code the current device runs (device_code.hpp).
+const SdpaKernels& forward_kernels(int D, int Dv, bool wgmma);
+const SdpaKernels& backward_kernels(int D, int Dv, bool wgmma);
 const SdpaKernels& forward_kernels(int D, int Dv);
 const SdpaKernels& backward_kernels(int D, int Dv);
 // Runs the path p's arguments take on k's kernel for it (the backward zeroes dq, dbias_q and

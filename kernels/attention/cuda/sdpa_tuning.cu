@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/attention/cuda/device_code.hpp"
 #include "kernels/attention/cuda/sdpa_backward_kernel.cuh"
 #include "kernels/attention/cuda/sdpa_backward_wgmma.cuh"
 #include "kernels/attention/cuda/sdpa_forward_kernel.cuh"
@@ -55,16 +56,21 @@ std::string name_of() {
 // An alternative: configurations Plain, Opts, Bias at width class (DP, DVP).
 template <int DP, int DVP, class Plain, class Opts, class Bias>
 SdpaVariant alt() {
-  return {name_of<Plain, Opts, Bias>(), kernels_of<DP, DVP, Plain, Opts, Bias>()};
+  return {name_of<Plain, Opts, Bias>(), kernels_of<DP, DVP, Plain, Opts, Bias>(),
+          is_wgmma<Plain> || is_wgmma<Opts> || is_wgmma<Bias>};
 }
-// A width class's variants: the shipped Choice (the library's kernels), then the alternatives.
+// A width class's variants: the shipped Choice (the library's kernels for code with wgmma, or
+// without), then the alternatives that code can run (less the one the Choice repeats: the
+// mma.sync choices are alternatives of the wgmma tables).
 template <class Choice>
-std::vector<SdpaVariant> variants(const SdpaKernels& shipped, std::vector<SdpaVariant> alts) {
-  alts.insert(
-      alts.begin(),
-      SdpaVariant{name_of<typename Choice::Plain, typename Choice::Opts, typename Choice::Bias>(),
-                  shipped});
-  return alts;
+std::vector<SdpaVariant> variants(const SdpaKernels& shipped, std::vector<SdpaVariant> alts,
+                                  bool wgmma) {
+  std::vector<SdpaVariant> v{
+      {name_of<typename Choice::Plain, typename Choice::Opts, typename Choice::Bias>(), shipped,
+       uses_wgmma<Choice>}};
+  for (auto& a : alts)
+    if ((wgmma || !a.wgmma) && a.name != v[0].name) v.push_back(std::move(a));
+  return v;
 }
 
 using NK = NoKernel;
@@ -147,15 +153,19 @@ std::vector<SdpaVariant> bwd_alternatives() {
   }
 }
 
-template <std::size_t... I>
-std::array<std::vector<SdpaVariant>, kWidthPairs> fwd_tables(std::index_sequence<I...>) {
-  return {variants<FwdChoice<pair_dp(I), pair_dvp(I)>>(
-      forward_kernels(pair_dp(I), pair_dvp(I)), fwd_alternatives<pair_dp(I), pair_dvp(I)>())...};
+template <template <int, int> class Choice, std::size_t... I>
+std::array<std::vector<SdpaVariant>, kWidthPairs> fwd_tables(bool wgmma,
+                                                             std::index_sequence<I...>) {
+  return {variants<Choice<pair_dp(I), pair_dvp(I)>>(forward_kernels(pair_dp(I), pair_dvp(I), wgmma),
+                                                    fwd_alternatives<pair_dp(I), pair_dvp(I)>(),
+                                                    wgmma)...};
 }
-template <std::size_t... I>
-std::array<std::vector<SdpaVariant>, kWidthPairs> bwd_tables(std::index_sequence<I...>) {
-  return {variants<BwdChoice<pair_dp(I), pair_dvp(I)>>(
-      backward_kernels(pair_dp(I), pair_dvp(I)), bwd_alternatives<pair_dp(I), pair_dvp(I)>())...};
+template <template <int, int> class Choice, std::size_t... I>
+std::array<std::vector<SdpaVariant>, kWidthPairs> bwd_tables(bool wgmma,
+                                                             std::index_sequence<I...>) {
+  return {variants<Choice<pair_dp(I), pair_dvp(I)>>(
+      backward_kernels(pair_dp(I), pair_dvp(I), wgmma), bwd_alternatives<pair_dp(I), pair_dvp(I)>(),
+      wgmma)...};
 }
 
 const SdpaVariant* pick(const std::vector<SdpaVariant>& v, int i) {
@@ -164,14 +174,22 @@ const SdpaVariant* pick(const std::vector<SdpaVariant>& v, int i) {
 
 }  // namespace
 
+const SdpaVariant* forward_variant(int D, int Dv, int i, bool wgmma) {
+  static const auto hopper = fwd_tables<FwdChoice>(true, std::make_index_sequence<kWidthPairs>());
+  static const auto mma = fwd_tables<FwdChoiceMma>(false, std::make_index_sequence<kWidthPairs>());
+  return pick((wgmma ? hopper : mma)[width_pair(D, Dv)], i);
+}
 const SdpaVariant* forward_variant(int D, int Dv, int i) {
-  static const auto tables = fwd_tables(std::make_index_sequence<kWidthPairs>());
-  return pick(tables[width_pair(D, Dv)], i);
+  return forward_variant(D, Dv, i, device_has_wgmma());
 }
 
+const SdpaVariant* backward_variant(int D, int Dv, int i, bool wgmma) {
+  static const auto hopper = bwd_tables<BwdChoice>(true, std::make_index_sequence<kWidthPairs>());
+  static const auto mma = bwd_tables<BwdChoiceMma>(false, std::make_index_sequence<kWidthPairs>());
+  return pick((wgmma ? hopper : mma)[width_pair(D, Dv)], i);
+}
 const SdpaVariant* backward_variant(int D, int Dv, int i) {
-  static const auto tables = bwd_tables(std::make_index_sequence<kWidthPairs>());
-  return pick(tables[width_pair(D, Dv)], i);
+  return backward_variant(D, Dv, i, device_has_wgmma());
 }
 
 }  // namespace lcr::cuda::detail

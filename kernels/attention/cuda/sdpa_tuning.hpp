@@ -14,9 +14,14 @@ namespace lcr::cuda::detail {
 struct SdpaVariant {
   std::string name;  // the tile configuration per path, e.g. "wg2x64_mb2_qr1/opts_64x64_w4"
   SdpaKernels kernels;
+  bool wgmma = false;  // some path runs on wgmma (needs the sm_90a code)
 };
 
-// Variant i of the width class of (D, Dv); null past the last.
+// Variant i of the width class of (D, Dv) for code with wgmma or without (device_code.hpp;
+// without it, variant 0 is the mma.sync choice and no variant uses wgmma); the three-argument
+// forms for the code the current device runs. Null past the last.
+const SdpaVariant* forward_variant(int D, int Dv, int i, bool wgmma);
+const SdpaVariant* backward_variant(int D, int Dv, int i, bool wgmma);
 const SdpaVariant* forward_variant(int D, int Dv, int i);
 const SdpaVariant* backward_variant(int D, int Dv, int i);
 

@@ -138,6 +138,8 @@ KernelResult run_on(Mem& mem, const GpuCase& c, const PathProblem& p, bool backw
   const P::Folds* fp = seeds ? &folds : nullptr;
   if (dev == Device::Emulator)
     P::emu::forward(a, o, lse, ws, fws, fp);
+  else if (dev == Device::EmulatorMmaSync)
+    P::emu_mma::forward(a, o, lse, ws, fws, fp);
   else
     P::forward(a, o, lse, ws, fws, nullptr, fp);
   KernelResult r;
@@ -175,6 +177,8 @@ KernelResult run_on(Mem& mem, const GpuCase& c, const PathProblem& p, bool backw
   const P::FoldGrads* fgp = seeds ? &fg : nullptr;
   if (dev == Device::Emulator)
     P::emu::backward(a, o, lse, dout, g, bwsp, bws, fgp);
+  else if (dev == Device::EmulatorMmaSync)
+    P::emu_mma::backward(a, o, lse, dout, g, bwsp, bws, fgp);
   else
     P::backward(a, o, lse, dout, g, bwsp, bws, nullptr, fgp);
   r.grad["q"] = mem.get(g.dq, no);
@@ -237,7 +241,7 @@ Problems make_problems(const GpuCase& c) {
 
 KernelResult run_kernels(const GpuCase& c, const PathProblem& p, bool backward, Device dev,
                          const FoldSeeds* folds) {
-  if (dev == Device::Emulator) {
+  if (on_emulator(dev)) {
     HostMem mem;
     return run_on(mem, c, p, backward, dev, folds);
   }

@@ -40,7 +40,10 @@ struct KernelResult {
   bool all_written = true;                         // no poison (NaN) left in any output
 };
 
-enum class Device { Gpu, Emulator };
+// Gpu: the CUDA build; Emulator: the SIMT emulator's Hopper form (wgmma); EmulatorMmaSync: its
+// form without wgmma (each product by mma.sync), the code sm_80 .. sm_89 run.
+enum class Device { Gpu, Emulator, EmulatorMmaSync };
+inline bool on_emulator(Device d) { return d != Device::Gpu; }
 
 // The float64 problem of a case, the problem the kernel sees (q, k, v, dout rounded to bf16;
 // w, beta, gates to fp32) and the "naive" problem (w in bf16 too).

@@ -217,6 +217,17 @@ TEST_P(CudaPathEmu, MatchesFloat64Reference) { check_case(GetParam(), Device::Em
 INSTANTIATE_TEST_SUITE_P(Cases, CudaPathEmu, ::testing::ValuesIn(emu_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// The kernels in the form sm_80 .. sm_89 run (each wgmma product by mma.sync: wgmma.cuh), same
+// cases and tolerances: the products see the same bf16 operands and accumulate in fp32.
+class CudaPathEmuMmaSync : public ::testing::TestWithParam<GpuCase> {};
+
+TEST_P(CudaPathEmuMmaSync, MatchesFloat64Reference) {
+  check_case(GetParam(), Device::EmulatorMmaSync);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaPathEmuMmaSync, ::testing::ValuesIn(emu_cases()),
+                         [](const auto& info) { return info.param.name; });
+
 TEST(CudaPathArgs, RejectsBadInputWithAClearError) {
   static __align__(16) __nv_bfloat16 hb[16];
   static __align__(16) float hf[16];

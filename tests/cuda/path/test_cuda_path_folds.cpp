@@ -136,6 +136,13 @@ class CudaPathFoldsEmu : public ::testing::TestWithParam<GpuCase> {};
 TEST_P(CudaPathFoldsEmu, MatchFloat64Definitions) { check_folds(GetParam(), Device::Emulator); }
 INSTANTIATE_TEST_SUITE_P(Cases, CudaPathFoldsEmu, ::testing::ValuesIn(emu_fold_cases()),
                          [](const auto& info) { return info.param.name; });
+// The same in the form without wgmma (sm_80 .. sm_89).
+class CudaPathFoldsEmuMmaSync : public ::testing::TestWithParam<GpuCase> {};
+TEST_P(CudaPathFoldsEmuMmaSync, MatchFloat64Definitions) {
+  check_folds(GetParam(), Device::EmulatorMmaSync);
+}
+INSTANTIATE_TEST_SUITE_P(Cases, CudaPathFoldsEmuMmaSync, ::testing::ValuesIn(emu_fold_cases()),
+                         [](const auto& info) { return info.param.name; });
 
 // carry / carry_backward / mat_products against float64 loops, on the emulator and the GPU.
 struct CarryCase {
@@ -174,13 +181,19 @@ void check_carry(const CarryCase& k, Device dev) {
       }
   std::vector<float> y_k(nq), dq_k = dq0, dM_k = dM0, C_k = M;
   const int batch = k.B * k.Hkv;
-  if (dev == Device::Emulator) {
+  if (on_emulator(dev)) {
+    const bool mma = dev == Device::EmulatorMmaSync;
+    const auto carry = mma ? cuda::path::emu_mma::carry : cuda::path::emu::carry;
+    const auto carry_backward =
+        mma ? cuda::path::emu_mma::carry_backward : cuda::path::emu::carry_backward;
+    const auto mat_products =
+        mma ? cuda::path::emu_mma::mat_products : cuda::path::emu::mat_products;
     std::vector<__nv_bfloat16> yb(nq);
-    cuda::path::emu::carry(k.B, k.L, k.H, k.Hkv, k.D, M.data(), q.data(), yb.data());
+    carry(k.B, k.L, k.H, k.Hkv, k.D, M.data(), q.data(), yb.data());
     y_k = cuda::test::from_bf16(yb);
-    cuda::path::emu::carry_backward(k.B, k.L, k.H, k.Hkv, k.D, M.data(), q.data(), dy.data(),
-                                    dq_k.data(), dM_k.data());
-    cuda::path::emu::mat_products(batch, k.D, A.data(), true, Bm.data(), false, C_k.data(), true);
+    carry_backward(k.B, k.L, k.H, k.Hkv, k.D, M.data(), q.data(), dy.data(), dq_k.data(),
+                   dM_k.data());
+    mat_products(batch, k.D, A.data(), true, Bm.data(), false, C_k.data(), true);
   } else {
     using cuda::DeviceBuffer;
     auto up = [](const std::vector<float>& x) {
@@ -230,8 +243,10 @@ void check_carry(const CarryCase& k, Device dev) {
 }
 
 TEST(CudaPathCarry, MatchesFloat64LoopsOnTheEmulator) {
-  check_carry({2, 70, 4, 2, 64}, Device::Emulator);
-  check_carry({1, 5, 1, 1, 128}, Device::Emulator);
+  for (Device dev : {Device::Emulator, Device::EmulatorMmaSync}) {
+    check_carry({2, 70, 4, 2, 64}, dev);
+    check_carry({1, 5, 1, 1, 128}, dev);
+  }
 }
 
 TEST(CudaPathCarry, MatchesFloat64LoopsOnTheGpu) {

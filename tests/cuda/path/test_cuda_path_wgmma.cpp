@@ -81,6 +81,19 @@ TEST(WgmmaProbeEmu, MatchesTheDefinition) {
   check(p, c1, c2, c3, seed);
 }
 
+// The form without wgmma (each product by mma.sync, reading the operands through the same
+// descriptors: wgmma.cuh), as sm_80 .. sm_89 run it.
+TEST(WgmmaProbeEmuMmaSync, MatchesTheDefinition) {
+  const uint64_t seed = ::lcr::cuda::test::case_seed();
+  const Probe p = make_probe(seed);
+  const auto A = ::lcr::cuda::test::to_bf16(p.A), B = ::lcr::cuda::test::to_bf16(p.B),
+             P = ::lcr::cuda::test::to_bf16(p.P);
+  std::vector<float> c1(64 * 64), c2(64 * 128), c3(64 * 128);
+  ::lcr::cuda::path::detail::wgmma_probe_emu_mma(A.data(), B.data(), P.data(), c1.data(), c2.data(),
+                                                 c3.data());
+  check(p, c1, c2, c3, seed);
+}
+
 // The emulator's async-proxy check (emu.hpp): the same probe without the fence between the
 // tiles' cp.async and the products aborts, naming the missing fence.
 TEST(WgmmaProbeEmuDeathTest, AMissingFenceAborts) {

@@ -16,9 +16,15 @@
 
 #if defined(LCR_CUDA_EMU)
 #include <cstring>
-// The emulator build lives in its own namespace, so both builds can link into one binary.
+// The emulator builds live in their own namespaces, so every build can link into one binary:
+// pathk_emu models Hopper (wgmma), pathk_emu_mma the form without wgmma (wgmma.cuh).
+#if defined(LCR_CUDA_EMU_MMA_SYNC)
+#define LCR_PATHK pathk_emu_mma
+#define LCR_SDPAWG sdpawg_emu_mma
+#else
 #define LCR_PATHK pathk_emu
 #define LCR_SDPAWG sdpawg_emu
+#endif
 
 #include "kernels/attention/cuda/device/emu.hpp"
 #define LCR_DEV inline
@@ -88,9 +94,15 @@ LCR_DEV void sync_cta() { __syncthreads(); }
 LCR_DEV void sync_warp() { __syncwarp(); }
 LCR_DEV float shfl_xor(float v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
 LCR_DEV void atomic_add(float* p, float v) { atomicAdd(p, v); }
-// p[0] += a, p[1] += b as one 8-byte reduction (red.global.add.v2.f32, sm_90); p 8-byte aligned.
+// p[0] += a, p[1] += b as one 8-byte reduction (red.global.add.v2.f32, sm_90; two 4-byte
+// ones before); p 8-byte aligned.
 LCR_DEV void atomic_add2(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  atomicAdd(p, a);
+  atomicAdd(p + 1, b);
+#else
   atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
+#endif
 }
 // p[0] = a, p[1] = b as one 8-byte store; p 8-byte aligned.
 LCR_DEV void store_f32x2(float* p, float a, float b) {

@@ -29,8 +29,20 @@
 #include "kernels/attention/cuda/device/mma.cuh"
 #include "kernels/attention/cuda/device/tensor_map.hpp"
 
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#error "lcr's PaTH kernels use wgmma: build for sm_90a (-DCMAKE_CUDA_ARCHITECTURES=90a)"
+// Without wgmma (sm_80 .. sm_89, sm_90 without its "a" features, and the emulator's mma.sync
+// build, LCR_CUDA_EMU_MMA_SYNC) each wgmma below is performed at issue by mma.sync, every warp
+// of the group computing its own 16 rows with operands read through the same descriptors (so
+// one kernel source serves both; wgmma_fence / commit / wait become no-ops). An operand is
+// stable from the issue to the wait in every kernel, so the product at issue is one the
+// hardware's asynchronous one could have been. The TMA bulk reductions have no such form: the
+// kernels that use them (the SDPA's wgmma backward) are chosen only where wgmma runs
+// (sdpa_arch.hpp).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "lcr's CUDA kernels use bf16 mma.sync: build for sm_80 or newer (CMAKE_CUDA_ARCHITECTURES)"
+#endif
+#if (defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)) || \
+    defined(LCR_CUDA_EMU_MMA_SYNC)
+#define LCR_WGMMA_BY_MMA_SYNC 1
 #endif
 
 namespace lcr::cuda::LCR_PATHK {
@@ -91,21 +103,29 @@ LCR_DEV uint64_t desc_mn(const bf16* tile, int rows, int k0, int n0) {
   return smem_desc(tile + (n0 >> 6) * rows * 64 + k0 * 64, uint32_t(rows) * 128, 1024);
 }
 
+// Shared-space byte address of element (mn, k) of the 64 x 16 (A) or 16 x 64 (B) operand a
+// descriptor (128-byte swizzle, base offset 0: smem_desc) names. Canonical layouts in bytes
+// (T = 8 bf16 per 16 bytes):
+//   K-major  ((8, m), (T, 2)) : ((8T, SBO), (1, T))       row mn, column k
+//   MN-major ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO))
+// The swizzle moves whole 16-byte chunks, so 8 elements along the contiguous dimension from
+// a multiple of 8 stay one aligned chunk (an ldmatrix row).
+LCR_DEV uint32_t desc_byte(uint64_t desc, bool mn_major, int mn, int k) {
+  const uint32_t start = uint32_t(desc & 0x3FFF) << 4;
+  const uint32_t lbo = uint32_t((desc >> 16) & 0x3FFF) << 4;
+  const uint32_t sbo = uint32_t((desc >> 32) & 0x3FFF) << 4;
+  uint32_t a = mn_major ? start + (mn % 64) * 2 + (mn / 64) * lbo + (k % 8) * 128 + (k / 8) * sbo
+                        : start + (mn % 8) * 128 + (mn / 8) * sbo + k * 2;
+  return a ^ (((a >> 7) & 7) << 4);
+}
+
 #if defined(LCR_CUDA_EMU)
 namespace emu_detail {
 // Element (mn, k) of the 64 x 16 (A) or 16 x 64 (B) operand a descriptor names.
 inline float desc_elem(uint64_t desc, bool mn_major, int mn, int k) {
   if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0)
     emu::fail("emu: wgmma descriptor: only the 128-byte swizzle with base offset 0 is modelled");
-  const uint32_t start = uint32_t(desc & 0x3FFF) << 4;
-  const uint32_t lbo = uint32_t((desc >> 16) & 0x3FFF) << 4;
-  const uint32_t sbo = uint32_t((desc >> 32) & 0x3FFF) << 4;
-  // Canonical layouts in bytes (T = 8 bf16 per 16 bytes):
-  //   K-major  ((8, m), (T, 2)) : ((8T, SBO), (1, T))       row mn, column k
-  //   MN-major ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO))
-  uint32_t a = mn_major ? start + (mn % 64) * 2 + (mn / 64) * lbo + (k % 8) * 128 + (k / 8) * sbo
-                        : start + (mn % 8) * 128 + (mn / 8) * sbo + k * 2;
-  a ^= ((a >> 7) & 7) << 4;
+  const uint32_t a = desc_byte(desc, mn_major, mn, k);
   if (a + 2 > emu::shared_bytes()) emu::fail("emu: wgmma operand outside shared memory");
   // What the hardware may read: the async proxy's view (emu.hpp) must hold the current bytes,
   // else a fence is missing before the last barrier, or the operand was overwritten before
@@ -163,7 +183,9 @@ LCR_DEV void store_shared_f32x2(uint32_t saddr, float a, float b) {
 // async-proxy fence (PTX ISA, the memory consistency rules of wgmma.mma_async). Every thread
 // that wrote an operand fences, then the CTA barrier, then the wgmma.
 LCR_DEV void fence_async_smem() {
-#if defined(LCR_CUDA_EMU)
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+  // ldmatrix reads through the generic proxy: the barrier after this suffices.
+#elif defined(LCR_CUDA_EMU)
   emu::fence_async();
 #else
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -178,9 +200,23 @@ LCR_DEV void fence_async_smem() {
 // fence (fence_async_smem) and meet at a barrier before the issue. bulk_commit closes the
 // thread's group; bulk_wait_read<N> before src is written again (the engine has read it),
 // bulk_wait<N> before the thread exits.
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+// A kernel with bulk reductions launched where the TMA engine is absent: the host's choice is
+// wrong (sdpa_arch.hpp), so stop rather than drop the sums.
+LCR_DEV void no_bulk_engine() {
+#if defined(LCR_CUDA_EMU)
+  emu::fail("emu: TMA bulk reduction in the mma.sync build (no TMA engine before sm_90)");
+#else
+  __trap();
+#endif
+}
+#endif
 LCR_DEV void bulk_tensor_add_f32_4d(const TensorMap& map, const float* src, int c0, int c1, int c2,
                                     int c3) {
-#if defined(LCR_CUDA_EMU)
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+  (void)map, (void)src, (void)c0, (void)c1, (void)c2, (void)c3;
+  no_bulk_engine();
+#elif defined(LCR_CUDA_EMU)
   const int c[4] = {c0, c1, c2, c3};
   emu::bulk_tensor_add_f32(map.bytes, src, c);
 #else
@@ -192,7 +228,9 @@ LCR_DEV void bulk_tensor_add_f32_4d(const TensorMap& map, const float* src, int 
 #endif
 }
 LCR_DEV void bulk_commit() {
-#if defined(LCR_CUDA_EMU)
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+  no_bulk_engine();
+#elif defined(LCR_CUDA_EMU)
   emu::bulk_commit();
 #else
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
@@ -200,7 +238,9 @@ LCR_DEV void bulk_commit() {
 }
 template <int N>
 LCR_DEV void bulk_wait_read() {
-#if defined(LCR_CUDA_EMU)
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+  no_bulk_engine();
+#elif defined(LCR_CUDA_EMU)
   emu::bulk_wait(N);  // (performed here: the strictest order the hardware allows)
 #else
   asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
@@ -208,7 +248,9 @@ LCR_DEV void bulk_wait_read() {
 }
 template <int N>
 LCR_DEV void bulk_wait() {
-#if defined(LCR_CUDA_EMU)
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+  no_bulk_engine();
+#elif defined(LCR_CUDA_EMU)
   emu::bulk_wait(N);
 #else
   asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
@@ -216,12 +258,13 @@ LCR_DEV void bulk_wait() {
 }
 
 LCR_DEV void wgmma_fence() {
-#if !defined(LCR_CUDA_EMU)
+#if !defined(LCR_CUDA_EMU) && !defined(LCR_WGMMA_BY_MMA_SYNC)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
 LCR_DEV void wgmma_commit() {
-#if defined(LCR_CUDA_EMU)
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+#elif defined(LCR_CUDA_EMU)
   emu::async_commit();
 #else
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -229,7 +272,8 @@ LCR_DEV void wgmma_commit() {
 }
 template <int N>
 LCR_DEV void wgmma_wait() {
-#if defined(LCR_CUDA_EMU)
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+#elif defined(LCR_CUDA_EMU)
   emu::async_wait(N);
 #else
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
@@ -261,6 +305,60 @@ LCR_DEV void fence_regs(float* d) {
       "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #endif
 
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+namespace mma_sync_detail {
+// ldmatrix .x4 at a shared-space byte address (desc_byte's).
+LCR_DEV void ldsm_at(uint32_t r[4], uint32_t saddr, bool trans) {
+#if defined(LCR_CUDA_EMU)
+  emu_detail::ldmatrix(r, reinterpret_cast<const bf16*>(emu::shared_base() + saddr), trans);
+#else
+  if (trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(saddr));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(saddr));
+#endif
+}
+// The mma.sync A fragment (mma.cuh) of this warp's rows 16w .. 16w+15 of the 64 x 16 operand
+// da names (K-major, or MN-major: read transposed). Row addresses as mma.cuh's load_a.
+LCR_DEV void load_a(uint32_t a[4], uint64_t da, bool mn_major) {
+  const int l = lane(), r0 = 16 * (warp() % 4);
+  if (!mn_major)
+    ldsm_at(a, desc_byte(da, false, r0 + (l & 15), (l >> 4) * 8), false);
+  else
+    ldsm_at(a, desc_byte(da, true, r0 + ((l >> 3) & 1) * 8, (l & 7) + ((l >> 4) << 3)), true);
+}
+// B fragments of columns n0 .. n0+15 of the 16 x N operand db names: b[0..1] columns n0 ..
+// n0+7, b[2..3] n0+8 .. n0+15. Row addresses as mma.cuh's load_b.
+LCR_DEV void load_b(uint32_t b[4], uint64_t db, bool mn_major, int n0) {
+  const int l = lane();
+  if (!mn_major)
+    ldsm_at(b, desc_byte(db, false, n0 + (l & 7) + ((l >> 4) << 3), ((l >> 3) & 1) * 8), false);
+  else
+    ldsm_at(b, desc_byte(db, true, n0 + (l >> 4) * 8, (l & 7) + ((l >> 3) & 1) * 8), true);
+}
+// d[N / 2] = (acc ? d : 0) + A B over this warp's 16 rows: the m64nNk16 accumulator layout is
+// the mma.sync C fragments side by side (this file's header).
+template <int N>
+LCR_DEV void product(float* d, const uint32_t a[4], uint64_t db, bool mn_major_b, bool acc) {
+  if (!acc) {
+    LCR_UNROLL
+    for (int i = 0; i < N / 2; ++i) d[i] = 0.f;
+  }
+  LCR_UNROLL
+  for (int j = 0; j < N / 16; ++j) {
+    uint32_t b[4];
+    load_b(b, db, mn_major_b, 16 * j);
+    mma_bf16(d + 8 * j, a, b);
+    mma_bf16(d + 8 * j + 4, a, b + 2);
+  }
+}
+}  // namespace mma_sync_detail
+#endif
+
 // d[N / 2] = (acc ? d : 0) + A B (m64nNk16, N = 64 or 32), A and B from shared memory
 // (descriptors da, db): A K-major (desc_k) unless kTransA, then MN-major (desc_mn of a tile
 // holding A^T: the SDPA backward's dQ = dS K with dS stored as dS^T); B K-major when
@@ -269,7 +367,11 @@ LCR_DEV void fence_regs(float* d) {
 template <int kTransB, int kTransA = 0, int N = 64>
 LCR_DEV void wgmma_ss(float* d, uint64_t da, uint64_t db, bool acc) {
   static_assert(N == 64 || (N == 32 && kTransB == 0), "wgmma_ss: m64n64, or m64n32 with K-major B");
-#if defined(LCR_CUDA_EMU)
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+  uint32_t a[4];
+  mma_sync_detail::load_a(a, da, kTransA != 0);
+  mma_sync_detail::product<N>(d, a, db, kTransB != 0, acc);
+#elif defined(LCR_CUDA_EMU)
   const int w = warp() % 4, l = lane();
   emu::async_op([=] {
     emu_detail::wgmma_thread<N>(
@@ -298,7 +400,9 @@ LCR_DEV void wgmma_ss(float* d, uint64_t da, uint64_t db, bool acc) {
 // The same with A from registers: a[4] is the mma.sync A fragment of this warp's 16 rows.
 template <int kTransB>
 LCR_DEV void wgmma_rs(float* d, const uint32_t a[4], uint64_t db, bool acc) {
-#if defined(LCR_CUDA_EMU)
+#if defined(LCR_WGMMA_BY_MMA_SYNC)
+  mma_sync_detail::product<64>(d, a, db, kTransB != 0, acc);
+#elif defined(LCR_CUDA_EMU)
   const int w = warp() % 4, l = lane();
   struct Frag {
     uint32_t a[4];

@@ -32,6 +32,7 @@ std::vector<ProfiledLaunch> g_launches, g_open;  // g_open: begun, not ended pha
 template <class... P, class... A>
 void launch(const char* name, void (*kernel)(P...), Grid3 grid, int threads, std::size_t smem,
             cudaStream_t s, const A&... args) {
+  if (smem > 48 * 1024) ::lcr::cuda::detail::check_smem_fits(name, smem);
   LCR_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // A kernel whose shared memory lets two CTAs share an SM (prep's 112 KiB at D = 128, dkv)

@@ -47,5 +47,8 @@ void wgmma_probe(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bflo
                  float* c2, float* c3);
 void wgmma_probe_emu(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P,
                      float* c1, float* c2, float* c3, bool fence = true);
+// The emulator's form without wgmma (each product by mma.sync, as sm_80 .. sm_89 run it).
+void wgmma_probe_emu_mma(const __nv_bfloat16* A, const __nv_bfloat16* B, const __nv_bfloat16* P,
+                         float* c1, float* c2, float* c3, bool fence = true);
 
 }  // namespace lcr::cuda::path::detail
