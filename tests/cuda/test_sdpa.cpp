@@ -91,7 +91,9 @@ TEST(CudaSdpaTuning, VariantZeroIsTheShippedChoice) {
           for (int i = 0; const detail::SdpaVariant* v = variant(i); ++i) {
             EXPECT_TRUE(v->kernels.plain || v->kernels.opts) << v->name;
             EXPECT_EQ(std::count(names.begin(), names.end(), v->name), 0) << v->name;
-            if (!wgmma) EXPECT_FALSE(v->wgmma) << v->name;
+            if (!wgmma) {
+              EXPECT_FALSE(v->wgmma) << v->name;
+            }
             names.push_back(v->name);
           }
         }
@@ -106,7 +108,9 @@ TEST(CudaDeviceCode, ReportsTheLoadedCode) {
   std::printf("  device code: %s\n", c.name().c_str());
   EXPECT_GE(c.arch, 800);
   EXPECT_LE(c.arch, 100 * c.cc_major + 10 * c.cc_minor) << c.name();
-  if (c.wgmma) EXPECT_EQ(c.arch, 900) << c.name();
+  if (c.wgmma) {
+    EXPECT_EQ(c.arch, 900) << c.name();
+  }
   EXPECT_EQ(device_has_wgmma(), c.wgmma);
   EXPECT_EQ(detail::forward_kernels(64, 64).plain, detail::forward_kernels(64, 64, c.wgmma).plain);
 }
