@@ -28,6 +28,7 @@
 #include "kernels/attention/cuda/device_code.hpp"
 #include "kernels/attention/cuda/sdpa.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
+#include "kernels/attention/cuda/sdpa_mma_emu.hpp"
 #include "kernels/attention/cuda/sdpa_tuning.hpp"
 #include "kernels/attention/cuda/sdpa_wgmma_emu.hpp"
 #include "kernels/base/error.hpp"
@@ -587,6 +588,22 @@ std::vector<WgBwdShape> wg_bwd_shapes(int D, int Dv) {
   return {{1, 64, false}, {2, 64, true}};
 }
 
+// delta [B, H, Lq] = rowsum(dO o), as sdpa_row_delta forms it, on the host.
+std::vector<float> row_delta(const RefProblem& p, const std::vector<__nv_bfloat16>& o,
+                             const std::vector<__nv_bfloat16>& dout) {
+  std::vector<float> delta(size_t(p.B) * p.H * p.Lq);
+  for (int b = 0; b < p.B; ++b)
+    for (int i = 0; i < p.Lq; ++i)
+      for (int h = 0; h < p.H; ++h) {
+        double s = 0;
+        const size_t row = ((size_t(b) * p.Lq + i) * p.H + h) * p.Dv;
+        for (int e = 0; e < p.Dv; ++e)
+          s += double(__bfloat162float(o[row + e])) * double(__bfloat162float(dout[row + e]));
+        delta[(size_t(b) * p.H + h) * p.Lq + i] = float(s);
+      }
+  return delta;
+}
+
 class CudaSdpaWgmmaBwdEmu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
@@ -604,15 +621,7 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
   std::vector<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv);
   std::vector<float> lse(size_t(p.B) * p.H * p.Lq), delta(lse.size());
   detail::sdpa_forward_wgmma_emu(a, o.data(), nullptr, lse.data(), 2);
-  for (int b = 0; b < p.B; ++b)  // delta = rowsum(dO o), as sdpa_row_delta forms it
-    for (int i = 0; i < p.Lq; ++i)
-      for (int h = 0; h < p.H; ++h) {
-        double s = 0;
-        const size_t row = ((size_t(b) * p.Lq + i) * p.H + h) * p.Dv;
-        for (int e = 0; e < p.Dv; ++e)
-          s += double(__bfloat162float(o[row + e])) * double(__bfloat162float(dout[row + e]));
-        delta[(size_t(b) * p.H + h) * p.Lq + i] = float(s);
-      }
+  delta = row_delta(p, o, dout);
   std::vector<float> dk_first, dv_first;
   int bm_first = 0;
   // Every CTA shape with dq 16-byte aligned (dq through shared memory and bulk reductions where
@@ -694,6 +703,101 @@ std::vector<Case> wgmma_bwd_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaWgmmaBwdEmu, ::testing::ValuesIn(wgmma_bwd_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// The mma.sync kernels (sdpa_forward_kernel.cuh, sdpa_backward_kernel.cuh) on the SIMT
+// emulator, CPU only: the tables of code without wgmma (FwdChoiceMma / BwdChoiceMma: A100, L40,
+// compute_80 PTX on an H100), every width class and path, forward then backward from the
+// emulated forward's o and lse, against the float64 reference (o, lse, dq, dk, dv, dbias_q,
+// dbias_k), as CudaSdpa checks them on a GPU. Cases: the suite's with at most 200 x 200
+// query-key pairs, the wgmma emulator's shorter forms, and the option cases with offsets at
+// L = 200 (a key tile straddling the diagonal, rows that see the whole tile).
+std::vector<Case> mma_emu_cases() {
+  std::vector<Case> v;
+  std::vector<std::string> names;
+  auto add = [&](const Case& c) {
+    if (std::find(names.begin(), names.end(), c.name) != names.end()) return;
+    names.push_back(c.name);
+    v.push_back(c);
+  };
+  for (const Case& c : cases())
+    if (int64_t(c.Lq) * c.Lk <= 200 * 200) add(c);
+  for (const Case& c : wgmma_cases()) add(c);
+  Case c{"bias_offsets_q129_k200_d128", 129, 200, 128, 128, 300, 100};
+  c.bias = true;
+  add(c);
+  c = {"alibi_offsets_q129_k200_d128", 129, 200, 128, 128, 300, 100};
+  c.alibi = true;
+  add(c);
+  c = {"fox_offsets_q129_k200_d128", 129, 200, 128, 128, 300, 100};
+  c.bias = true, c.dbq = false;
+  add(c);
+  c = {"fox_offsets_q129_k200", 129, 200, 64, 64, 300, 100};
+  c.bias = true, c.dbq = false;
+  add(c);
+  c = {"fox_accumulate_L200_d128", 200, 200, 128, 128, 0, 0, false, true};
+  c.dbq = false, c.accumulate = true;
+  add(c);
+  return v;
+}
+
+class CudaSdpaMmaEmu : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaSdpaMmaEmu, ForwardAndBackwardMatchFloat64Reference) {
+  const Case& c = GetParam();
+  const uint64_t seed = test::case_seed();
+  SCOPED_TRACE(seed_trace(seed));
+  std::mt19937_64 rng(seed);
+  const RefProblem p = make_problem(c, rng);
+  const auto exact = test::sdpa_reference(p, RefMode::kExact);
+  const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
+  const auto q = test::to_bf16(p.q), k = test::to_bf16(p.k), v = test::to_bf16(p.v);
+  const auto dout = test::to_bf16(p.dout);
+  const SdpaArgs a = args_of(p, c, q.data(), k.data(), v.data(), p.slopes.data(), p.bias_q.data(),
+                             p.bias_k.data());
+  std::vector<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv, __float2bfloat16(std::nanf("")));
+  std::vector<float> o32(c.o_f32 ? o.size() : 0, std::nanf("")),
+      lse(size_t(p.B) * p.H * p.Lq, std::nanf(""));
+  detail::sdpa_forward_mma_emu(a, o.data(), c.o_f32 ? o32.data() : nullptr, lse.data());
+  const auto o16 = test::from_bf16(o);
+  compare(c.o_f32 ? to_double(o32) : to_double(o16), naive.o, exact.o, "o");
+  compare(to_double(lse), naive.lse, exact.lse, "lse", true);
+  if (c.o_f32) {
+    size_t bad = 0;
+    for (size_t e = 0; e < o16.size(); ++e) bad += o16[e] != test::round_bf16(o32[e]);
+    EXPECT_EQ(bad, 0u) << "o is not o_f32 rounded to bf16";
+    return;  // the backward is covered by the other cases
+  }
+
+  const std::vector<float> delta = row_delta(p, o, dout);
+  std::vector<float> gq(p.q.size(), std::nanf("")), gk(p.k.size(), std::nanf("")),
+      gv(p.v.size(), std::nanf("")), gbq(p.bias_q.size(), std::nanf("")),
+      gbk(p.bias_k.size(), std::nanf(""));
+  std::vector<std::vector<float>> init;
+  if (c.accumulate)  // start from random values: the kernels must add to them
+    for (auto* buf : {&gq, &gk, &gv, &gbq, &gbk}) {
+      init.push_back(test::random_normal(buf->size(), rng));
+      *buf = init.back();
+    }
+  detail::sdpa_backward_mma_emu(a, lse.data(), delta.data(), dout.data(), gq.data(), gk.data(),
+                                gv.data(), c.accumulate, c.bias && c.dbq ? gbq.data() : nullptr,
+                                c.bias ? gbk.data() : nullptr);
+  auto got = [&](const std::vector<float>& x, int idx) {
+    std::vector<double> d = to_double(x);
+    if (c.accumulate)
+      for (size_t e = 0; e < d.size(); ++e) d[e] -= init[idx][e];
+    return d;
+  };
+  compare(got(gq, 0), naive.dq, exact.dq, "dq");
+  compare(got(gk, 1), naive.dk, exact.dk, "dk");
+  compare(got(gv, 2), naive.dv, exact.dv, "dv");
+  if (c.bias) {
+    if (c.dbq) compare(got(gbq, 3), naive.dbq, exact.dbq, "dbias_q");
+    compare(got(gbk, 4), naive.dbk, exact.dbk, "dbias_k");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaMmaEmu, ::testing::ValuesIn(mma_emu_cases()),
                          [](const auto& info) { return info.param.name; });
 
 // Every forward tiling of a width class (the tuning library, sdpa_tuning.hpp: the shipped one,

@@ -19,14 +19,17 @@
 // and dbias_q_sums receive fp32 atomic adds from every key tile, so their last bits depend
 // on the order the tiles finish; a separate dQ pass would be deterministic but recomputes
 // S and dP (7 matrix products per tile pair instead of 5, ~40% more work): we chose speed.
+// One source for two builds (device/simt.cuh): nvcc for the GPU, and host C++ with
+// LCR_CUDA_EMU for the SIMT emulator (sdpa_mma_emu.cpp), in namespace LCR_SDPAMMA.
+#include <algorithm>
 #include <cmath>
 
-#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/sdpa_device.cuh"
-#include "kernels/attention/cuda/sdpa_heuristics.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
 
-namespace lcr::cuda::detail {
+namespace lcr::cuda::LCR_SDPAMMA {
+
+using ::lcr::cuda::detail::KernelParams;
 
 // DQM: 16-row m-tiles per warp in the dQ product. With 2, a warp's dQ block is 32 rows x
 // half the columns of DQM = 1's, so each K^T fragment read from shared memory feeds two
@@ -55,11 +58,11 @@ struct BwdTraits {
 // to c0 = C of the tile's first key for the step's head (the forward's reason: lse - R_i
 // would cancel two numbers of FoX's size).
 template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe, int DQM, bool kBias>
-__global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p) {
+LCR_KERNEL_THREADS(NW * 32)
+void sdpa_bwd_kernel(const KernelParams p) {
   using T = BwdTraits<DP, DVP, BM, NW, kPipe, DQM>;
   constexpr int BN = T::BN, NTH = T::kThreads;
-  using namespace lcr::cuda::dev;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+  LCR_SDPA_SMEM(smem_raw);
   __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_raw);       // [BN][DP]
   __nv_bfloat16* sV = sK + BN * DP;                                     // [BN][DVP]
   __nv_bfloat16* sQ = sV + BN * DVP;                                    // [2][BM][DP]
@@ -70,12 +73,14 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   float* sBq = sDel + 2 * BM;                                           // [2][BM] bias_q (kOpts)
 
   const SdpaArgs& a = p.a;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int tid = ::lcr::cuda::LCR_PATHK::tid(), warp = tid / 32, lane = tid % 32, g = lane / 4,
+            t = lane % 4;
   const int G = a.H / a.Hkv;
   const int bh_count = a.B * a.Hkv;
-  const int kt = int(blockIdx.x / bh_count);  // key tile 0 sees the most queries: first
-  const int bh = blockIdx.x % bh_count, b = bh / a.Hkv, hk = bh % a.Hkv;
-  const int j0 = kt * BN, nk = min(BN, a.Lk - j0);
+  const int kt =
+      int(unsigned(bid_x()) / unsigned(bh_count));  // key tile 0 sees the most queries: first
+  const int bh = int(unsigned(bid_x()) % unsigned(bh_count)), b = bh / a.Hkv, hk = bh % a.Hkv;
+  const int j0 = kt * BN, nk = imin(BN, a.Lk - j0);
   const int64_t dpos = a.q_pos0 - a.k_pos0;  // p_i - p_j = dpos + i - j
 
   // First query row that sees key j0: dpos + i - j0 >= 0.
@@ -90,13 +95,13 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   // kBias: the key lane of the tile's first key for query head h (0 without a key lane);
   // with ALiBi, c0 = bias_ref - slope p_j0, and the slope terms below are relative to p_j0.
   auto bias_ref = [&](int h) {
-    return a.bias_k ? __ldg(a.bias_k + (int64_t(b) * a.Lk + j0) * a.H + h) : 0.f;
+    return a.bias_k ? load_ro(a.bias_k + (int64_t(b) * a.Lk + j0) * a.H + h) : 0.f;
   };
 
   // Stage the Q / dO / lse / delta tile of (query head h, query tile qt) into buffer `st`.
   auto stage = [&](int h, int qt, int st) {
     const int i0 = qt * BM;
-    const int nq = min(BM, a.Lq - i0);
+    const int nq = imin(BM, a.Lq - i0);
     load_tile<BM, DP, NTH>(sQ + st * BM * DP,
                            a.q + (int64_t(b) * a.Lq + i0) * q_ld + int64_t(h) * a.D, q_ld, nq, a.D,
                            tid);
@@ -111,7 +116,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
         l2 = l == -INFINITY ? INFINITY : l * kLog2e;  // a row that saw no key has P = 0
         if constexpr (kBias)  // R_i - c0 = (bias_q_i - c0) - slope (p_i - p_j0)
           if (l2 != INFINITY) {
-            const float sl = a.alibi_slopes ? __ldg(a.alibi_slopes + h) : 0.f;
+            const float sl = a.alibi_slopes ? load_ro(a.alibi_slopes + h) : 0.f;
             const float bqi = a.bias_q ? a.bias_q[(int64_t(b) * a.Lq + i) * a.H + h] : 0.f;
             l2 -= fmaf(-sl, float(dpos + i - j0), bqi - bias_ref(h)) * kLog2e;
           }
@@ -241,7 +246,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
     // Without kPipe two barriers per step (this one and "dS^T complete"); with it, this one
     // also completes step it-1's dS^T (buffer st ^ 1), whose dQ runs now.
     cp_async_wait<0>();
-    __syncthreads();
+    sync_cta();
     if (it + 1 < n_steps) stage(head_done ? h + 1 : h, head_done ? qt0 : qt + 1, st ^ 1);
     cp_async_commit();
     if constexpr (kPipe)
@@ -297,14 +302,14 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
       }
     float slope = 0.f, bk[2] = {0.f, 0.f}, rel[2] = {0.f, 0.f};
     if constexpr (kOpts || kBias) {
-      if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
+      if (a.alibi_slopes) slope = load_ro(a.alibi_slopes + h);
       const float c0 = kBias ? bias_ref(h) : 0.f;
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int j = j0 + krow0 + g + 8 * r;
         rel[r] = float(dpos + i0 - j);  // p_i - p_j at query column 0
         const float bkj =
-            a.bias_k && j < a.Lk ? __ldg(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) : 0.f;
+            a.bias_k && j < a.Lk ? load_ro(a.bias_k + (int64_t(b) * a.Lk + j) * a.H + h) : 0.f;
         // kBias: C_j - c0 = (bias_k_j - c0) - slope (j - j0) in log2 units, added to the
         // staged lse
         bk[r] = kBias ? fmaf(-slope, float(j - j0), bkj - c0) * kLog2e : bkj;
@@ -381,7 +386,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
               for (int k = 0; k < 3; ++k) {
                 const float v = sum_over_rows(rsum[k][c]);
                 if (g == 0 && i < a.Lq)
-                  atomicAdd(p.dbias_q_sums + k * plane + (int64_t(b) * a.Lq + i) * a.H + h, v);
+                  atomic_add(p.dbias_q_sums + k * plane + (int64_t(b) * a.Lq + i) * a.H + h, v);
               }
             }
           }
@@ -431,12 +436,12 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
           for (int c = 0; c < 2; ++c) {
             const float v = sum_over_rows(dbq[n][c]);
             const int i = i0 + n * 8 + 2 * t + c;
-            if (g == 0 && i < a.Lq) atomicAdd(p.dbias_q + (int64_t(b) * a.Lq + i) * a.H + h, v);
+            if (g == 0 && i < a.Lq) atomic_add(p.dbias_q + (int64_t(b) * a.Lq + i) * a.H + h, v);
           }
       }
     }
     if constexpr (!kPipe) {
-      __syncthreads();  // dS^T complete
+      sync_cta();  // dS^T complete
       dq_step(0, h, i0);
     }
 
@@ -446,8 +451,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           float v = dbk[r];
-          v += __shfl_xor_sync(0xffffffffu, v, 1);
-          v += __shfl_xor_sync(0xffffffffu, v, 2);
+          v += shfl_xor(v, 1);
+          v += shfl_xor(v, 2);
           const int j = j0 + krow0 + g + 8 * r;
           if (t == 0 && j < a.Lk) {
             float* dst = p.dbias_k + (int64_t(b) * a.Lk + j) * a.H + h;
@@ -463,7 +468,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   cp_async_wait<0>();
   if constexpr (kPipe)
     if (n_steps > 0) {
-      __syncthreads();  // the last step's dS^T complete
+      sync_cta();  // the last step's dS^T complete
       dq_step((n_steps - 1) & 1, prev_h, prev_i0);
     }
 
@@ -501,16 +506,24 @@ __global__ void __launch_bounds__(NW * 32) sdpa_bwd_kernel(const KernelParams p)
   }
 }
 
+}  // namespace lcr::cuda::LCR_SDPAMMA
+
+#if !defined(LCR_CUDA_EMU)
+#include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/sdpa_heuristics.hpp"
+
+namespace lcr::cuda::detail {
+
 template <int DP, int DVP, int BM, int NW, bool kOpts, bool kPipe = false, int DQM = 1,
           bool kBias = false>
 void launch_bwd(KernelParams p, cudaStream_t s) {
-  using T = BwdTraits<DP, DVP, BM, NW, kPipe, DQM>;
+  using T = LCR_SDPAMMA::BwdTraits<DP, DVP, BM, NW, kPipe, DQM>;
   p.n_tiles = (p.a.Lk + T::BN - 1) / T::BN;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
   if (grid == 0) return;
   static_assert(!(kOpts && kBias), "kBias is the bias-lanes-only form of the plain path");
-  launch_with_smem(sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe, DQM, kBias>, grid, T::kThreads,
-                   T::kSmem, s, p);
+  launch_with_smem(LCR_SDPAMMA::sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe, DQM, kBias>, grid,
+                   T::kThreads, T::kSmem, s, p);
 }
 
 // Configuration BwdMma<BM, NW, kPipe, DQM> (sdpa_heuristics.hpp) on path kPath.
@@ -521,3 +534,4 @@ constexpr SdpaLauncher launcher(BwdMma<BM, NW, kPipe, DQM>) {
 }
 
 }  // namespace lcr::cuda::detail
+#endif

@@ -14,98 +14,103 @@
 
 #include <cstdint>
 
-namespace lcr::cuda::dev {
+#include "kernels/attention/cuda/device/mma.cuh"
+
+// The device layer (simt.cuh, mma.cuh) supplies thread and block indices, barriers, shuffles,
+// atomics, mma.sync, pack_bf16, fast_exp2 and cp.async groups, for the GPU and for the SIMT
+// emulator alike; this file adds the SDPA's forms that address shared memory by its 32-bit
+// shared-window address (one register per tile, offsets folded as immediates).
+namespace lcr::cuda::LCR_SDPAMMA {
+
+using namespace ::lcr::cuda::LCR_PATHK;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+#if defined(LCR_CUDA_EMU)
+LCR_DEV int imin(int a, int b) { return a < b ? a : b; }
+// The kernel's dynamic shared memory as an array `name` (an extern __shared__ array on the GPU).
+#define LCR_SDPA_SMEM(name) unsigned char* name = ::lcr::emu::shared_base()
+// The emulator's shared-window address: the offset from the block's shared memory.
+LCR_DEV uint32_t smem_addr(const void* p) {
+  return uint32_t(static_cast<const unsigned char*>(p) - emu::shared_base());
+}
+LCR_DEV void cp_async16(uint32_t dst, const void* src, bool pred) {
+  emu::cp_async16(emu::shared_base() + dst, src, pred);
+}
+LCR_DEV void cp_async4(uint32_t dst, const void* src, bool pred) {
+  emu::cp_async4(emu::shared_base() + dst, src, pred);
+}
+LCR_DEV void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  emu_detail::ldmatrix(r, reinterpret_cast<const bf16*>(emu::shared_base() + addr), false);
+}
+LCR_DEV void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
+  emu_detail::ldmatrix(r, reinterpret_cast<const bf16*>(emu::shared_base() + addr), true);
+}
+#else
+LCR_DEV int imin(int a, int b) { return ::min(a, b); }
+#define LCR_SDPA_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
+LCR_DEV uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
-
 // 16-byte global -> shared copy that bypasses L1; pred = false writes 16 zero bytes
 // (rows past the sequence end, columns past the real head width).
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool pred) {
+LCR_DEV void cp_async16(uint32_t dst, const void* src, bool pred) {
   const int bytes = pred ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
 // 4-byte global -> shared copy through L1 (per-row option terms such as a key bias lane,
 // strided in global memory); pred = false writes 4 zero bytes.
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool pred) {
+LCR_DEV void cp_async4(uint32_t dst, const void* src, bool pred) {
   const int bytes = pred ? 4 : 0;
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+LCR_DEV void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
-__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
+LCR_DEV void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+#endif
 
 // Sum over the 8 row groups g = lane / 4 of an mma fragment (the lanes with the same t):
 // one value per fragment column, in every lane, in a fixed order.
-__device__ __forceinline__ float sum_over_rows(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 4);
-  v += __shfl_xor_sync(0xffffffffu, v, 8);
-  return v + __shfl_xor_sync(0xffffffffu, v, 16);
+LCR_DEV float sum_over_rows(float v) {
+  v += shfl_xor(v, 4);
+  v += shfl_xor(v, 8);
+  return v + shfl_xor(v, 16);
 }
 
 // c += a * b on the tensor cores, bf16 inputs, fp32 accumulators.
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
+LCR_DEV void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(LCR_CUDA_EMU)
+  const uint32_t b[2] = {b0, b1};
+  mma_bf16(c, a, b);
+#else
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // Zeroes mma accumulators: N tiles of 4, or M rows of N tiles.
 template <int N>
-__device__ __forceinline__ void zero_acc(float (&c)[N][4]) {
+LCR_DEV void zero_acc(float (&c)[N][4]) {
 #pragma unroll
   for (int n = 0; n < N; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) c[n][e] = 0.f;
 }
 template <int M, int N>
-__device__ __forceinline__ void zero_acc(float (&c)[M][N][4]) {
+LCR_DEV void zero_acc(float (&c)[M][N][4]) {
 #pragma unroll
   for (int m = 0; m < M; ++m) zero_acc(c[m]);
-}
-
-// Two floats -> one bf16x2 register, `lo` in the low half (the lower column index).
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-// p[0] += a, p[1] += b: one 8-byte reduction on sm_90 (red.global.add.v2.f32), two 4-byte
-// ones before it; p 8-byte aligned.
-__device__ __forceinline__ void atomic_add2(float* p, float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  atomicAdd(p, a);
-  atomicAdd(p + 1, b);
-#else
-  atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
-#endif
-}
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Shared-memory tile of bf16 rows W elements wide (W a multiple of 32). Rows are stored
@@ -116,19 +121,16 @@ template <int W>
 struct Swz {
   static constexpr int kChunks = W / 8;
   static constexpr int kMask = (kChunks >= 8 ? 8 : kChunks) - 1;
-  __device__ __forceinline__ static int offset(int row, int chunk) {
-    return row * W + ((chunk ^ (row & kMask)) << 3);
-  }
+  LCR_DEV static int offset(int row, int chunk) { return row * W + ((chunk ^ (row & kMask)) << 3); }
   // ldmatrix addressing without a register per (row block, chunk) pair: a thread's rows
   // differ only by multiples of 8 (row & kMask is fixed) and its chunks are 2*pair + c
   // (c in {0,1}), so chunk ^ (row & kMask) = 2*pair ^ (c ^ (row & kMask)). The thread's
   // byte offset for pair 0 is computed once; pair p XORs in p*32 bytes (one LOP per pair,
   // the row block is an immediate).
-  __device__ __forceinline__ static uint32_t thread_off(int row, int c) {
+  LCR_DEV static uint32_t thread_off(int row, int c) {
     return uint32_t(row * W * 2 + ((c ^ (row & kMask)) << 4));
   }
-  __device__ __forceinline__ static uint32_t at(uint32_t base, uint32_t toff, int pair,
-                                                int row_blk) {
+  LCR_DEV static uint32_t at(uint32_t base, uint32_t toff, int pair, int row_blk) {
     return base + (toff ^ uint32_t(pair << 5)) + uint32_t(row_blk * W * 2);
   }
 };
@@ -141,8 +143,8 @@ struct Swz {
 // shared-memory offsets of its later copies are immediates and the global address steps
 // by a fixed stride, instead of ~20 integer instructions per 16-byte copy.
 template <int R, int W, int NT>
-__device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* base,
-                                          int64_t ld, int nrows, int width, int tid) {
+LCR_DEV void load_tile(__nv_bfloat16* tile, const __nv_bfloat16* base, int64_t ld, int nrows,
+                       int width, int tid) {
   constexpr int kChunks = W / 8;
   constexpr int kTotal = R * kChunks;
   constexpr int kRowsPerPass = NT / kChunks;
@@ -175,4 +177,4 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* tile, const __nv_bfloat
   }
 }
 
-}  // namespace lcr::cuda::dev
+}  // namespace lcr::cuda::LCR_SDPAMMA

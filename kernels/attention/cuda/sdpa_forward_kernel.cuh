@@ -11,14 +11,19 @@
 // Key tiles past the tile's last query position are never visited (causal block skip);
 // only tiles that straddle the diagonal or the sequence end pay for element masking.
 // Query tiles are issued last-first: in causal attention they carry the most key tiles.
+// One source for two builds (device/simt.cuh): nvcc for the GPU, and host C++ with
+// LCR_CUDA_EMU for the SIMT emulator (sdpa_mma_emu.cpp), in namespace LCR_SDPAMMA.
+#include <algorithm>
 #include <cmath>
 
-#include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/sdpa_device.cuh"
-#include "kernels/attention/cuda/sdpa_heuristics.hpp"
 #include "kernels/attention/cuda/sdpa_internal.hpp"
 
-namespace lcr::cuda::detail {
+namespace lcr::cuda::LCR_SDPAMMA {
+
+using ::lcr::cuda::detail::fwd_tile;
+using ::lcr::cuda::detail::FwdTile;
+using ::lcr::cuda::detail::KernelParams;
 
 template <int DP, int DVP, int BM, int BN, int NW>
 struct FwdTraits {
@@ -47,19 +52,20 @@ struct FwdTraits {
 // row's lse would be the difference of two such numbers (measured 6.6e-5 absolute lse error
 // at 1x16x16384, against 3e-7 with the lanes' difference formed per element).
 template <int DP, int DVP, int BM, int BN, int NW, bool kOpts, bool kBias>
-__global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p) {
+LCR_KERNEL_THREADS(NW * 32)
+void sdpa_fwd_kernel(const KernelParams p) {
   using T = FwdTraits<DP, DVP, BM, BN, NW>;
   constexpr int MT = T::MT, NTH = T::kThreads;
-  using namespace lcr::cuda::dev;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
+  LCR_SDPA_SMEM(smem_raw);
   __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [BM][DP]
   __nv_bfloat16* sK = sQ + BM * DP;                                // [2][BN][DP]
   __nv_bfloat16* sV = sK + 2 * BN * DP;                            // [2][BN][DVP]
   float* sBk = reinterpret_cast<float*>(sV + 2 * BN * DVP);        // [2][BN] (kOpts, kBias)
 
   const SdpaArgs& a = p.a;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const FwdTile ft = fwd_tile(p, int(blockIdx.x), BM, BN);
+  const int tid = ::lcr::cuda::LCR_PATHK::tid(), warp = tid / 32, lane = tid % 32, g = lane / 4,
+            t = lane % 4;
+  const FwdTile ft = fwd_tile(p, bid_x(), BM, BN);
   const int b = ft.b, h = ft.h, i0 = ft.i0, nq = ft.nq, jend = ft.jend, n_kt = ft.n_kt;
   const int64_t dpos = ft.dpos, q_ld = ft.q_ld, k_ld = ft.k_ld, v_ld = ft.v_ld;
   const __nv_bfloat16 *qbase = ft.q, *kbase = ft.k, *vbase = ft.v;
@@ -102,15 +108,15 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
   // exact integer differences.
   float bq[MT][2] = {}, slope = 0.f, c0 = 0.f;
   if constexpr (kOpts || kBias) {
-    if (a.alibi_slopes) slope = __ldg(a.alibi_slopes + h);
-    if (kBias && a.bias_q) c0 = __ldg(a.bias_q + (int64_t(b) * a.Lq + i0) * a.H + h);
+    if (a.alibi_slopes) slope = load_ro(a.alibi_slopes + h);
+    if (kBias && a.bias_q) c0 = load_ro(a.bias_q + (int64_t(b) * a.Lq + i0) * a.H + h);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int i = i0 + qrow(mt, r);
         if (a.bias_q && i < a.Lq)
-          bq[mt][r] = __ldg(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h) - c0;
+          bq[mt][r] = load_ro(a.bias_q + (int64_t(b) * a.Lq + i) * a.H + h) - c0;
         if (kBias) bq[mt][r] -= slope * float(qrow(mt, r));
       }
   }
@@ -133,7 +139,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
     // done with the other stage (read in the previous iteration), so the next tile's copy
     // goes there now and overlaps this tile's math: one barrier per tile.
     cp_async_wait<0>();
-    __syncthreads();
+    sync_cta();
     if (kt + 1 < n_kt) {
       const int jn = j0 + BN;
       load_tile<BN, DP, NTH>(sK + (st ^ 1) * BN * DP, kbase + jn * k_ld, k_ld, jend - jn, a.D, tid);
@@ -230,7 +236,7 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
     // j < Lk in one int32 per row, computed once per tile).
     const bool full = (j0 + BN <= a.Lk) && (dpos + i0 - (j0 + BN - 1) >= 0);
     if (!full) {
-      const int kv_last = min(BN, a.Lk - j0) - 1;
+      const int kv_last = imin(BN, a.Lk - j0) - 1;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -257,8 +263,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
 #pragma unroll
         for (int n = 0; n < BN / 8; ++n)
           mx = fmaxf(mx, fmaxf(s[mt][n][2 * r], s[mt][n][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = fmaxf(mx, shfl_xor(mx, 1));
+        mx = fmaxf(mx, shfl_xor(mx, 2));
         mx = fmaxf(row_m[mt][r], mx * mul);
         // A row that has seen nothing yet keeps m = -inf; subtract 0 then so exp2 gives 0.
         const float muse = mx == -INFINITY ? 0.f : mx;
@@ -308,8 +314,8 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float l = row_l[mt][r];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      l += shfl_xor(l, 1);
+      l += shfl_xor(l, 2);
       const int il = qrow(mt, r), i = i0 + il;
       if (i >= a.Lq) continue;
       const float inv = l > 0.f ? 1.f / l : 0.f;
@@ -328,15 +334,23 @@ __global__ void __launch_bounds__(NW * 32) sdpa_fwd_kernel(const KernelParams p)
     }
 }
 
+}  // namespace lcr::cuda::LCR_SDPAMMA
+
+#if !defined(LCR_CUDA_EMU)
+#include "kernels/attention/cuda/cuda_check.hpp"
+#include "kernels/attention/cuda/sdpa_heuristics.hpp"
+
+namespace lcr::cuda::detail {
+
 template <int DP, int DVP, int BM, int BN, int NW, bool kOpts, bool kBias = false>
 void launch_fwd(KernelParams p, cudaStream_t s) {
-  using T = FwdTraits<DP, DVP, BM, BN, NW>;
+  using T = LCR_SDPAMMA::FwdTraits<DP, DVP, BM, BN, NW>;
   p.n_tiles = (p.a.Lq + BM - 1) / BM;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
   if (grid == 0) return;
   static_assert(!(kOpts && kBias), "kBias is a form of the plain path");
-  launch_with_smem(sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts, kBias>, grid, T::kThreads,
-                   T::smem(kOpts || kBias), s, p);
+  launch_with_smem(LCR_SDPAMMA::sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts, kBias>, grid,
+                   T::kThreads, T::smem(kOpts || kBias), s, p);
 }
 
 // Configuration FwdMma<BM, BN, NW> (sdpa_heuristics.hpp) on path kPath.
@@ -346,3 +360,4 @@ constexpr SdpaLauncher launcher(FwdMma<BM, BN, NW>) {
 }
 
 }  // namespace lcr::cuda::detail
+#endif

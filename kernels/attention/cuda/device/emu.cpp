@@ -69,6 +69,7 @@ struct Copy {
   const void* src;
   bool valid;
   long group;
+  int bytes;  // 16 or 4
 };
 
 // A queued wgmma: its commit group, the operation, and the async proxy's view of shared memory
@@ -183,9 +184,9 @@ void leave(Barrier& b) {
 
 void perform(const Copy& c) {
   if (c.valid)
-    std::memcpy(c.dst, c.src, 16);
+    std::memcpy(c.dst, c.src, std::size_t(c.bytes));
   else
-    std::memset(c.dst, 0, 16);
+    std::memset(c.dst, 0, std::size_t(c.bytes));
 }
 
 void prepare_stack(Fiber& f) {
@@ -281,15 +282,23 @@ const unsigned char* warp_exchange(const void* mine, std::size_t bytes) {
   return buf;
 }
 
-void cp_async16(void* dst, const void* src, bool valid) {
+namespace {
+void cp_async(void* dst, const void* src, bool valid, int bytes) {
   auto* d = static_cast<unsigned char*>(dst);
-  if (d < g_block.smem || d + 16 > g_block.smem + g_block.smem_bytes)
+  if (d < g_block.smem || d + bytes > g_block.smem + g_block.smem_bytes)
     fail("emu: cp.async destination outside the block's shared memory");
-  if ((reinterpret_cast<std::uintptr_t>(dst) & 15) ||
-      (valid && (reinterpret_cast<std::uintptr_t>(src) & 15)))
-    fail("emu: cp.async address not 16-byte aligned");
-  g_cur->copies.push_back({dst, src, valid, g_cur->committed});
+  const auto misaligned = [&](const void* q) {
+    return (reinterpret_cast<std::uintptr_t>(q) & std::uintptr_t(bytes - 1)) != 0;
+  };
+  if (misaligned(dst) || (valid && misaligned(src)))
+    fail(bytes == 16 ? "emu: cp.async address not 16-byte aligned"
+                     : "emu: cp.async address not 4-byte aligned");
+  g_cur->copies.push_back({dst, src, valid, g_cur->committed, bytes});
 }
+}  // namespace
+
+void cp_async16(void* dst, const void* src, bool valid) { cp_async(dst, src, valid, 16); }
+void cp_async4(void* dst, const void* src, bool valid) { cp_async(dst, src, valid, 4); }
 
 void cp_async_commit() { ++g_cur->committed; }
 

@@ -52,8 +52,9 @@ void sync_warp();   // __syncwarp
 const unsigned char* warp_exchange(const void* mine, std::size_t bytes);
 constexpr std::size_t kExchangeStride = 64;
 
-// cp.async emulation (16-byte copies, zero fill when !valid).
+// cp.async emulation (16- and 4-byte copies, zero fill when !valid).
 void cp_async16(void* smem_dst, const void* gmem_src, bool valid);
+void cp_async4(void* smem_dst, const void* gmem_src, bool valid);
 void cp_async_commit();
 void cp_async_wait(int pending_groups);
 

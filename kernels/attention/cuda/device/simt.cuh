@@ -7,7 +7,8 @@
 //    fragment layouts, indexing and barriers there.
 // Kernels call only what is declared here, in mma.cuh and in wgmma.cuh. Their namespace is
 // lcr::cuda::LCR_PATHK (pathk, or pathk_emu in the emulator build), named after its first user;
-// the SDPA's wgmma kernels have theirs, lcr::cuda::LCR_SDPAWG (sdpawg / sdpawg_emu).
+// the SDPA's wgmma kernels have theirs, lcr::cuda::LCR_SDPAWG (sdpawg / sdpawg_emu), and its
+// mma.sync kernels lcr::cuda::LCR_SDPAMMA (sdpamma / sdpamma_emu).
 #include <cuda_bf16.h>
 #include <vector_types.h>
 
@@ -21,9 +22,11 @@
 #if defined(LCR_CUDA_EMU_MMA_SYNC)
 #define LCR_PATHK pathk_emu_mma
 #define LCR_SDPAWG sdpawg_emu_mma
+#define LCR_SDPAMMA sdpamma_emu_mma
 #else
 #define LCR_PATHK pathk_emu
 #define LCR_SDPAWG sdpawg_emu
+#define LCR_SDPAMMA sdpamma_emu
 #endif
 
 #include "kernels/attention/cuda/device/emu.hpp"
@@ -31,6 +34,7 @@
 #define LCR_HD inline
 #define LCR_KERNEL inline
 #define LCR_KERNEL_BOUNDS(threads, blocks) inline
+#define LCR_KERNEL_THREADS(threads) inline
 #define LCR_GRID_CONSTANT
 #define LCR_UNROLL
 #define LCR_UNROLL4
@@ -39,10 +43,12 @@
 #include <cuda_runtime.h>
 #define LCR_PATHK pathk
 #define LCR_SDPAWG sdpawg
+#define LCR_SDPAMMA sdpamma
 #define LCR_DEV __device__ __forceinline__
 #define LCR_HD __host__ __device__ __forceinline__
 #define LCR_KERNEL __global__
 #define LCR_KERNEL_BOUNDS(threads, blocks) __global__ __launch_bounds__(threads, blocks)
+#define LCR_KERNEL_THREADS(threads) __global__ __launch_bounds__(threads)
 // A kernel parameter whose address the kernel takes (a TensorMap for the TMA engine).
 #define LCR_GRID_CONSTANT __grid_constant__
 #define LCR_UNROLL _Pragma("unroll")
