@@ -25,6 +25,8 @@ cmd_kokkos() {
   mkdir -p "$out"
   bundle_has kokkos "kokkos: not run: bundle '$bundle' is not from a Kokkos CUDA build \
 (LCR_GPU_BUNDLE=kcuda ... pack build-kcuda kokkos)" lcr_kernel_tests lcr || return
+  # The trainer tests start `lcr` as a child: the bundle's, not the build folder's.
+  export LCR_TEST_LCR=$B/lcr
   # The single-process suites in three lanes at once (their float64 references are CPU work,
   # the GPU is shared): the kernel suite in two shards, the others one after another beside
   # them. (Four shards at once lost the whole device call twice, cause unknown.)

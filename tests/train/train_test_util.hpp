@@ -1,7 +1,8 @@
 #pragma once
 // Helpers of the trainer tests: they run the real `lcr train` (alone or under mpirun) as a
 // child process in a per-process temporary directory and read what it left behind through
-// the run-file and checkpoint readers (core/io). LCR_EXE and LCR_MPIEXEC come from CMake.
+// the run-file and checkpoint readers (core/io). LCR_EXE and LCR_MPIEXEC come from CMake;
+// LCR_TEST_LCR names another lcr (a packed bundle run away from its build folder).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -64,6 +65,12 @@ inline std::vector<std::string> tiny_args(const std::string& run_dir, const std:
   return a;
 }
 
+// The lcr executable the tests run: $LCR_TEST_LCR if set, else the build's.
+inline std::string lcr_exe() {
+  const char* e = std::getenv("LCR_TEST_LCR");
+  return e && *e ? e : LCR_EXE;
+}
+
 struct Child {
   pid_t pid = -1;
   std::string log;  // stdout + stderr
@@ -74,7 +81,7 @@ inline Child start_lcr(const std::vector<std::string>& args, int ranks, const st
   std::vector<std::string> argv;
   if (ranks > 0)
     argv = {LCR_MPIEXEC, "-np", std::to_string(ranks), "--oversubscribe", "--allow-run-as-root"};
-  argv.push_back(LCR_EXE);
+  argv.push_back(lcr_exe());
   argv.insert(argv.end(), args.begin(), args.end());
   Child c;
   c.log = scratch() + "/" + tag + ".log";
