@@ -474,6 +474,25 @@ TEST_P(CudaSdpaAuto, MatchesFloat64Reference) {
 INSTANTIATE_TEST_SUITE_P(Cases, CudaSdpaAuto, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
+// A case on the host, for the emulator suites: fresh inputs (seed printed by the caller's
+// SCOPED_TRACE), the float64 and naive references, the bf16 inputs and the SdpaArgs over them.
+struct HostCase {
+  uint64_t seed = test::case_seed();
+  std::mt19937_64 rng{seed};
+  RefProblem p;
+  test::RefResult exact, naive;
+  std::vector<__nv_bfloat16> q, k, v, dout;
+  SdpaArgs a;
+  explicit HostCase(const Case& c) : p(make_problem(c, rng)) {
+    exact = test::sdpa_reference(p, RefMode::kExact);
+    naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
+    q = test::to_bf16(p.q), k = test::to_bf16(p.k), v = test::to_bf16(p.v);
+    dout = test::to_bf16(p.dout);
+    a = args_of(p, c, q.data(), k.data(), v.data(), p.slopes.data(), p.bias_q.data(),
+                p.bias_k.data());
+  }
+};
+
 // The wgmma kernel's cases for the emulator (each CUDA thread a fiber, so small): the suite's
 // cases at the width classes it serves (QK / V 64 / 64, 128 / 128, 128 / 64, 256 / 128) with at
 // most 200
@@ -534,15 +553,11 @@ class CudaSdpaWgmmaEmu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaSdpaWgmmaEmu, ForwardMatchesFloat64Reference) {
   const Case& c = GetParam();
-  const uint64_t seed = test::case_seed();
-  SCOPED_TRACE(seed_trace(seed));
-  std::mt19937_64 rng(seed);
-  const RefProblem p = make_problem(c, rng);
-  const auto exact = test::sdpa_reference(p, RefMode::kExact);
-  const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
-  const auto q = test::to_bf16(p.q), k = test::to_bf16(p.k), v = test::to_bf16(p.v);
-  const SdpaArgs a = args_of(p, c, q.data(), k.data(), v.data(), p.slopes.data(), p.bias_q.data(),
-                             p.bias_k.data());
+  HostCase hc(c);
+  SCOPED_TRACE(seed_trace(hc.seed));
+  const RefProblem& p = hc.p;
+  const auto &exact = hc.exact, &naive = hc.naive;
+  const SdpaArgs& a = hc.a;
   std::vector<float> first_o;
   for (int nwg : {1, 2}) {
     SCOPED_TRACE(std::to_string(nwg) + " warpgroup(s) per CTA");
@@ -608,20 +623,15 @@ class CudaSdpaWgmmaBwdEmu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
   const Case& c = GetParam();
-  const uint64_t seed = test::case_seed();
-  SCOPED_TRACE(seed_trace(seed));
-  std::mt19937_64 rng(seed);
-  const RefProblem p = make_problem(c, rng);
-  const auto exact = test::sdpa_reference(p, RefMode::kExact);
-  const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
-  const auto q = test::to_bf16(p.q), k = test::to_bf16(p.k), v = test::to_bf16(p.v);
-  const auto dout = test::to_bf16(p.dout);
-  const SdpaArgs a = args_of(p, c, q.data(), k.data(), v.data(), p.slopes.data(), p.bias_q.data(),
-                             p.bias_k.data());
+  HostCase hc(c);
+  SCOPED_TRACE(seed_trace(hc.seed));
+  const RefProblem& p = hc.p;
+  const auto &exact = hc.exact, &naive = hc.naive;
+  const SdpaArgs& a = hc.a;
   std::vector<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv);
-  std::vector<float> lse(size_t(p.B) * p.H * p.Lq), delta(lse.size());
+  std::vector<float> lse(size_t(p.B) * p.H * p.Lq);
   detail::sdpa_forward_wgmma_emu(a, o.data(), nullptr, lse.data(), 2);
-  delta = row_delta(p, o, dout);
+  const std::vector<float> delta = row_delta(p, o, hc.dout);
   std::vector<float> dk_first, dv_first;
   int bm_first = 0;
   // Every CTA shape with dq 16-byte aligned (dq through shared memory and bulk reductions where
@@ -639,14 +649,14 @@ TEST_P(CudaSdpaWgmmaBwdEmu, BackwardMatchesFloat64Reference) {
     std::vector<std::vector<float>> init;
     if (c.accumulate)  // start from random values: the kernel must add to them
       for (auto* buf : {&gq, &gk, &gv, &gbk}) {
-        init.push_back(test::random_normal(buf->size(), rng));
+        init.push_back(test::random_normal(buf->size(), hc.rng));
         *buf = init.back();
       }
     // (std::vector's storage is 16-byte aligned; 2 floats on it is 8 bytes off)
     std::vector<float> gq_8b(dq_8b ? gq.size() + 2 : 0);
     if (dq_8b) std::copy(gq.begin(), gq.end(), gq_8b.begin() + 2);
     float* dq_ptr = dq_8b ? gq_8b.data() + 2 : gq.data();
-    detail::sdpa_backward_wgmma_emu(a, lse.data(), delta.data(), dout.data(), dq_ptr, gk.data(),
+    detail::sdpa_backward_wgmma_emu(a, lse.data(), delta.data(), hc.dout.data(), dq_ptr, gk.data(),
                                     gv.data(), c.accumulate, sh.nwg, sh.bm, sh.kv_regs,
                                     c.bias ? gbk.data() : nullptr);
     if (dq_8b) std::copy(gq_8b.begin() + 2, gq_8b.end(), gq.begin());
@@ -745,16 +755,11 @@ class CudaSdpaMmaEmu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaSdpaMmaEmu, ForwardAndBackwardMatchFloat64Reference) {
   const Case& c = GetParam();
-  const uint64_t seed = test::case_seed();
-  SCOPED_TRACE(seed_trace(seed));
-  std::mt19937_64 rng(seed);
-  const RefProblem p = make_problem(c, rng);
-  const auto exact = test::sdpa_reference(p, RefMode::kExact);
-  const auto naive = test::sdpa_reference(p, RefMode::kNaiveBf16);
-  const auto q = test::to_bf16(p.q), k = test::to_bf16(p.k), v = test::to_bf16(p.v);
-  const auto dout = test::to_bf16(p.dout);
-  const SdpaArgs a = args_of(p, c, q.data(), k.data(), v.data(), p.slopes.data(), p.bias_q.data(),
-                             p.bias_k.data());
+  HostCase hc(c);
+  SCOPED_TRACE(seed_trace(hc.seed));
+  const RefProblem& p = hc.p;
+  const auto &exact = hc.exact, &naive = hc.naive;
+  const SdpaArgs& a = hc.a;
   std::vector<__nv_bfloat16> o(size_t(p.B) * p.Lq * p.H * p.Dv, __float2bfloat16(std::nanf("")));
   std::vector<float> o32(c.o_f32 ? o.size() : 0, std::nanf("")),
       lse(size_t(p.B) * p.H * p.Lq, std::nanf(""));
@@ -769,17 +774,17 @@ TEST_P(CudaSdpaMmaEmu, ForwardAndBackwardMatchFloat64Reference) {
     return;  // the backward is covered by the other cases
   }
 
-  const std::vector<float> delta = row_delta(p, o, dout);
+  const std::vector<float> delta = row_delta(p, o, hc.dout);
   std::vector<float> gq(p.q.size(), std::nanf("")), gk(p.k.size(), std::nanf("")),
       gv(p.v.size(), std::nanf("")), gbq(p.bias_q.size(), std::nanf("")),
       gbk(p.bias_k.size(), std::nanf(""));
   std::vector<std::vector<float>> init;
   if (c.accumulate)  // start from random values: the kernels must add to them
     for (auto* buf : {&gq, &gk, &gv, &gbq, &gbk}) {
-      init.push_back(test::random_normal(buf->size(), rng));
+      init.push_back(test::random_normal(buf->size(), hc.rng));
       *buf = init.back();
     }
-  detail::sdpa_backward_mma_emu(a, lse.data(), delta.data(), dout.data(), gq.data(), gk.data(),
+  detail::sdpa_backward_mma_emu(a, lse.data(), delta.data(), hc.dout.data(), gq.data(), gk.data(),
                                 gv.data(), c.accumulate, c.bias && c.dbq ? gbq.data() : nullptr,
                                 c.bias ? gbk.data() : nullptr);
   auto got = [&](const std::vector<float>& x, int idx) {

@@ -109,30 +109,12 @@ void check_values(const Args& a, cudaStream_t stream);
 // The same kernels run by the SIMT emulator on the CPU (pointers are host memory): for tests
 // on machines without a GPU. Exact same arithmetic, about a million times slower.
 namespace emu {
-void forward(const Args& a, __nv_bfloat16* o, float* lse, void* workspace,
-             std::size_t workspace_bytes, const Folds* folds = nullptr);
-void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* dout,
-              const Grads& g, void* workspace, std::size_t workspace_bytes,
-              const FoldGrads* fold_grads = nullptr);
-void carry(int B, int L, int H, int Hkv, int D, const float* M, const float* q, __nv_bfloat16* y);
-void carry_backward(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
-                    const float* dy, float* dq, float* dM);
-void mat_products(int batch, int D, const float* A, bool transpose_a, const float* B,
-                  bool transpose_b, float* C, bool accumulate);
+#include "kernels/attention/cuda/path/emu/path_emu_api.inl"
 }  // namespace emu
 // The same in the form the GPU builds compile for sm_80 .. sm_89, each wgmma product by
 // mma.sync (device/wgmma.cuh): the emulator's check of that form.
 namespace emu_mma {
-void forward(const Args& a, __nv_bfloat16* o, float* lse, void* workspace,
-             std::size_t workspace_bytes, const Folds* folds = nullptr);
-void backward(const Args& a, const __nv_bfloat16* o, const float* lse, const __nv_bfloat16* dout,
-              const Grads& g, void* workspace, std::size_t workspace_bytes,
-              const FoldGrads* fold_grads = nullptr);
-void carry(int B, int L, int H, int Hkv, int D, const float* M, const float* q, __nv_bfloat16* y);
-void carry_backward(int B, int L, int H, int Hkv, int D, const float* M, const float* q,
-                    const float* dy, float* dq, float* dM);
-void mat_products(int batch, int D, const float* A, bool transpose_a, const float* B,
-                  bool transpose_b, float* C, bool accumulate);
+#include "kernels/attention/cuda/path/emu/path_emu_api.inl"
 }  // namespace emu_mma
 
 }  // namespace lcr::cuda::path
