@@ -44,6 +44,8 @@ void bind_train(Table& root, TrainOptions& o) {
            {{"float32", Precision::Float32}, {"float64", Precision::Float64}},
            "parameter and activation type");
   t.field("log_every", o.log_every, "metrics and prior statistics every this many steps");
+  t.field("log_phases", o.log_phases,
+          "log the mean time of a step's phases with each metrics row (fences each phase)");
   t.field("ckpt_every", o.ckpt_every, "checkpoint every this many steps; 0 = at the end only");
   t.field("keep_ckpts", o.keep_ckpts, "newest checkpoints kept; 0 = all");
   t.choice("sampling", o.sampling,

@@ -43,7 +43,10 @@ struct TrainOptions {
   bool decay_embeddings = false;
   int64_t seed = 1234;  // data sampler and parameter init
   Precision precision = Precision::Float32;
-  int64_t log_every = 10;    // metrics + prior statistics every this many steps
+  int64_t log_every = 10;  // metrics + prior statistics every this many steps
+  // With each metrics row, rank 0 logs the mean time of a step's phases (data, forward,
+  // backward, the all-reduces, the optimizer); each phase then ends with a Kokkos fence.
+  bool log_phases = false;
   int64_t ckpt_every = 100;  // checkpoint every this many steps (0 = only at the end)
   int keep_ckpts = 3;        // newest checkpoints kept (0 = all)
   std::string sampling = "shuffled_chunks";  // text/shards: shuffled_chunks | random_offsets

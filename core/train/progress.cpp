@@ -54,4 +54,27 @@ std::string Progress::line(int64_t step, double loss, double lr, double tokens_p
                      step, width, last_, loss, lr, tps, mean, eta(step, evals_left));
 }
 
+void PhaseTimes::mark(const char* phase) {
+  const auto now = std::chrono::steady_clock::now();
+  const double s = std::chrono::duration<double>(now - last_).count();
+  last_ = now;
+  for (auto& [name, sum] : sums_)
+    if (name == phase) {
+      sum += s;
+      return;
+    }
+  sums_.emplace_back(phase, s);
+}
+
+std::string PhaseTimes::line(int64_t steps) {
+  std::string out = "phases, ms per step on rank 0:";
+  const char* sep = " ";
+  for (auto& [name, sum] : sums_) {
+    out += fmt::format("{}{} {:.3g}", sep, name, 1e3 * sum / double(std::max<int64_t>(steps, 1)));
+    sep = " | ";
+    sum = 0;
+  }
+  return out;
+}
+
 }  // namespace lcr::train

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace lcr::train {
 
@@ -33,6 +35,23 @@ class Progress {
   int64_t last_;
   double step_s_ = 0, overhead_s_ = 0, eval_s_ = 0;
   int64_t steps_ = 0, evals_ = 0;
+};
+
+// Wall time of a training step's phases on this rank, summed over a log interval
+// (train.log_phases). start() opens a step; mark(phase) charges the time since the previous
+// mark to `phase` (the caller fences first, so device work counts where it was launched);
+// line() gives the means per step and starts the next interval. All-reduces include the
+// wait for the slowest rank, which is what shows load imbalance.
+class PhaseTimes {
+ public:
+  void start() { last_ = std::chrono::steady_clock::now(); }
+  void mark(const char* phase);
+  // "phases, ms per step on rank 0: data 0.12 | forward 31.0 | ..." over `steps` steps.
+  std::string line(int64_t steps);
+
+ private:
+  std::chrono::steady_clock::time_point last_;
+  std::vector<std::pair<std::string, double>> sums_;  // in first-mark order
 };
 
 // Paces the progress lines of a long phase (an evaluation, a scaling point's repetitions):

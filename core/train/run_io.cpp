@@ -164,10 +164,10 @@ const std::vector<std::string>& resume_changeable_keys() {
   // train.steps may grow (or shrink): the cosine schedule then ends at the new value.
   // run.overwrite and train.resume_from are never stored (they act on this job only).
   static const std::vector<std::string> keys = {
-      "train.steps",      "train.stop_after", "train.log_every",   "train.probe_every",
-      "train.ckpt_every", "train.keep_ckpts", "train.peak_tflops", "train.inject_nan_step",
-      "eval.every",       "eval.at_end",      "run.name",          "run.dir",
-      "run.overwrite",    "train.resume_from"};
+      "train.steps",      "train.stop_after",  "train.log_every",   "train.probe_every",
+      "train.ckpt_every", "train.keep_ckpts",  "train.peak_tflops", "train.inject_nan_step",
+      "eval.every",       "eval.at_end",       "run.name",          "run.dir",
+      "run.overwrite",    "train.resume_from", "train.log_phases"};
   return keys;
 }
 

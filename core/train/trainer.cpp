@@ -180,6 +180,7 @@ class Trainer {
                                 100.0 * flops_.full * per_gpu / cfg_.train.peak_tflops);
           }
           spdlog::info("{}", line);
+          if (cfg_.train.log_phases) spdlog::info("{}", phases_.line(interval_steps));
         }
         interval_time = 0;
         interval_steps = 0;
@@ -375,6 +376,13 @@ class Trainer {
   StepResult train_step(int64_t step) {
     stop_if_orphaned();
     if (step == cfg_.train.inject_nan_step) poison();
+    // train.log_phases: each phase ends at a fence, so the next one starts on an idle device.
+    auto phase_done = [&](const char* name) {
+      if (!cfg_.train.log_phases) return;
+      Kokkos::fence();
+      phases_.mark(name);
+    };
+    if (cfg_.train.log_phases) phases_.start();
     const data::Batch b = s_.feed->train_batch(step, grid_.dp_rank(), grid_.dp_size());
     double scored = double(b.scored());
     grid_.dp().allreduce_sum(&scored, 1);  // labelled positions of the global batch
@@ -384,20 +392,25 @@ class Trainer {
       tok = shard_view(tok, *seq_layout_, grid_.cp_rank());
       lab = shard_view(lab, *seq_layout_, grid_.cp_rank());
     }
+    phase_done("data");
     double local = 0;
     if constexpr (std::is_same_v<T, float>) {
       if (gpu_)  // this rank's rows (host views: Kokkos' default space here is the host)
         local = gpu_->forward_backward(tok.data(), lab.data(), int64_t(tok.extent(0)),
                                        int64_t(tok.extent(1)), scored);
+      if (gpu_) phase_done("forward+backward");
     }
     if (!gpu_) {
       model_.zero_grad();
       local = model_.forward(tok, lab, *runner_, scored);
+      phase_done("forward");
       model_.backward(*runner_);
+      phase_done("backward");
     }
     // Loss and stop flag in one all-reduce; the flag makes every rank stop at this step.
     double packed[2] = {local, double(StopSignals::received())};
     world_.allreduce_sum(packed, 2);
+    phase_done("loss all-reduce");
     StepResult r;
     r.loss = packed[0];
     // The signal number (for the log) only when some rank saw one: then all ranks ask.
@@ -418,8 +431,10 @@ class Trainer {
       }
       if (!gpu_) {
         allreduce_view(world_, model_.grads());
+        phase_done("grad all-reduce");
         info = opt_.step(model_.params(), model_.grads());
       }
+      phase_done("optimizer");
       r.lr = info.lr;
       r.grad_norm = info.grad_norm;
       r.clip_scale = info.clip_scale;
@@ -569,6 +584,7 @@ class Trainer {
   io::RunLayout layout_;
   std::optional<io::RunFile> run_file_;
   data::Batch probe_batch_;
+  PhaseTimes phases_;  // train.log_phases
   std::optional<io::CheckpointStore::Found> found_;
   int64_t start_ = 0;
   std::string resume_changes_;           // "key: old -> new; ..." allowed changes of this resume

@@ -2,6 +2,8 @@
 // still to come (named until one has been timed).
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "core/train/progress.hpp"
 
 namespace lcr::train {
@@ -39,6 +41,28 @@ TEST(Progress, DurationsReadAsTime) {
   EXPECT_EQ(format_duration(196), "3m16s");
   EXPECT_EQ(format_duration(3720), "1h02m");
   EXPECT_EQ(format_duration(-1), "?");
+}
+
+// train.log_phases: each mark charges the time since the previous one to its phase, phases
+// keep their first-mark order, and line() gives means per step and starts a new interval.
+TEST(PhaseTimes, MeansPerStepInOrderThenReset) {
+  PhaseTimes t;
+  for (int step = 0; step < 2; ++step) {
+    t.start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    t.mark("forward");
+    t.mark("backward");  // next to nothing since the last mark
+  }
+  const std::string line = t.line(2);
+  ASSERT_EQ(line.rfind("phases, ms per step on rank 0: forward ", 0), 0u) << line;
+  const double fwd = std::stod(line.substr(line.find("forward ") + 8));
+  EXPECT_GE(fwd, 19.0) << line;  // sleep_for sleeps at least as long as asked
+  EXPECT_LT(fwd, 200.0) << line;
+  EXPECT_NE(line.find(" | backward "), std::string::npos) << line;
+  t.start();
+  t.mark("forward");
+  const double after = std::stod(t.line(1).substr(line.find("forward ") + 8));
+  EXPECT_LT(after, 19.0) << "the interval was not reset";
 }
 
 }  // namespace

@@ -65,6 +65,27 @@ TEST(TrainLifecycle, ResumeReproducesTheUninterruptedLosses) {
   EXPECT_FALSE(std::filesystem::exists(json + ".tmp"));
 }
 
+// train.log_phases logs every phase of a CPU step with each metrics row, on 2 ranks (cp = 2,
+// the all-reduces included), and the fences it adds change no loss.
+TEST(TrainLifecycle, LogPhasesNamesEveryPhaseAndChangesNoLoss) {
+  const std::string plain = scratch() + "/phases_off", timed = scratch() + "/phases_on";
+  std::string out;
+  ASSERT_EQ(
+      run_lcr(train_args(with(tiny_args(plain, "goat"), {"parallel.cp=2"})), 2, "phases_off", &out),
+      0)
+      << out;
+  ASSERT_EQ(run_lcr(train_args(
+                        with(tiny_args(timed, "goat"), {"parallel.cp=2", "train.log_phases=true"})),
+                    2, "phases_on", &out),
+            0)
+      << out;
+  for (const char* phase :
+       {"data", "forward", "backward", "loss all-reduce", "grad all-reduce", "optimizer"})
+    EXPECT_NE(out.find(std::string(" ") + phase + " "), std::string::npos) << phase << "\n" << out;
+  EXPECT_NE(out.find("phases, ms per step on rank 0:"), std::string::npos) << out;
+  EXPECT_EQ(losses(plain), losses(timed));
+}
+
 TEST(TrainLifecycle, KillNineLeavesAReadableRunFileAndTheLastCheckpoint) {
   const std::string dir = scratch() + "/kill9";
   const auto args = with(tiny_args(dir, "goat"), {"train.steps=100000", "train.ckpt_every=4"});
