@@ -74,8 +74,11 @@ bundle '$bundle' (LCR_GPU_BUNDLE=omp ... pack build-omp lcr lcr_bench)" lcr_benc
     python3 "$out/torch_sdpa.py" "$L" "${threads[@]}"
   # Training: the same global batch (64 sequences) on every layout, cp = 2.
   local half=$((cores / 2)) common
+  # train.log_phases: rank 0 logs where a step's time goes (forward, backward, all-reduces,
+  # optimizer), which tells the two layouts' difference apart.
   common=(--config experiments/configs/default.toml train.steps="${LCR_CPU_TRAIN_STEPS:-100}"
-    train.log_every=10 train.ckpt_every=0 eval.at_end=false run.overwrite=true parallel.cp=2)
+    train.log_every=10 train.log_phases=true train.ckpt_every=0 eval.at_end=false
+    run.overwrite=true parallel.cp=2)
   STEP_LOG=$out/train_2x$half.log step "lcr train, 2 ranks x $half threads" 150 \
     "${GPU_MPI[@]}" -np 2 --map-by "slot:PE=$half" --bind-to core -x OMP_NUM_THREADS="$half" \
     -x OMP_PROC_BIND -x OMP_PLACES "$B/lcr" train "${common[@]}" parallel.dp=1 train.batch=64 \
@@ -132,7 +135,8 @@ PY
   echo
   local f
   for f in "$WORK/cpu/train_2x$half.log" "$WORK/cpu/train_${cores}x1.log"; do
-    echo "- $(basename "$f" .log): $(grep -E 'step +[0-9]+/[0-9]+ \|' "$f" 2>/dev/null | tail -1 |
+    echo "- $(basename "$f" .log): $(grep -E '\] step +[0-9]+/[0-9]+ \|.*tok/s' "$f" 2>/dev/null | tail -1 |
       sed 's/.*\] step/step/' || echo 'not measured')"
+    echo "  $(grep 'phases, ms per step' "$f" 2>/dev/null | tail -1 | sed 's/.*\] phases/phases/')"
   done
 }
