@@ -395,10 +395,11 @@ class Trainer {
     phase_done("data");
     double local = 0;
     if constexpr (std::is_same_v<T, float>) {
-      if (gpu_)  // this rank's rows (host views: Kokkos' default space here is the host)
+      if (gpu_) {  // this rank's rows (host views: Kokkos' default space here is the host)
         local = gpu_->forward_backward(tok.data(), lab.data(), int64_t(tok.extent(0)),
                                        int64_t(tok.extent(1)), scored);
-      if (gpu_) phase_done("forward+backward");
+        phase_done("forward+backward");
+      }
     }
     if (!gpu_) {
       model_.zero_grad();

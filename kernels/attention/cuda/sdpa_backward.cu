@@ -37,9 +37,8 @@ const SdpaKernels& backward_kernels(int D, int Dv) {
 }
 
 bool launch_backward(const KernelParams& p, const SdpaKernels& k, cudaStream_t s) {
-  const bool opts = has_options(p.a) || p.dbias_q || p.dbias_k || p.dbias_q_sums;
-  auto fn = opts || !k.plain ? k.opts : k.plain;
-  if (row_col_terms_only(p.a) && !p.dbias_q && !p.dbias_q_sums && k.bias) fn = k.bias;
+  const SdpaPath path = backward_path(p, k.plain != nullptr, k.bias != nullptr);
+  const auto fn = path == SdpaPath::kBias ? k.bias : path == SdpaPath::kPlain ? k.plain : k.opts;
   if (!fn) return false;  // a tuning variant without the option path, options asked
   if (!p.accumulate) {
     const auto& a = p.a;
@@ -68,18 +67,8 @@ void sdpa_backward(const SdpaArgs& a, const float* lse, const float* delta,
   auto aligned8 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; };
   require(aligned8(dq) && aligned8(dk) && aligned8(dv),
           "cuda sdpa_backward: dq, dk, dv must be 8-byte aligned (they are updated as float2)");
-  detail::KernelParams p;
-  p.a = a;
-  p.lse_in = lse;
-  p.delta = delta;
-  p.dout = dout;
-  p.dq = a.Lq > 0 ? dq : nullptr;
-  p.dk = dk;
-  p.dv = dv;
-  p.dbias_q = a.Lq > 0 ? dbias_q : nullptr;
-  p.dbias_k = dbias_k;
-  p.dbias_q_sums = a.Lq > 0 ? dbias_q_sums : nullptr;
-  p.accumulate = accumulate;
+  detail::KernelParams p = detail::backward_params(a, lse, delta, dout, dq, dk, dv, accumulate,
+                                                   dbias_q, dbias_k, dbias_q_sums);
   if (a.Lk == 0) {  // no key: every gradient that exists is zero
     if (!accumulate) {
       if (p.dq) LCR_CUDA_CHECK(cudaMemsetAsync(p.dq, 0, sizeof(float) * a.B * a.Lq * a.H * a.D, s));

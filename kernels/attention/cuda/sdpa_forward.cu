@@ -105,8 +105,8 @@ const SdpaKernels& forward_kernels(int D, int Dv) {
 }
 
 bool launch_forward(const KernelParams& p, const SdpaKernels& k, cudaStream_t s) {
-  auto fn = forward_needs_options(p.a) || !k.plain ? k.opts : k.plain;
-  if (row_col_terms_only(p.a) && k.bias) fn = k.bias;
+  const SdpaPath path = forward_path(p.a, k.plain != nullptr, k.bias != nullptr);
+  const auto fn = path == SdpaPath::kBias ? k.bias : path == SdpaPath::kPlain ? k.plain : k.opts;
   if (!fn) return false;  // a tuning variant without the option path, options asked
   fn(p, s);
   return true;

@@ -190,7 +190,6 @@ constexpr bool uses_wgmma = is_wgmma<typename Choice::Plain> || is_wgmma<typenam
 
 // ---- Configuration -> kernels. launcher<DP, DVP, path>(config) is defined next to each
 // launcher (the kernel headers); NoKernel has none.
-enum class SdpaPath { kPlain, kOpts, kBias };
 template <int DP, int DVP, SdpaPath kPath>
 constexpr SdpaLauncher launcher(NoKernel) {
   return nullptr;

@@ -122,4 +122,40 @@ inline bool row_col_terms_only(const SdpaArgs& a) {
   return (a.bias_q || a.bias_k || a.alibi_slopes) && !(a.softcap > 0.f) && a.scale > 0.f;
 }
 
+// The path a call takes among a width class's kernels (launch_forward, launch_backward and the
+// emulators pick with these): kBias for a row and a column term alone where the class has that
+// kernel, kPlain without options where it has a plain one, else kOpts (which serves all).
+enum class SdpaPath { kPlain, kOpts, kBias };
+inline SdpaPath forward_path(const SdpaArgs& a, bool has_plain = true, bool has_bias = true) {
+  if (has_bias && row_col_terms_only(a)) return SdpaPath::kBias;
+  return forward_needs_options(a) || !has_plain ? SdpaPath::kOpts : SdpaPath::kPlain;
+}
+// The backward's kBias form gives dbias_k only; dbias_q and its sums take the option path.
+inline SdpaPath backward_path(const KernelParams& p, bool has_plain = true, bool has_bias = true) {
+  if (has_bias && row_col_terms_only(p.a) && !p.dbias_q && !p.dbias_q_sums) return SdpaPath::kBias;
+  const bool opts = has_options(p.a) || p.dbias_q || p.dbias_k || p.dbias_q_sums;
+  return opts || !has_plain ? SdpaPath::kOpts : SdpaPath::kPlain;
+}
+
+// sdpa_backward's parameters (its contract; the emulators take the same): outputs of the query
+// side only where there are queries.
+inline KernelParams backward_params(const SdpaArgs& a, const float* lse, const float* delta,
+                                    const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
+                                    bool accumulate, float* dbias_q, float* dbias_k,
+                                    float* dbias_q_sums) {
+  KernelParams p;
+  p.a = a;
+  p.lse_in = lse;
+  p.delta = delta;
+  p.dout = dout;
+  p.dq = a.Lq > 0 ? dq : nullptr;
+  p.dk = dk;
+  p.dv = dv;
+  p.dbias_q = a.Lq > 0 ? dbias_q : nullptr;
+  p.dbias_k = dbias_k;
+  p.dbias_q_sums = a.Lq > 0 ? dbias_q_sums : nullptr;
+  p.accumulate = accumulate;
+  return p;
+}
+
 }  // namespace lcr::cuda::detail

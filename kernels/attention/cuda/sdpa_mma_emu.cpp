@@ -5,6 +5,7 @@
 #include "kernels/attention/cuda/sdpa_mma_emu.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/attention/cuda/sdpa_backward_kernel.cuh"
 #include "kernels/attention/cuda/sdpa_forward_kernel.cuh"
@@ -16,14 +17,12 @@ namespace {
 
 namespace K = ::lcr::cuda::sdpamma_emu;
 
-// One path's configuration on the emulator, as launch_fwd / launch_bwd launch it; false for
-// NoKernel (the call then takes another path, as on the GPU).
+// One configuration on the emulator, launched as launch_fwd / launch_bwd launch it (NoKernel:
+// never picked, backward_path / forward_path are told the class lacks it).
 template <int DP, int DVP, bool kOpts, bool kBias>
-bool run_fwd(const KernelParams&, NoKernel) {
-  return false;
-}
+void run_fwd(const KernelParams&, NoKernel) {}
 template <int DP, int DVP, bool kOpts, bool kBias, int BM, int BN, int NW>
-bool run_fwd(KernelParams p, FwdMma<BM, BN, NW>) {
+void run_fwd(KernelParams p, FwdMma<BM, BN, NW>) {
   using T = K::FwdTraits<DP, DVP, BM, BN, NW>;
   p.n_tiles = (p.a.Lq + BM - 1) / BM;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.H;
@@ -31,43 +30,49 @@ bool run_fwd(KernelParams p, FwdMma<BM, BN, NW>) {
     ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(T::kThreads), 1, 1},
                        T::smem(kOpts || kBias),
                        [&] { K::sdpa_fwd_kernel<DP, DVP, BM, BN, NW, kOpts, kBias>(p); });
-  return true;
 }
 
 template <int DP, int DVP, bool kOpts, bool kBias>
-bool run_bwd(const KernelParams&, NoKernel) {
-  return false;
-}
+void run_bwd(const KernelParams&, NoKernel) {}
 template <int DP, int DVP, bool kOpts, bool kBias, int BM, int NW, bool kPipe, int DQM>
-bool run_bwd(KernelParams p, BwdMma<BM, NW, kPipe, DQM>) {
+void run_bwd(KernelParams p, BwdMma<BM, NW, kPipe, DQM>) {
   using T = K::BwdTraits<DP, DVP, BM, NW, kPipe, DQM>;
   p.n_tiles = (p.a.Lk + T::BN - 1) / T::BN;
   const int64_t grid = int64_t(p.n_tiles) * p.a.B * p.a.Hkv;
   if (grid > 0)
     ::lcr::emu::launch({unsigned(grid), 1, 1}, {unsigned(T::kThreads), 1, 1}, T::kSmem,
                        [&] { K::sdpa_bwd_kernel<DP, DVP, BM, NW, kOpts, kPipe, DQM, kBias>(p); });
-  return true;
 }
 
-// The class's kernels in launch_forward's / launch_backward's order of preference.
+template <class C>
+constexpr bool has = !std::is_same_v<C, NoKernel>;
+
+// The class's kernel for the call's path, as launch_forward / launch_backward pick it.
 template <int DP, int DVP>
 void fwd_class(const KernelParams& p) {
   using C = FwdChoiceMma<DP, DVP>;
   static_assert(!uses_wgmma<C>, "the table without wgmma");
-  if (row_col_terms_only(p.a) && run_fwd<DP, DVP, false, true>(p, typename C::Bias{})) return;
-  if (!forward_needs_options(p.a) && run_fwd<DP, DVP, false, false>(p, typename C::Plain{})) return;
-  run_fwd<DP, DVP, true, false>(p, typename C::Opts{});
+  switch (forward_path(p.a, has<typename C::Plain>, has<typename C::Bias>)) {
+    case SdpaPath::kBias:
+      return run_fwd<DP, DVP, false, true>(p, typename C::Bias{});
+    case SdpaPath::kPlain:
+      return run_fwd<DP, DVP, false, false>(p, typename C::Plain{});
+    case SdpaPath::kOpts:
+      return run_fwd<DP, DVP, true, false>(p, typename C::Opts{});
+  }
 }
 template <int DP, int DVP>
 void bwd_class(const KernelParams& p) {
   using C = BwdChoiceMma<DP, DVP>;
   static_assert(!uses_wgmma<C>, "the table without wgmma");
-  const bool opts = has_options(p.a) || p.dbias_q || p.dbias_k || p.dbias_q_sums;
-  if (row_col_terms_only(p.a) && !p.dbias_q && !p.dbias_q_sums &&
-      run_bwd<DP, DVP, false, true>(p, typename C::Bias{}))
-    return;
-  if (!opts && run_bwd<DP, DVP, false, false>(p, typename C::Plain{})) return;
-  run_bwd<DP, DVP, true, false>(p, typename C::Opts{});
+  switch (backward_path(p, has<typename C::Plain>, has<typename C::Bias>)) {
+    case SdpaPath::kBias:
+      return run_bwd<DP, DVP, false, true>(p, typename C::Bias{});
+    case SdpaPath::kPlain:
+      return run_bwd<DP, DVP, false, false>(p, typename C::Plain{});
+    case SdpaPath::kOpts:
+      return run_bwd<DP, DVP, true, false>(p, typename C::Opts{});
+  }
 }
 
 // (width_class(D), width_class(Dv)) -> the class's function.
@@ -106,14 +111,8 @@ void sdpa_forward_mma_emu(const SdpaArgs& a, __nv_bfloat16* o, float* o_f32, flo
 void sdpa_backward_mma_emu(const SdpaArgs& a, const float* lse, const float* delta,
                            const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
                            bool accumulate, float* dbias_q, float* dbias_k, float* dbias_q_sums) {
-  KernelParams p;
-  p.a = a;
-  p.lse_in = lse;
-  p.delta = delta;
-  p.dout = dout;
-  p.dq = dq, p.dk = dk, p.dv = dv;
-  p.dbias_q = dbias_q, p.dbias_k = dbias_k, p.dbias_q_sums = dbias_q_sums;
-  p.accumulate = accumulate;
+  const KernelParams p =
+      backward_params(a, lse, delta, dout, dq, dk, dv, accumulate, dbias_q, dbias_k, dbias_q_sums);
   if (!accumulate) {
     const int64_t rows = int64_t(a.B) * a.Lq * a.H;
     std::fill(dq, dq + rows * a.D, 0.f);

@@ -26,16 +26,17 @@ void run(KernelParams p) {
 
 template <int DP, int DVP, int NWG>
 void by_mode(const KernelParams& p) {
-  const bool opts = forward_needs_options(p.a);  // as launch_forward decides
   // Q from registers with two warpgroups, from shared memory with one: both forms run (QK 256:
   // from shared memory, its fragments would take 64 registers).
   constexpr bool kQRegs = NWG == 2 && DP <= 128;
-  if (row_col_terms_only(p.a))
-    run<DP, DVP, NWG, K::kWgBias, kQRegs>(p);
-  else if (opts)
-    run<DP, DVP, NWG, K::kWgOpts, kQRegs>(p);
-  else
-    run<DP, DVP, NWG, K::kWgPlain, kQRegs>(p);
+  switch (forward_path(p.a)) {  // as launch_forward picks (one kernel serves every path)
+    case SdpaPath::kBias:
+      return run<DP, DVP, NWG, K::kWgBias, kQRegs>(p);
+    case SdpaPath::kOpts:
+      return run<DP, DVP, NWG, K::kWgOpts, kQRegs>(p);
+    case SdpaPath::kPlain:
+      return run<DP, DVP, NWG, K::kWgPlain, kQRegs>(p);
+  }
 }
 
 template <int NWG>
@@ -54,7 +55,7 @@ template <int DP, int DVP, int NWG, int BM, bool kKVRegs>
 void run_bwd(KernelParams p) {
   const int64_t grid = K::wg_bwd_grid<DP, DVP, NWG, BM>(p);
   if (grid == 0) return;
-  const bool bias = row_col_terms_only(p.a);  // the kBias form, as launch_backward picks it
+  const bool bias = backward_path(p) == SdpaPath::kBias;  // as launch_backward picks it
   // dq by tensor reductions (dq 16-byte aligned) or atomics, as launch_bwd_wg picks
   if constexpr (K::WgBwdShape<DP, DVP, NWG, BM>::kBulkDqShape) {
     if (K::wg_bwd_bulk_dq<DP, DVP, NWG, BM>(p))
@@ -104,14 +105,8 @@ void sdpa_backward_wgmma_emu(const SdpaArgs& a, const float* lse, const float* d
                              const __nv_bfloat16* dout, float* dq, float* dk, float* dv,
                              bool accumulate, int warpgroups, int query_step, bool kv_regs,
                              float* dbias_k) {
-  KernelParams p;
-  p.a = a;
-  p.lse_in = lse;
-  p.delta = delta;
-  p.dout = dout;
-  p.dq = dq, p.dk = dk, p.dv = dv;
-  p.accumulate = accumulate;
-  p.dbias_k = dbias_k;
+  const KernelParams p =
+      backward_params(a, lse, delta, dout, dq, dk, dv, accumulate, nullptr, dbias_k, nullptr);
   require(!has_options(a) || row_col_terms_only(a),
           "cuda sdpa backward (wgmma, emulator): the plain and kBias paths only (no softcap)");
   if (!accumulate) std::fill(dq, dq + int64_t(a.B) * a.Lq * a.H * a.D, 0.f);
