@@ -3,13 +3,14 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/attention/kokkos/math.hpp"
+#include "kernels/attention/kokkos/sdpa_rows.hpp"
 #include "kernels/base/error.hpp"
 #include "kernels/base/team_policy.hpp"
 
 namespace lcr {
 namespace {
 
+using namespace sdpa_detail;
 using TeamPolicy = DynamicTeamPolicy;
 using Member = TeamPolicy::member_type;
 template <class T>
@@ -19,145 +20,110 @@ template <class T>
 using Scratch1 =
     Kokkos::View<T*, Kokkos::LayoutRight, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
-constexpr int kTileQ = 32;  // query rows per team
-constexpr int kTileK = 64;  // key rows per scratch tile
-
 // Level-0 scratch is small on GPUs (~48 KiB); anything bigger goes to level 1.
 int scratch_level(size_t bytes) { return bytes <= 32 * 1024 ? 0 : 1; }
 
-// Logit of one (query row, key row) pair before masking; shared by all three passes so
-// forward and backward recompute exactly the same number.
 template <class T>
-struct Logit {
-  SdpaArgs<T> a;
-  KOKKOS_INLINE_FUNCTION T operator()(T dot, int b, int h, int i, int j, int64_t pi,
-                                      int64_t pj) const {
-    T x = a.scale * dot;
-    if (a.alibi_slopes.extent(0) > 0) x -= a.alibi_slopes(h) * T(pi - pj);
-    if (a.bias_q.extent(0) > 0) x += a.bias_q(b, i, h) - a.bias_k(b, j, h);
-    if (a.softcap > T(0)) x = a.softcap * kmath::tanh(x / a.softcap);
-    return x;
-  }
-  // d s / d x: 1 without softcap, 1 - tanh^2 with it.
-  KOKKOS_INLINE_FUNCTION T dcap(T s) const {
-    if (a.softcap <= T(0)) return T(1);
-    const T t = s / a.softcap;
-    return T(1) - t * t;
-  }
+size_t scratch2(int rows, int cols) {
+  return Scratch2<T>::shmem_size(rows, cols);
+}
+
+// x [B, L, Hx, Dx] -> [B Hx, Dx, L rounded up to kTileK], zero past L: a tile's columns of
+// one d are contiguous, as the register blocks' right operand wants them (K^T for S = Q K^T).
+template <class T>
+View3<const T> transpose_heads(const View4<const T>& x) {
+  const int B = x.extent(0), L = x.extent(1), Hx = x.extent(2), Dx = x.extent(3);
+  const int Lp = tile::round_up(L, kTileK);
+  View3<T> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "lcr::sdpa_transposed"), B * Hx, Dx,
+               Lp);
+  Kokkos::parallel_for(
+      "lcr::sdpa_transpose",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B * Hx, Dx, Lp}),
+      KOKKOS_LAMBDA(int bh, int d, int i) {
+        out(bh, d, i) = i < L ? x(bh / Hx, i, bh % Hx, d) : T(0);
+      });
+  return out;
+}
+
+// Work item t of a league of nbh * ntiles: tile-major, so with a descending tile order the
+// dynamic schedule hands out the longest causal work first and short tiles fill in.
+struct TileOf {
+  int bh, tile;
 };
-
-// Below this exponent exp() is subnormal: such a probability is treated as 0. Its terms
-// would be below half an ulp of any normal accumulator, and subnormal arithmetic runs tens
-// of times slower on CPUs (GOAT's long-range prior pushes most logits there at L >= 4K).
-template <class T>
-KOKKOS_INLINE_FUNCTION constexpr T exp_floor() {
-  return std::is_same_v<T, float> ? T(-87.33) : T(-708.39);  // ln of the smallest normal
-}
-
-// out[c] = sum_d x[d] Mt(d, c) for c < n, each sum taken over d in order (the plain dot
-// product's rounding); the inner loop runs along Mt's contiguous rows.
-template <class T, class M>
-KOKKOS_INLINE_FUNCTION void dots(T* KOKKOS_RESTRICT out, const T* KOKKOS_RESTRICT x, const M& Mt,
-                                 int D, int n) {
-  for (int c = 0; c < n; ++c) out[c] = T(0);
-  for (int d = 0; d < D; ++d) {
-    const T xd = x[d];
-    const T* KOKKOS_RESTRICT row = &Mt(d, 0);
-    for (int c = 0; c < n; ++c) out[c] += xd * row[c];
-  }
-}
-
-// y[d] += alpha x[d] for d < n.
-template <class T>
-KOKKOS_INLINE_FUNCTION void axpy(T* KOKKOS_RESTRICT y, T alpha, const T* KOKKOS_RESTRICT x, int n) {
-  for (int d = 0; d < n; ++d) y[d] += alpha * x[d];
+KOKKOS_INLINE_FUNCTION TileOf tile_of(int rank, int league, int ntiles, bool descending) {
+  const int nbh = league / ntiles;
+  const int k = rank / nbh;
+  return {rank % nbh, descending ? ntiles - 1 - k : k};
 }
 
 template <class T>
 struct Forward {
   SdpaArgs<T> a;
+  View3<const T> kt;  // [B Hkv, D, Lk padded]: K transposed
   View4<T> o;
   View3<T> lse;
   int H, Hkv, Lq, Lk, D, Dv, nqt, level;
   T neg_inf;
 
   static size_t scratch_bytes(int D, int Dv) {
-    return Scratch2<T>::shmem_size(kTileQ, D) + Scratch2<T>::shmem_size(D, kTileK) +
-           Scratch2<T>::shmem_size(kTileK, Dv) + Scratch2<T>::shmem_size(kTileQ, Dv) +
-           Scratch2<T>::shmem_size(kTileQ, kTileK) + 2 * Scratch1<T>::shmem_size(kTileQ);
+    const int Dvp = tile::round_up(Dv, tile::block_cols<T>());
+    return scratch2<T>(kTileQ, D) + scratch2<T>(kTileK, Dvp) + scratch2<T>(kTileQ, Dvp) +
+           scratch2<T>(kTileQ, kTileK) + 2 * Scratch1<T>::shmem_size(kTileQ);
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
-    // Tile-major, last query tile first: under a causal mask it has the most keys, so the
-    // dynamic schedule hands out the longest work first and short tiles fill in at the end.
-    const int nbh = t.league_size() / nqt;
-    const int qt = nqt - 1 - t.league_rank() / nbh;
-    const int bh = t.league_rank() % nbh;
-    const int h = bh % H, b = bh / H, hk = h / (H / Hkv);
-    const int i0 = qt * kTileQ;
+    constexpr int CB = tile::block_cols<T>(), R = tile::kBlockRows;
+    const auto w = tile_of(t.league_rank(), t.league_size(), nqt, true);
+    const int h = w.bh % H, b = w.bh / H, hk = h / (H / Hkv), bhk = b * Hkv + hk;
+    const int i0 = w.tile * kTileQ;
     const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
-    // Kt [D, kTileK]: the key tile transposed, so a row's logits over the tile's keys are
-    // contiguous vector updates (S(r, :) += q_d Kt(d, :)) with each dot still summed over d
-    // in order; the CPU vectorises them, the result is the plain loop's to the bit.
-    Scratch2<T> Qs(t.team_scratch(level), kTileQ, D), Kt(t.team_scratch(level), D, kTileK);
-    Scratch2<T> Vs(t.team_scratch(level), kTileK, Dv), acc(t.team_scratch(level), kTileQ, Dv);
+    const int mq = tile::round_up(nq, R), Dvp = tile::round_up(Dv, CB);
+    // Qs [kTileQ, D], Vs [kTileK, Dvp], acc [kTileQ, Dvp] (the unnormalised output),
+    // S [kTileQ, kTileK] (logits, then P); m, l: the rows' running max and sum.
+    Scratch2<T> Qs(t.team_scratch(level), kTileQ, D);
+    Scratch2<T> Vs(t.team_scratch(level), kTileK, Dvp), acc(t.team_scratch(level), kTileQ, Dvp);
     Scratch2<T> S(t.team_scratch(level), kTileQ, kTileK);
     Scratch1<T> m(t.team_scratch(level), kTileQ), l(t.team_scratch(level), kTileQ);
     const Logit<T> logit{a};
 
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
-      Kokkos::parallel_for(Kokkos::ThreadVectorRange(t, D),
-                           [&](int d) { Qs(r, d) = a.q(b, i0 + r, h, d); });
-    });
+    load_rows(t, Qs.data(), D, mq, nq, D, [&](int r, int d) { return a.q(b, i0 + r, h, d); });
+    load_rows(t, acc.data(), Dvp, mq, 0, 0, [&](int, int) { return T(0); });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
       m(r) = neg_inf;
       l(r) = T(0);
-      for (int d = 0; d < Dv; ++d) acc(r, d) = T(0);
     });
     // Keys past the tile's last query position are masked for every row: stop there.
     int64_t jend = a.q_pos0 + i0 + nq - a.k_pos0;
     if (jend > Lk) jend = Lk;
     for (int j0 = 0; j0 < jend; j0 += kTileK) {
       const int nk = (jend - j0) < kTileK ? int(jend - j0) : kTileK;
+      const int nkp = tile::round_up(nk, CB);
       t.team_barrier();
-      // Key rows over the team's threads, a row's elements over vector lanes (no index
-      // division per element).
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk), [&](int c) {
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(t, D),
-                             [&](int d) { Kt(d, c) = a.k(b, j0 + c, hk, d); });
-        Kokkos::parallel_for(Kokkos::ThreadVectorRange(t, Dv),
-                             [&](int d) { Vs(c, d) = a.v(b, j0 + c, hk, d); });
-      });
+      load_rows(t, Vs.data(), Dvp, nk, nk, Dv, [&](int c, int d) { return a.v(b, j0 + c, hk, d); });
+      tile::gemm<false>(t, S.data(), kTileK, Qs.data(), D, &kt(bhk, 0, j0), int(kt.extent(2)), mq,
+                        nkp, D);
       t.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
-        const int64_t pi = a.q_pos0 + i0 + r;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mq), [&](int r) {
         T* KOKKOS_RESTRICT srow = &S(r, 0);
-        dots(srow, &Qs(r, 0), Kt, D, nk);
-        T mx = m(r);
-        for (int c = 0; c < nk; ++c) {
-          const int64_t pj = a.k_pos0 + j0 + c;
-          if (pj > pi) {
-            srow[c] = neg_inf;
-            continue;
-          }
-          const T s = logit(srow[c], b, h, i0 + r, j0 + c, pi, pj);
-          srow[c] = s;
-          if (s > mx) mx = s;
-        }
-        if (mx == neg_inf) return;  // nothing visible to this row yet
-        const T corr = m(r) == neg_inf ? T(0) : kmath::exp(m(r) - mx);
-        T lsum = l(r) * corr;
-        T* KOKKOS_RESTRICT arow = &acc(r, 0);
-        for (int d = 0; d < Dv; ++d) arow[d] *= corr;
-        for (int c = 0; c < nk; ++c) {
-          if (srow[c] - mx < exp_floor<T>()) continue;  // masked (-inf) or underflowing
-          const T p = kmath::exp(srow[c] - mx);
-          lsum += p;
-          axpy(arow, p, &Vs(c, 0), Dv);
-        }
-        l(r) = lsum;
+        // Keys c < nvis are visible to this row (causal: p_j <= p_i); padding rows see none.
+        const int64_t pi = a.q_pos0 + i0 + r, pj0 = a.k_pos0 + j0;
+        const int64_t vis = r < nq ? pi - pj0 + 1 : 0;
+        const int nvis = vis < 0 ? 0 : (vis < nk ? int(vis) : nk);
+        logit.query_row(srow, 0, nvis, b, h, i0 + r, pi, j0, pj0);
+        const T m0 = r < nq ? m(r) : neg_inf;
+        const T mx = tile::max_of(srow, nvis, m0);
+        // s - max, masked -inf: P; a row with nothing visible yet gets P = 0.
+        for (int c = 0; c < nkp; ++c) srow[c] = c < nvis && mx != neg_inf ? srow[c] - mx : neg_inf;
+        tile::exp_or_zero(srow, nkp);
+        if (nvis == 0 || mx == neg_inf) return;
+        const T corr = m0 == neg_inf ? T(0) : kmath::exp(m0 - mx);
+        l(r) = l(r) * corr + tile::sum_of(srow, nvis);
         m(r) = mx;
+        T* KOKKOS_RESTRICT arow = &acc(r, 0);
+        for (int d = 0; d < Dvp; ++d) arow[d] *= corr;
       });
+      t.team_barrier();
+      tile::gemm<true>(t, acc.data(), Dvp, S.data(), kTileK, Vs.data(), Dvp, mq, Dvp, nk);
     }
     t.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
@@ -174,6 +140,7 @@ struct Forward {
 template <class T>
 struct BackwardKV {
   SdpaArgs<T> a;
+  View3<const T> qt, dot;  // [B H, D, Lq padded], [B H, Dv, Lq padded]: Q, dO transposed
   View3<const T> lse, delta;
   View4<const T> dout;
   View4<T> dk, dv;
@@ -182,80 +149,75 @@ struct BackwardKV {
   T neg_inf;
 
   static size_t scratch_bytes(int D, int Dv) {
-    return Scratch2<T>::shmem_size(kTileK, D) + Scratch2<T>::shmem_size(kTileK, Dv) +
-           Scratch2<T>::shmem_size(kTileK, D) + Scratch2<T>::shmem_size(kTileK, Dv) +
-           Scratch2<T>::shmem_size(kTileQ, D) + Scratch2<T>::shmem_size(kTileQ, Dv) +
-           Scratch2<T>::shmem_size(D, kTileQ) + Scratch2<T>::shmem_size(Dv, kTileQ) +
-           2 * Scratch2<T>::shmem_size(kTileK, kTileQ) + Scratch1<T>::shmem_size(kTileK) +
+    const int CB = tile::block_cols<T>();
+    const int Dp = tile::round_up(D, CB), Dvp = tile::round_up(Dv, CB);
+    return scratch2<T>(kTileK, D) + scratch2<T>(kTileK, Dv) + scratch2<T>(kTileK, Dp) +
+           scratch2<T>(kTileK, Dvp) + scratch2<T>(kTileQ, Dp) + scratch2<T>(kTileQ, Dvp) +
+           2 * scratch2<T>(kTileK, kTileQ) + Scratch1<T>::shmem_size(kTileK) +
            2 * Scratch1<T>::shmem_size(kTileQ);
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
-    // Tile-major, first key tile first: under a causal mask the most queries see it.
-    const int nbh = t.league_size() / nkt;
-    const int kt = t.league_rank() / nbh;
-    const int bh = t.league_rank() % nbh;
-    const int hk = bh % Hkv, b = bh / Hkv, G = H / Hkv;
-    const int j0 = kt * kTileK;
+    constexpr int CB = tile::block_cols<T>(), R = tile::kBlockRows;
+    // First key tile first: under a causal mask the most queries see it.
+    const auto w = tile_of(t.league_rank(), t.league_size(), nkt, false);
+    const int hk = w.bh % Hkv, b = w.bh / Hkv, G = H / Hkv;
+    const int j0 = w.tile * kTileK;
     const int nk = (Lk - j0) < kTileK ? (Lk - j0) : kTileK;
+    const int mk = tile::round_up(nk, R);
+    const int Dp = tile::round_up(D, CB), Dvp = tile::round_up(Dv, CB);
+    const int ldq = int(qt.extent(2));
+    // Ks [kTileK, D], Vs [kTileK, Dv]; dKs [kTileK, Dp], dVs [kTileK, Dvp] accumulate;
+    // Qs [kTileQ, Dp], dOs [kTileQ, Dvp]; S, dP [kTileK, kTileQ]: the logits and dP of
+    // (key, query) pairs, then P and scale * dS; lse_s, del_s: the query tile's rows.
     Scratch2<T> Ks(t.team_scratch(level), kTileK, D), Vs(t.team_scratch(level), kTileK, Dv);
-    Scratch2<T> dKs(t.team_scratch(level), kTileK, D), dVs(t.team_scratch(level), kTileK, Dv);
-    Scratch2<T> Qs(t.team_scratch(level), kTileQ, D), dOs(t.team_scratch(level), kTileQ, Dv);
-    // Qt [D, kTileQ], dOt [Dv, kTileQ]: the query tile transposed, so a key's logits and dP
-    // over the tile's rows are vector updates (dots()); S, dP [kTileK, kTileQ] hold them.
-    Scratch2<T> Qt(t.team_scratch(level), D, kTileQ), dOt(t.team_scratch(level), Dv, kTileQ);
+    Scratch2<T> dKs(t.team_scratch(level), kTileK, Dp), dVs(t.team_scratch(level), kTileK, Dvp);
+    Scratch2<T> Qs(t.team_scratch(level), kTileQ, Dp), dOs(t.team_scratch(level), kTileQ, Dvp);
     Scratch2<T> S(t.team_scratch(level), kTileK, kTileQ), dP(t.team_scratch(level), kTileK, kTileQ);
     Scratch1<T> dbk(t.team_scratch(level), kTileK);
     Scratch1<T> lse_s(t.team_scratch(level), kTileQ), del_s(t.team_scratch(level), kTileQ);
     const Logit<T> logit{a};
 
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk), [&](int c) {
-      for (int d = 0; d < D; ++d) {
-        Ks(c, d) = a.k(b, j0 + c, hk, d);
-        dKs(c, d) = T(0);
-      }
-      for (int d = 0; d < Dv; ++d) {
-        Vs(c, d) = a.v(b, j0 + c, hk, d);
-        dVs(c, d) = T(0);
-      }
-    });
+    load_rows(t, Ks.data(), D, mk, nk, D, [&](int c, int d) { return a.k(b, j0 + c, hk, d); });
+    load_rows(t, Vs.data(), Dv, mk, nk, Dv, [&](int c, int d) { return a.v(b, j0 + c, hk, d); });
+    load_rows(t, dKs.data(), Dp, mk, 0, 0, [&](int, int) { return T(0); });
+    load_rows(t, dVs.data(), Dvp, mk, 0, 0, [&](int, int) { return T(0); });
     // First query row whose position reaches this tile's first key.
     int64_t istart = a.k_pos0 + j0 - a.q_pos0;
     if (istart < 0) istart = 0;
     const int qt0 = int(istart / kTileQ);
     for (int g = 0; g < G; ++g) {
-      const int h = hk * G + g;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk), [&](int c) { dbk(c) = T(0); });
+      const int h = hk * G + g, bh = b * H + h;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mk), [&](int c) { dbk(c) = T(0); });
       for (int i0 = qt0 * kTileQ; i0 < Lq; i0 += kTileQ) {
         const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
+        const int nqp = tile::round_up(nq, CB);
         t.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
-          for (int d = 0; d < D; ++d) Qt(d, r) = Qs(r, d) = a.q(b, i0 + r, h, d);
-          for (int d = 0; d < Dv; ++d) dOt(d, r) = dOs(r, d) = dout(b, i0 + r, h, d);
-          lse_s(r) = lse(b, h, i0 + r);
-          del_s(r) = delta(b, h, i0 + r);
+        load_rows(t, Qs.data(), Dp, nq, nq, D, [&](int r, int d) { return a.q(b, i0 + r, h, d); });
+        load_rows(t, dOs.data(), Dvp, nq, nq, Dv,
+                  [&](int r, int d) { return dout(b, i0 + r, h, d); });
+        // An empty row (lse -inf) and the padding get lse +inf: P = exp(s - inf) = 0.
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nqp), [&](int r) {
+          const T l = r < nq ? lse(b, h, i0 + r) : neg_inf;
+          lse_s(r) = l == neg_inf ? -neg_inf : l;
+          del_s(r) = r < nq ? delta(b, h, i0 + r) : T(0);
+        });
+        tile::gemm<false>(t, S.data(), kTileQ, Ks.data(), D, &qt(bh, 0, i0), ldq, mk, nqp, D);
+        tile::gemm<false>(t, dP.data(), kTileQ, Vs.data(), Dv, &dot(bh, 0, i0), ldq, mk, nqp, Dv);
+        t.team_barrier();
+        // Row c: key c against the tile's queries r >= lo (causal: p_i >= p_j).
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mk), [&](int c) {
+          const int64_t pj = a.k_pos0 + j0 + c, pi0 = a.q_pos0 + i0;
+          const int64_t first = pj - pi0;
+          const int lo = first < 0 ? 0 : (first < nq ? int(first) : nq);
+          const int hi = c < nk ? nq : lo;
+          logit.key_row(&S(c, 0), lo, hi, b, h, j0 + c, pj, i0, pi0);
+          dbk(c) -= softmax_grad_row<true>(&S(c, 0), &dP(c, 0), lo, hi, nqp, &lse_s(0), &del_s(0),
+                                           a.scale, a.softcap, dbias_k.extent(0) > 0);
         });
         t.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk), [&](int c) {
-          const int64_t pj = a.k_pos0 + j0 + c;
-          T* KOKKOS_RESTRICT srow = &S(c, 0);
-          T* KOKKOS_RESTRICT dprow = &dP(c, 0);
-          dots(srow, &Ks(c, 0), Qt, D, nq);
-          dots(dprow, &Vs(c, 0), dOt, Dv, nq);
-          T* KOKKOS_RESTRICT dvrow = &dVs(c, 0);
-          T* KOKKOS_RESTRICT dkrow = &dKs(c, 0);
-          for (int r = 0; r < nq; ++r) {
-            const int64_t pi = a.q_pos0 + i0 + r;
-            if (pj > pi || lse_s(r) == neg_inf) continue;
-            const T s = logit(srow[r], b, h, i0 + r, j0 + c, pi, pj);
-            if (s - lse_s(r) < exp_floor<T>()) continue;
-            const T p = kmath::exp(s - lse_s(r));
-            axpy(dvrow, p, &dOs(r, 0), Dv);
-            const T dx = p * (dprow[r] - del_s(r)) * logit.dcap(s);
-            axpy(dkrow, a.scale * dx, &Qs(r, 0), D);
-            dbk(c) -= dx;
-          }
-        });
+        tile::gemm<true>(t, dVs.data(), Dvp, S.data(), kTileQ, dOs.data(), Dvp, mk, Dvp, nq);
+        tile::gemm<true>(t, dKs.data(), Dp, dP.data(), kTileQ, Qs.data(), Dp, mk, Dp, nq);
       }
       t.team_barrier();
       if (dbias_k.extent(0) > 0)
@@ -274,6 +236,7 @@ struct BackwardKV {
 template <class T>
 struct BackwardQ {
   SdpaArgs<T> a;
+  View3<const T> kt, vt;  // [B Hkv, D, Lk padded], [B Hkv, Dv, Lk padded]: K, V transposed
   View3<const T> lse, delta;
   View4<const T> dout;
   View4<T> dq;
@@ -282,68 +245,53 @@ struct BackwardQ {
   T neg_inf;
 
   static size_t scratch_bytes(int D, int Dv) {
-    return 2 * Scratch2<T>::shmem_size(kTileQ, D) + Scratch2<T>::shmem_size(kTileQ, Dv) +
-           Scratch2<T>::shmem_size(kTileK, D) + Scratch2<T>::shmem_size(D, kTileK) +
-           Scratch2<T>::shmem_size(Dv, kTileK) + 2 * Scratch2<T>::shmem_size(kTileQ, kTileK);
+    const int Dp = tile::round_up(D, tile::block_cols<T>());
+    return scratch2<T>(kTileQ, D) + scratch2<T>(kTileQ, Dp) + scratch2<T>(kTileQ, Dv) +
+           scratch2<T>(kTileK, Dp) + 2 * scratch2<T>(kTileQ, kTileK);
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
-    // Tile-major, last query tile first: under a causal mask it has the most keys, so the
-    // dynamic schedule hands out the longest work first and short tiles fill in at the end.
-    const int nbh = t.league_size() / nqt;
-    const int qt = nqt - 1 - t.league_rank() / nbh;
-    const int bh = t.league_rank() % nbh;
-    const int h = bh % H, b = bh / H, hk = h / (H / Hkv);
-    const int i0 = qt * kTileQ;
+    constexpr int CB = tile::block_cols<T>(), R = tile::kBlockRows;
+    const auto w = tile_of(t.league_rank(), t.league_size(), nqt, true);  // longest first
+    const int h = w.bh % H, b = w.bh / H, hk = h / (H / Hkv), bhk = b * Hkv + hk;
+    const int i0 = w.tile * kTileQ;
     const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
-    // Ks [kTileK, D] for dQ += dx K; Kt [D, kTileK] and Vt [Dv, kTileK] (the tile
-    // transposed) so a row's logits and dP over the tile's keys are vector updates (dots()).
-    Scratch2<T> Qs(t.team_scratch(level), kTileQ, D), dQs(t.team_scratch(level), kTileQ, D);
-    Scratch2<T> dOs(t.team_scratch(level), kTileQ, Dv);
-    Scratch2<T> Ks(t.team_scratch(level), kTileK, D), Kt(t.team_scratch(level), D, kTileK);
-    Scratch2<T> Vt(t.team_scratch(level), Dv, kTileK);
+    const int mq = tile::round_up(nq, R), Dp = tile::round_up(D, CB);
+    const int ldk = int(kt.extent(2));
+    // Qs [kTileQ, D], dOs [kTileQ, Dv]; dQs [kTileQ, Dp] accumulates; Ks [kTileK, Dp] for
+    // dQ += dS K; S, dP [kTileQ, kTileK].
+    Scratch2<T> Qs(t.team_scratch(level), kTileQ, D), dQs(t.team_scratch(level), kTileQ, Dp);
+    Scratch2<T> dOs(t.team_scratch(level), kTileQ, Dv), Ks(t.team_scratch(level), kTileK, Dp);
     Scratch2<T> S(t.team_scratch(level), kTileQ, kTileK), dP(t.team_scratch(level), kTileQ, kTileK);
     const Logit<T> logit{a};
 
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
-      for (int d = 0; d < D; ++d) {
-        Qs(r, d) = a.q(b, i0 + r, h, d);
-        dQs(r, d) = T(0);
-      }
-      for (int d = 0; d < Dv; ++d) dOs(r, d) = dout(b, i0 + r, h, d);
-    });
+    load_rows(t, Qs.data(), D, mq, nq, D, [&](int r, int d) { return a.q(b, i0 + r, h, d); });
+    load_rows(t, dOs.data(), Dv, mq, nq, Dv, [&](int r, int d) { return dout(b, i0 + r, h, d); });
+    load_rows(t, dQs.data(), Dp, mq, 0, 0, [&](int, int) { return T(0); });
     int64_t jend = a.q_pos0 + i0 + nq - a.k_pos0;
     if (jend > Lk) jend = Lk;
     for (int j0 = 0; j0 < jend; j0 += kTileK) {
       const int nk = (jend - j0) < kTileK ? int(jend - j0) : kTileK;
+      const int nkp = tile::round_up(nk, CB);
       t.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk), [&](int c) {
-        for (int d = 0; d < D; ++d) Kt(d, c) = Ks(c, d) = a.k(b, j0 + c, hk, d);
-        for (int d = 0; d < Dv; ++d) Vt(d, c) = a.v(b, j0 + c, hk, d);
+      load_rows(t, Ks.data(), Dp, nk, nk, D, [&](int c, int d) { return a.k(b, j0 + c, hk, d); });
+      tile::gemm<false>(t, S.data(), kTileK, Qs.data(), D, &kt(bhk, 0, j0), ldk, mq, nkp, D);
+      tile::gemm<false>(t, dP.data(), kTileK, dOs.data(), Dv, &vt(bhk, 0, j0), ldk, mq, nkp, Dv);
+      t.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mq), [&](int r) {
+        const int64_t pi = a.q_pos0 + i0 + r, pj0 = a.k_pos0 + j0;
+        const T lse_r = r < nq ? lse(b, h, i0 + r) : neg_inf;
+        const T del_r = r < nq ? delta(b, h, i0 + r) : T(0);
+        // Keys c < hi are visible (causal); an empty row (lse -inf) or padding sees none.
+        const int64_t vis = lse_r == neg_inf ? 0 : pi - pj0 + 1;
+        const int hi = vis < 0 ? 0 : (vis < nk ? int(vis) : nk);
+        logit.query_row(&S(r, 0), 0, hi, b, h, i0 + r, pi, j0, pj0);
+        const T dsum = softmax_grad_row<false>(&S(r, 0), &dP(r, 0), 0, hi, nkp, &lse_r, &del_r,
+                                               a.scale, a.softcap, dbias_q.extent(0) > 0);
+        if (dbias_q.extent(0) > 0 && r < nq) dbias_q(b, i0 + r, h) += dsum;
       });
       t.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
-        const int64_t pi = a.q_pos0 + i0 + r;
-        const T lse_r = lse(b, h, i0 + r), del_r = delta(b, h, i0 + r);
-        if (lse_r == neg_inf) return;
-        T* KOKKOS_RESTRICT srow = &S(r, 0);
-        T* KOKKOS_RESTRICT dprow = &dP(r, 0);
-        dots(srow, &Qs(r, 0), Kt, D, nk);
-        dots(dprow, &dOs(r, 0), Vt, Dv, nk);
-        T* KOKKOS_RESTRICT dqrow = &dQs(r, 0);
-        T dbq = T(0);
-        for (int c = 0; c < nk; ++c) {
-          const int64_t pj = a.k_pos0 + j0 + c;
-          if (pj > pi) continue;
-          const T s = logit(srow[c], b, h, i0 + r, j0 + c, pi, pj);
-          if (s - lse_r < exp_floor<T>()) continue;
-          const T p = kmath::exp(s - lse_r);
-          const T dx = p * (dprow[c] - del_r) * logit.dcap(s);
-          axpy(dqrow, a.scale * dx, &Ks(c, 0), D);
-          dbq += dx;
-        }
-        if (dbias_q.extent(0) > 0) dbias_q(b, i0 + r, h) += dbq;
-      });
+      tile::gemm<true>(t, dQs.data(), Dp, dP.data(), kTileK, Ks.data(), Dp, mq, Dp, nk);
     }
     t.team_barrier();
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
@@ -400,6 +348,7 @@ void sdpa_forward(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse) 
   const int nqt = ceil_div(Lq, kTileQ);
   const size_t bytes = Forward<T>::scratch_bytes(D, Dv);
   Forward<T> f{a,
+               transpose_heads(a.k),
                o,
                lse,
                H,
@@ -440,16 +389,46 @@ void sdpa_backward(const SdpaArgs<T>& a, const View3<const T>& lse, const View3<
   if (Lk > 0) {
     const int nkt = ceil_div(Lk, kTileK);
     const size_t bytes = BackwardKV<T>::scratch_bytes(D, Dv);
-    BackwardKV<T> f{
-        a,   lse, delta, dout, dk, dv, dbias_k, H, Hkv, Lq, Lk, D, Dv, nkt, scratch_level(bytes),
-        ninf};
+    BackwardKV<T> f{a,
+                    transpose_heads(a.q),
+                    transpose_heads(dout),
+                    lse,
+                    delta,
+                    dout,
+                    dk,
+                    dv,
+                    dbias_k,
+                    H,
+                    Hkv,
+                    Lq,
+                    Lk,
+                    D,
+                    Dv,
+                    nkt,
+                    scratch_level(bytes),
+                    ninf};
     launch(f, B * Hkv * nkt, bytes);
   }
   if (Lq > 0) {
     const int nqt = ceil_div(Lq, kTileQ);
     const size_t bytes = BackwardQ<T>::scratch_bytes(D, Dv);
-    BackwardQ<T> f{
-        a, lse, delta, dout, dq, dbias_q, H, Hkv, Lq, Lk, D, Dv, nqt, scratch_level(bytes), ninf};
+    BackwardQ<T> f{a,
+                   transpose_heads(a.k),
+                   transpose_heads(a.v),
+                   lse,
+                   delta,
+                   dout,
+                   dq,
+                   dbias_q,
+                   H,
+                   Hkv,
+                   Lq,
+                   Lk,
+                   D,
+                   Dv,
+                   nqt,
+                   scratch_level(bytes),
+                   ninf};
     launch(f, B * H * nqt, bytes);
   }
 }

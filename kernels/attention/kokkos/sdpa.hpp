@@ -8,7 +8,9 @@
 // A row that sees no key gets lse = -inf and o = 0 (the ring merge relies on that).
 // Tiled with online softmax: memory O(L) per head, never an L x L matrix. Backward
 // recomputes the probabilities from lse (FlashAttention-2 style): one pass over key
-// tiles for dK/dV, one over query tiles for dQ, no atomics.
+// tiles for dK/dV, one over query tiles for dQ, no atomics. A team owns a 64 x 64 tile at a
+// time; its products (QK^T, PV, dP, dV, dK, dQ) are register-blocked (tile.hpp) and its
+// per-row passes are contiguous loops (sdpa_rows.hpp), so a CPU core runs them as SIMD.
 #include "kernels/base/tensor.hpp"
 
 namespace lcr {

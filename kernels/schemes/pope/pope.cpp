@@ -39,22 +39,81 @@ View1<const double> theta_table(const AttentionSpec& spec) {
   return device_copy("lcr::pope_theta", frequencies(spec));
 }
 
+// cos and sin of every phase p theta_c + delta[h, c] of one call (positions p = p0 + i,
+// i < L), from few trigonometric evaluations: with i = 64 a + k, the phase is the sum of
+// (p0 + 64 a) theta_c, k theta_c and delta[h, c], and cos/sin of a sum come from those of
+// its terms by the angle-addition formulas, each adding about an ulp in double. Tables of
+// [L / 64, d] block starts, [64, d] offsets and [Hx, d] deltas replace B L Hx d evaluations.
+struct Phases {
+  View3<double> block;   // [ceil(L / 64), d, 2]: cos, sin of (p0 + 64 a) theta_c
+  View3<double> offset;  // [64, d, 2]: cos, sin of k theta_c
+  View3<double> delta;   // [Hx, d, 2]: cos, sin of clamp(delta[h, c]); empty without delta
+
+  // (cos, sin) of the phase of row i, head h, channel c.
+  KOKKOS_INLINE_FUNCTION void at(int i, int h, int c, double& cs, double& sn) const {
+    const int a = i / 64, k = i % 64;
+    const double cb = block(a, c, 0), sb = block(a, c, 1);
+    const double co = offset(k, c, 0), so = offset(k, c, 1);
+    cs = cb * co - sb * so;
+    sn = sb * co + cb * so;
+    if (delta.extent(0) > 0) {
+      const double cd = delta(h, c, 0), sd = delta(h, c, 1), c0 = cs;
+      cs = c0 * cd - sn * sd;
+      sn = sn * cd + c0 * sd;
+    }
+  }
+};
+
+template <class T>
+Phases phases(const View1<const double>& theta, int64_t pos0, int L, const PView2<T>& delta) {
+  const int d = theta.extent(0), nblk = (L + 63) / 64;
+  Phases p{View3<double>("lcr::pope_block", nblk, d, 2),
+           View3<double>("lcr::pope_offset", 64, d, 2), View3<double>()};
+  const auto block = p.block, offset = p.offset;
+  Kokkos::parallel_for(
+      "lcr::pope_block", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {nblk, d}),
+      KOKKOS_LAMBDA(int a, int c) {
+        const double ph = double(pos0 + 64 * int64_t(a)) * theta(c);
+        block(a, c, 0) = kmath::cos(ph);
+        block(a, c, 1) = kmath::sin(ph);
+      });
+  Kokkos::parallel_for(
+      "lcr::pope_offset", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {64, d}),
+      KOKKOS_LAMBDA(int k, int c) {
+        offset(k, c, 0) = kmath::cos(double(k) * theta(c));
+        offset(k, c, 1) = kmath::sin(double(k) * theta(c));
+      });
+  if (delta.extent(0) > 0) {
+    const int Hx = delta.extent(0);
+    p.delta = View3<double>("lcr::pope_delta_cs", Hx, d, 2);
+    const auto dcs = p.delta;
+    Kokkos::parallel_for(
+        "lcr::pope_delta", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {Hx, d}),
+        KOKKOS_LAMBDA(int h, int c) {
+          const double dl = clamp_delta(double(delta(h, c)));
+          dcs(h, c, 0) = kmath::cos(dl);
+          dcs(h, c, 1) = kmath::sin(dl);
+        });
+  }
+  return p;
+}
+
 // x [B, L, Hx, d] -> y [B, L, Hx, 2d]: y = mu [cos(p theta + delta), sin(...)], where delta
 // is clamp(delta[hx, :]) when `delta` is non-empty (keys) and 0 otherwise (queries).
 template <class T>
 void polar_forward(const View4<const T>& x, const View4<T>& y, const View1<const double>& theta,
                    const PView2<T>& delta, int64_t pos0) {
   const int B = x.extent(0), L = x.extent(1), H = x.extent(2), d = x.extent(3);
-  const bool has_delta = delta.extent(0) > 0;
+  const Phases ph = phases(theta, pos0, L, delta);
   Kokkos::parallel_for(
       "lcr::pope_forward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, L, H}),
       KOKKOS_LAMBDA(int b, int i, int h) {
-        const double pos = double(pos0 + i);
         for (int c = 0; c < d; ++c) {
-          const double ph = pos * theta(c) + (has_delta ? clamp_delta(double(delta(h, c))) : 0.0);
+          double cs, sn;
+          ph.at(i, h, c, cs, sn);
           const T mu = kmath::softplus(x(b, i, h, c));
-          y(b, i, h, c) = mu * T(kmath::cos(ph));
-          y(b, i, h, d + c) = mu * T(kmath::sin(ph));
+          y(b, i, h, c) = mu * T(cs);
+          y(b, i, h, d + c) = mu * T(sn);
         }
       });
 }
@@ -67,13 +126,14 @@ void polar_backward(const View4<const T>& x, const View4<const T>& dy, const Vie
                     const View3<T>& dpsi) {
   const int B = x.extent(0), L = x.extent(1), H = x.extent(2), d = x.extent(3);
   const bool has_delta = delta.extent(0) > 0;
+  const Phases ph = phases(theta, pos0, L, delta);
   Kokkos::parallel_for(
       "lcr::pope_backward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, L, H}),
       KOKKOS_LAMBDA(int b, int i, int h) {
-        const double pos = double(pos0 + i);
         for (int c = 0; c < d; ++c) {
-          const double ph = pos * theta(c) + (has_delta ? clamp_delta(double(delta(h, c))) : 0.0);
-          const T cs = T(kmath::cos(ph)), sn = T(kmath::sin(ph));
+          double csd, snd;
+          ph.at(i, h, c, csd, snd);
+          const T cs = T(csd), sn = T(snd);
           const T dre = dy(b, i, h, c), dim = dy(b, i, h, d + c), xv = x(b, i, h, c);
           dx(b, i, h, c) = (dre * cs + dim * sn) * kmath::sigmoid(xv);
           if (has_delta) dpsi(h, c, b * L + i) = kmath::softplus(xv) * (dim * cs - dre * sn);

@@ -1,0 +1,105 @@
+#pragma once
+// The per-row work of the Kokkos SDPA kernels (sdpa.cpp): the logits of a row of (query, key)
+// pairs from their dot products, the softmax backward's row, the tile loaders. Each loop runs
+// over a contiguous row with the options' branches hoisted out of it, so a CPU vectorises it.
+#include "kernels/attention/kokkos/math.hpp"
+#include "kernels/attention/kokkos/sdpa.hpp"
+#include "kernels/attention/kokkos/tile.hpp"
+
+namespace lcr::sdpa_detail {
+
+// Query rows and key rows of a tile; multiples of every register block's rows and columns.
+constexpr int kTileQ = 64;
+constexpr int kTileK = 64;
+static_assert(kTileQ % tile::kBlockRows == 0 && kTileQ % tile::block_cols<double>() == 0 &&
+                  kTileQ % tile::block_cols<float>() == 0 && kTileK == kTileQ,
+              "tiles must hold whole register blocks");
+
+// The logit of (query i at position p_i, key j at position p_j) from their dot product:
+//   x = scale dot - slope_h (p_i - p_j) + (bias_q[b,i,h] - bias_k[b,j,h]),
+//   s = softcap tanh(x / softcap) when softcap > 0,
+// in that order of operations in every pass, so forward and backward compute the same s.
+template <class T>
+struct Logit {
+  SdpaArgs<T> a;
+
+  // x[c], c in [lo, hi): query i (position pi) against key j0 + c (position pj0 + c).
+  KOKKOS_INLINE_FUNCTION void query_row(T* KOKKOS_RESTRICT x, int lo, int hi, int b, int h, int i,
+                                        int64_t pi, int j0, int64_t pj0) const {
+    for (int c = lo; c < hi; ++c) x[c] *= a.scale;
+    if (a.alibi_slopes.extent(0) > 0) {
+      const T sl = a.alibi_slopes(h);
+      for (int c = lo; c < hi; ++c) x[c] -= sl * T(pi - pj0 - c);
+    }
+    if (a.bias_q.extent(0) > 0) {
+      const T bq = a.bias_q(b, i, h);
+      for (int c = lo; c < hi; ++c) x[c] += bq - a.bias_k(b, j0 + c, h);
+    }
+    cap(x, lo, hi);
+  }
+  // x[r], r in [lo, hi): key j (position pj) against query i0 + r (position pi0 + r).
+  KOKKOS_INLINE_FUNCTION void key_row(T* KOKKOS_RESTRICT x, int lo, int hi, int b, int h, int j,
+                                      int64_t pj, int i0, int64_t pi0) const {
+    for (int r = lo; r < hi; ++r) x[r] *= a.scale;
+    if (a.alibi_slopes.extent(0) > 0) {
+      const T sl = a.alibi_slopes(h);
+      for (int r = lo; r < hi; ++r) x[r] -= sl * T(pi0 + r - pj);
+    }
+    if (a.bias_q.extent(0) > 0) {
+      const T bk = a.bias_k(b, j, h);
+      for (int r = lo; r < hi; ++r) x[r] += a.bias_q(b, i0 + r, h) - bk;
+    }
+    cap(x, lo, hi);
+  }
+  KOKKOS_INLINE_FUNCTION void cap(T* KOKKOS_RESTRICT x, int lo, int hi) const {
+    if (a.softcap > T(0))
+      for (int c = lo; c < hi; ++c) x[c] = a.softcap * kmath::tanh(x[c] / a.softcap);
+  }
+};
+
+// One row of a backward tile, in place. On entry srow holds the logits s over the visible
+// columns [lo, hi) and dprow the products <dO_i, v_j> over all npad columns; lse and delta
+// are the row's (kPerColumn false: lse[0], delta[0]) or each column's. On exit srow holds
+// P = exp(s - lse) and dprow scale * dS, dS = P (dP - delta) ds/dx, both 0 outside [lo, hi)
+// and where P underflows. Returns the sum of dS over the row, in column order, when
+// want_sum (the bias lanes' gradient), else 0.
+template <bool kPerColumn, class T>
+KOKKOS_INLINE_FUNCTION T softmax_grad_row(T* KOKKOS_RESTRICT srow, T* KOKKOS_RESTRICT dprow, int lo,
+                                          int hi, int npad, const T* lse, const T* delta, T scale,
+                                          T softcap, bool want_sum) {
+  T p[kTileQ];
+  for (int c = 0; c < npad; ++c) {
+    const T l = lse[kPerColumn ? c : 0];
+    p[c] = c >= lo && c < hi ? srow[c] - l : T(2) * tile::exp_floor<T>();  // masked: exp 0
+  }
+  tile::exp_or_zero(p, npad);
+  for (int c = 0; c < npad; ++c) {
+    T dx = p[c] * (dprow[c] - delta[kPerColumn ? c : 0]);
+    if (softcap > T(0)) {  // ds/dx = 1 - tanh^2 = 1 - (s / softcap)^2
+      const T t = srow[c] / softcap;
+      dx *= T(1) - t * t;
+    }
+    srow[c] = p[c];
+    dprow[c] = dx;
+  }
+  T sum = T(0);
+  if (want_sum)
+    for (int c = 0; c < npad; ++c) sum += dprow[c];
+  for (int c = 0; c < npad; ++c) dprow[c] *= scale;
+  return sum;
+}
+
+// Rows [0, n) of width w from src(row, d) into dst [rows, ld], columns [w, ld) and rows
+// [n, rows) zeroed: the register blocks read whole padded tiles.
+template <class T, class Member, class Src>
+KOKKOS_INLINE_FUNCTION void load_rows(const Member& t, T* dst, int ld, int rows, int n, int w,
+                                      Src src) {
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(t, rows), [&](int r) {
+    T* row = dst + r * ld;
+    const int wr = r < n ? w : 0;
+    for (int d = 0; d < wr; ++d) row[d] = src(r, d);
+    for (int d = wr; d < ld; ++d) row[d] = T(0);
+  });
+}
+
+}  // namespace lcr::sdpa_detail

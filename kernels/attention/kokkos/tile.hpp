@@ -1,0 +1,190 @@
+#pragma once
+// The tile arithmetic of the Kokkos attention kernels: register-blocked products of small
+// row-major tiles and a vectorised exp, written once for CPUs and GPUs.
+//
+// On a CPU compiler (GCC, Clang) a Pack is a vector of the widest SIMD register the build
+// targets (SSE2: 16 bytes; -mavx2: 32; -mavx512f, e.g. LCR_NATIVE_ARCH on such a CPU: 64),
+// so a product's inner loop is explicit vector FMAs on accumulators that stay in registers:
+// compilers do not find that blocking themselves in the scalar loops. In device code
+// (nvcc, hipcc) a Pack is one scalar: the same blocking is a per-thread register tile.
+//
+// Every product element is summed over k in order, as the plain loop sums it, so the
+// kernels' rounding does not depend on the blocking (FMA contraction aside).
+#include <Kokkos_Core.hpp>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/attention/kokkos/math.hpp"
+
+namespace lcr::tile {
+
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__) && \
+    !defined(__SYCL_DEVICE_ONLY__)
+#define LCR_TILE_SIMD 1
+#if defined(__AVX512F__)
+constexpr int kSimdBytes = 64;  // 32 vector registers
+#elif defined(__AVX__)
+constexpr int kSimdBytes = 32;  // 16 vector registers
+#else
+constexpr int kSimdBytes = 16;  // SSE2 / NEON: 16 or 32 registers
+#endif
+template <class T>
+struct Simd {
+  typedef T type __attribute__((vector_size(kSimdBytes)));
+  static constexpr int width = kSimdBytes / int(sizeof(T));
+};
+// Accumulator columns (in packs) of a register block: 4 rows x 4 packs + 4 loaded packs fit
+// 32 registers; 4 x 2 + 2 fit 16.
+constexpr int kPacksPerBlock = kSimdBytes == 64 ? 4 : 2;
+#else
+#define LCR_TILE_SIMD 0
+template <class T>
+struct Simd {
+  using type = T;
+  static constexpr int width = 1;
+};
+constexpr int kPacksPerBlock = 2;
+#endif
+
+constexpr int kBlockRows = 4;  // rows of a register block (one broadcast each per k)
+
+// Columns one register block covers: every N a product runs over is a multiple of it (the
+// kernels pad their tiles' column counts to it with zeros).
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr int block_cols() {
+  return kPacksPerBlock * Simd<T>::width;
+}
+
+// n rounded up to a multiple of m.
+KOKKOS_INLINE_FUNCTION constexpr int round_up(int n, int m) { return (n + m - 1) / m * m; }
+
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION typename Simd<T>::type load(const T* p) {
+  typename Simd<T>::type v;
+  if constexpr (Simd<T>::width == 1) {
+    v = *p;
+  } else {
+    std::memcpy(&v, p, sizeof(v));  // unaligned vector load
+  }
+  return v;
+}
+
+template <class T>
+KOKKOS_FORCEINLINE_FUNCTION void store(T* p, const typename Simd<T>::type& v) {
+  if constexpr (Simd<T>::width == 1) {
+    *p = v;
+  } else {
+    std::memcpy(p, &v, sizeof(v));
+  }
+}
+
+// C[M x N] = A[M x K] B[K x N] (Accumulate: C +=), row-major with leading dimensions lda,
+// ldb, ldc. M must be a multiple of kBlockRows and N of block_cols<T>() (callers pad with
+// zero rows and columns); K is any. The register blocks are shared among the team's threads.
+template <bool Accumulate, class T, class Member>
+KOKKOS_INLINE_FUNCTION void gemm(const Member& t, T* KOKKOS_RESTRICT C, int ldc,
+                                 const T* KOKKOS_RESTRICT A, int lda, const T* KOKKOS_RESTRICT B,
+                                 int ldb, int M, int N, int K) {
+  using P = typename Simd<T>::type;
+  constexpr int W = Simd<T>::width, NV = kPacksPerBlock, R = kBlockRows;
+  const int ncb = N / (NV * W);
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(t, (M / R) * ncb), [&](int blk) {
+    const int i0 = blk / ncb * R, j0 = blk % ncb * (NV * W);
+    P acc[R][NV];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] = Accumulate ? load(C + (i0 + r) * ldc + j0 + v * W) : P{};
+    for (int k = 0; k < K; ++k) {
+      P b[NV];
+      for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + j0 + v * W);
+      for (int r = 0; r < R; ++r) {
+        const T a = A[(i0 + r) * lda + k];
+        for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < NV; ++v) store(C + (i0 + r) * ldc + j0 + v * W, acc[r][v]);
+  });
+}
+
+// Below this exponent exp() is subnormal: such a probability is treated as 0. Its terms
+// would be below half an ulp of any normal accumulator, and subnormal arithmetic runs tens
+// of times slower on CPUs (GOAT's long-range prior pushes most logits there at L >= 4K).
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T exp_floor() {
+  return std::is_same_v<T, float> ? T(-87.33) : T(-708.39);  // ln of the smallest normal
+}
+
+// x[c] = x[c] >= exp_floor ? exp(x[c]) : 0 for c < n (n a multiple of the pack width;
+// x <= 0 or -inf, as softmax arguments are). float on a SIMD CPU: Cody-Waite reduction and
+// Cephes' degree-6 polynomial, within 2 ulp of the correctly rounded result; otherwise the
+// library's exp.
+template <class T>
+KOKKOS_INLINE_FUNCTION void exp_or_zero(T* KOKKOS_RESTRICT x, int n) {
+#if LCR_TILE_SIMD
+  if constexpr (std::is_same_v<T, float> && Simd<T>::width > 1) {
+    using P = typename Simd<float>::type;
+    using I = typename Simd<int>::type;
+    constexpr float lo = exp_floor<float>();
+    for (int c = 0; c < n; c += Simd<float>::width) {
+      const P x0 = load(x + c);
+      const P v = x0 < lo ? P{} + lo : x0;  // -inf must not reach the integer conversion
+      // v = n ln2 + r with n = round(v log2 e), |r| <= ln2 / 2.
+      const P fx = v * 1.44269504088896341f + 0.5f;
+      P fl = __builtin_convertvector(__builtin_convertvector(fx, I), P);  // toward 0
+      fl += __builtin_convertvector(fl > fx, P);  // floor: a true compare is -1
+      const P r = v - fl * 0.693359375f + fl * 2.12194440e-4f;
+      P y = 1.9875691500e-4f * r + 1.3981999507e-3f;
+      y = y * r + 8.3334519073e-3f;
+      y = y * r + 4.1665795894e-2f;
+      y = y * r + 1.6666665459e-1f;
+      y = y * r + 5.0000001201e-1f;
+      y = y * (r * r) + r + 1.0f;
+      // times 2^n, n >= -126: the exponent field built directly.
+      const I e = (__builtin_convertvector(fl, I) + 127) << 23;
+      P two_n;
+      std::memcpy(&two_n, &e, sizeof(two_n));
+      store(x + c, x0 < lo ? P{} : y * two_n);
+    }
+    return;
+  }
+#endif
+  for (int c = 0; c < n; ++c) x[c] = x[c] >= exp_floor<T>() ? kmath::exp(x[c]) : T(0);
+}
+
+// max(init, x[0..n)): pack-wise (the maximum does not depend on the order).
+template <class T>
+KOKKOS_INLINE_FUNCTION T max_of(const T* KOKKOS_RESTRICT x, int n, T init) {
+  constexpr int W = Simd<T>::width;
+  int c = 0;
+  if constexpr (W > 1) {
+    if (n >= W) {
+      typename Simd<T>::type m = load(x);
+      for (c = W; c + W <= n; c += W) {
+        const auto v = load(x + c);
+        m = v > m ? v : m;
+      }
+      for (int w = 0; w < W; ++w) init = m[w] > init ? m[w] : init;
+    }
+  }
+  for (; c < n; ++c) init = x[c] > init ? x[c] : init;
+  return init;
+}
+
+// sum of x[0..n): W running sums, one per lane, then the lanes in order (a row of
+// probabilities: the order changes the sum's last bits only).
+template <class T>
+KOKKOS_INLINE_FUNCTION T sum_of(const T* KOKKOS_RESTRICT x, int n) {
+  constexpr int W = Simd<T>::width;
+  T s = T(0);
+  int c = 0;
+  if constexpr (W > 1) {
+    typename Simd<T>::type acc{};
+    for (; c + W <= n; c += W) acc += load(x + c);
+    for (int w = 0; w < W; ++w) s += acc[w];
+  }
+  for (; c < n; ++c) s += x[c];
+  return s;
+}
+
+}  // namespace lcr::tile
