@@ -41,6 +41,9 @@
 #   cpu    the CPU cores: lcr's Kokkos attention at 1..N OpenMP threads beside torch's CPU
 #          SDPA, and training as 2 ranks x N/2 threads vs N ranks x 1 thread; needs a bundle
 #          from a Kokkos OpenMP build (experiments/bench/gpu_cpu.sh says how; not in `all`).
+#   cpuattn the CPU cores: lcr's Kokkos attention per core against torch's CPU SDPA, forward
+#          and backward apart, L = 4K and 16K, d = 64 and 128, 1 thread and every core (same
+#          bundle as cpu; not in `all`).
 #   kokkos a build whose Kokkos runs on CUDA: its gtest suites and multi-rank suites on the GPU,
 #          the default model's training, the portable kernels' speed; needs a bundle packed
 #          with `pack BUILD_DIR kokkos` (experiments/bench/gpu_kokkos.sh; not in `all`).
@@ -382,7 +385,7 @@ finish() {
   local f p driver
   driver=$(timeout 20 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
   : >"$OUT/table.md"
-  for f in attention train ring cpu kokkos; do
+  for f in attention train ring cpu cpuattn kokkos; do
     [[ -s $WORK/table_$f.md ]] && { cat "$WORK/table_$f.md"; echo; } >>"$OUT/table.md"
   done
   [[ -s $OUT/table.md ]] || rm -f "$OUT/table.md"
@@ -392,7 +395,7 @@ finish() {
     echo "- GPU: $gpu${driver:+, driver $driver}"
     echo "- commit: $(cat "$B/../COMMIT" 2>/dev/null || echo unknown) (packed), $(date -u +%Y-%m-%dT%H:%MZ), bundle .devbundle/$bundle"
     printf -- '- phases:'
-    for p in tests table train ring cpu kokkos; do [[ -n ${phase_s[$p]:-} ]] && printf ' %s %s s,' "$p" "${phase_s[$p]}"; done
+    for p in tests table train ring cpu cpuattn kokkos; do [[ -n ${phase_s[$p]:-} ]] && printf ' %s %s s,' "$p" "${phase_s[$p]}"; done
     echo " total $((SECONDS - t0)) s"
     if [[ -s $WORK/tests.md ]]; then echo; echo '## Tests'; echo; echo '```'; cat "$WORK/tests.md"; echo '```'; fi
     [[ -s $OUT/table.md ]] && { echo; cat "$OUT/table.md"; }
@@ -418,8 +421,8 @@ main() {
   for c in "$@"; do
     case $c in
       all) cmds+=(tests table train ring) ;;
-      tests | table | train | ring | cpu | kokkos) cmds+=("$c") ;;
-      *) echo "gpu.sh: unknown subcommand '$c' (pack, tests, table, train, ring, all, cpu, kokkos; help)" >&2; return 2 ;;
+      tests | table | train | ring | cpu | cpuattn | kokkos) cmds+=("$c") ;;
+      *) echo "gpu.sh: unknown subcommand '$c' (pack, tests, table, train, ring, all, cpu, cpuattn, kokkos; help)" >&2; return 2 ;;
     esac
   done
   deadline_set "${LCR_GPU_BUDGET_S:-560}"  # from the start: unpacking counts too

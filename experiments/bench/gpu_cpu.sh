@@ -140,3 +140,99 @@ PY
     echo "  $(grep 'phases, ms per step' "$f" 2>/dev/null | tail -1 | sed 's/.*\] phases/phases/')"
   done
 }
+
+# The `cpuattn` phase: the per-core speed of lcr's Kokkos attention against torch's CPU
+# scaled_dot_product_attention, forward and backward timed apart, B = 1, H = 1, causal,
+# float32, at L = 4096 and 16384, d = 64 and 128, on 1 thread (pinned to one core, one
+# benchmark at a time) and on every core (OMP_PROC_BIND=spread OMP_PLACES=cores). lcr's
+# rows: lcr_bench fwd|bwd/<scheme>/<L> (d = 64) and fwd_d128|bwd_d128/nope/<L>.
+# Environment (optional): LCR_CPUATTN_SCHEMES (default "nope|goat|pope").
+cpuattn_torch_script() {  # writes the torch peer; run as FILE THREADS: "fwd|bwd,L,d,threads,ms"
+  cat >"$1" <<'PY'
+import sys, time
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    sys.exit(0)
+n = int(sys.argv[1])
+torch.set_num_threads(n)
+for L in (4096, 16384):
+    for d in (64, 128):
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.rand(1, 1, L, d, generator=g).mul_(2).sub_(1).requires_grad_()
+                   for _ in range(3))
+        do = torch.rand(1, 1, L, d, generator=g)
+        fwd, bwd = [], []
+        for it in range(4):  # the first is a warm-up
+            t = time.perf_counter()
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            t1 = time.perf_counter()
+            o.backward(do)
+            t2 = time.perf_counter()
+            if it:
+                fwd.append(t1 - t)
+                bwd.append(t2 - t1)
+        for name, ts in (("fwd", fwd), ("bwd", bwd)):
+            print(f"{name},{L},{d},{n},{1e3 * sorted(ts)[1]:.2f}", flush=True)
+PY
+}
+
+cmd_cpuattn() {
+  phase_begin cpuattn LCR_GPU_CPUATTN_S 500
+  local cores out=$WORK/cpuattn schemes=${LCR_CPUATTN_SCHEMES:-nope|goat|pope} n
+  cores=$(nproc)
+  mkdir -p "$out"
+  bundle_has cpuattn "cpuattn: not measured: lcr_bench from a Kokkos OpenMP build is not in \
+bundle '$bundle' (LCR_GPU_BUNDLE=omp ... pack build-omp lcr lcr_bench)" lcr_bench || return
+  export OMP_PROC_BIND=spread OMP_PLACES=cores
+  local filter="^((fwd|bwd)/($schemes)|(fwd|bwd)_d128/nope)/(4096|16384)/"
+  cpuattn_torch_script "$out/torch.py"
+  for n in 1 "$cores"; do
+    local pin=()
+    ((n == 1)) && pin=(taskset -c 0)
+    OMP_NUM_THREADS=$n STEP_LOG=$out/lcr_t$n.log step "lcr_bench fwd, bwd, $n thread(s)" 200 \
+      "${pin[@]}" "$B/lcr_bench" --benchmark_filter="$filter" --benchmark_format=csv
+    STEP_LOG=$out/torch_t$n.log step "torch CPU SDPA fwd, bwd, $n thread(s)" 100 \
+      "${pin[@]}" python3 "$out/torch.py" "$n"
+  done
+  cpuattn_table "$cores" >"$WORK/table_cpuattn.md"
+  phase_end cpuattn
+}
+
+# ms of each (pass, L, d) for lcr's schemes and torch, and lcr / torch, per thread count.
+cpuattn_table() {
+  echo "## CPU attention per core: lcr's Kokkos kernels (OpenMP) vs torch's CPU SDPA, (1,1,L,d) causal float32, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), 1 and $1 threads"
+  echo
+  python3 - "$WORK/cpuattn" <<'PY'
+import csv, glob, os, re, sys
+d = sys.argv[1]
+lcr, torch = {}, {}  # (pass, scheme, L, d, threads) -> ms; (pass, L, d, threads) -> ms
+unit = {"ns": 1e-6, "us": 1e-3, "ms": 1, "s": 1e3}
+for path in glob.glob(os.path.join(d, "lcr_t*.log")):
+    n = int(re.search(r"lcr_t(\d+)", path).group(1))
+    for line in open(path):
+        m = re.match(r'^"(fwd|bwd)(_d128)?/([a-z_0-9]+)/(\d+)/', line)
+        if m:
+            f = next(csv.reader([line]))
+            lcr[(m[1], m[3], int(m[4]), 128 if m[2] else 64, n)] = float(f[2]) * unit[f[4]]
+for path in glob.glob(os.path.join(d, "torch_t*.log")):
+    for line in open(path):
+        m = re.match(r"^(fwd|bwd),(\d+),(\d+),(\d+),([\d.]+)$", line.strip())
+        if m:
+            torch[(m[1], int(m[2]), int(m[3]), int(m[4]))] = float(m[5])
+ns = sorted({k[-1] for k in lcr} | {k[-1] for k in torch})
+print("| pass | L | d | scheme | " + " | ".join(f"lcr {n} thr ms | torch {n} thr ms | lcr/torch" for n in ns) + " |")
+print("|---|---|---|---|" + "---|---|---|" * len(ns))
+for key in sorted({k[:4] for k in lcr}, key=lambda k: (k[0] != "fwd", k[2], k[3], k[1] != "nope", k[1])):
+    p, s, L, dd = key
+    cells = []
+    for n in ns:
+        a, b = lcr.get((p, s, L, dd, n)), torch.get((p, L, dd, n))
+        cells += ["-" if a is None else f"{a:.1f}", "-" if b is None else f"{b:.1f}",
+                  f"{a / b:.2f}" if a and b else "-"]
+    print(f"| {p} | {L} | {dd} | {s} | " + " | ".join(cells) + " |")
+if not torch:
+    print("\ntorch SDPA: not measured (torch not importable here)")
+PY
+}

@@ -42,6 +42,8 @@ std::vector<PathCase> cases() {
       make("path_L129_beta_near1", P, 1, 129, 2, 1, 16, 16, BetaDraw::NearOne),
       make("path_L1000_b64", P, 1, 1000, 2, 1, 16, 64),
       make("path_L1000_b40", P, 1, 1000, 1, 1, 16, 40),  // 40 divides 1000
+      // d = 64, full 64-row blocks: the register-blocked products at every SIMD width.
+      make("path_L129_b64_d64", P, 1, 129, 2, 1, 64, 64),
       make("path_value_dim_offset", P, 1, 23, 2, 1, 12, 5, BetaDraw::Mixed, 20, 300),
       make("pathfox_L7_b3_gqa", F, 2, 7, 4, 2, 8, 3),
       make("pathfox_L129_b32", F, 1, 129, 2, 1, 16, 32),

@@ -4,7 +4,8 @@
 // L = 1K..16K (self-attention, causal). GFLOP/s counts the two causal matrix products
 // QK^T and PV, 4 B H L^2 D / 2 FLOPs forward, 2.5x that backward (five products: the
 // forward's QK^T recomputed, dV, dP, dQ, dK); scheme lanes and exp are not counted.
-// Names: fwd/<variant>/<L> and bwd/<variant>/<L>, e.g. --benchmark_filter='fwd/rope/.*'.
+// Names: fwd/<variant>/<L> and bwd/<variant>/<L>, e.g. --benchmark_filter='fwd/rope/.*';
+// fwd_d128/<variant>/<L>, bwd_d128/<variant>/<L>: head_dim 128, L = 4K and 16K.
 // Thread scaling: fwdbwd_h16/<variant>/<L> runs forward then backward at B = 1, H = Hkv = 16,
 // L = 2K, 8K, 16K (heads and query tiles are the parallel work, as in training), one
 // iteration (one thread takes about a minute at 8K); compare OMP_NUM_THREADS=1 and 16 on a
@@ -107,6 +108,20 @@ const bool registered = [] {
           ->Arg(1 << 14)
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.5)
+          ->UseRealTime();
+  }
+  // fwd_d128/*, bwd_d128/*: head width 128 at L = 4K and 16K (torch's CPU kernel is measured
+  // at both widths beside these: experiments/bench/gpu.sh cpuattn).
+  for (auto v : variants()) {
+    v.spec.head_dim = 128;
+    for (const bool bwd : {false, true})
+      benchmark::RegisterBenchmark((std::string(bwd ? "bwd_d128/" : "fwd_d128/") + v.name).c_str(),
+                                   timed, v.spec,
+                                   bwd ? bench::Pass::Backward : bench::Pass::Forward)
+          ->Arg(1 << 12)
+          ->Arg(1 << 14)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.2)
           ->UseRealTime();
   }
   for (const auto& v : variants())

@@ -78,13 +78,16 @@ KOKKOS_FORCEINLINE_FUNCTION void store(T* p, const typename Simd<T>::type& v) {
   }
 }
 
-// C[M x N] = A[M x K] B[K x N] (Accumulate: C +=), row-major with leading dimensions lda,
-// ldb, ldc. M must be a multiple of kBlockRows and N of block_cols<T>() (callers pad with
-// zero rows and columns); K is any. The register blocks are shared among the team's threads.
+// C[M x N] = alpha A[M x K] B[K x N] (Accumulate: C +=), row-major B and C with leading
+// dimensions ldb, ldc; A's element (i, k) at A[i * a_row + k * a_col] (so A may be a
+// transposed view). M must be a multiple of kBlockRows and N of block_cols<T>() (callers pad
+// with zero rows and columns); K is any. Each element is alpha A(i, k) B(k, j) summed over k
+// in order onto C (or 0). The register blocks are shared among the team's threads.
 template <bool Accumulate, class T, class Member>
 KOKKOS_INLINE_FUNCTION void gemm(const Member& t, T* KOKKOS_RESTRICT C, int ldc,
-                                 const T* KOKKOS_RESTRICT A, int lda, const T* KOKKOS_RESTRICT B,
-                                 int ldb, int M, int N, int K) {
+                                 const T* KOKKOS_RESTRICT A, int a_row, int a_col,
+                                 const T* KOKKOS_RESTRICT B, int ldb, int M, int N, int K,
+                                 T alpha = T(1)) {
   using P = typename Simd<T>::type;
   constexpr int W = Simd<T>::width, NV = kPacksPerBlock, R = kBlockRows;
   const int ncb = N / (NV * W);
@@ -98,7 +101,7 @@ KOKKOS_INLINE_FUNCTION void gemm(const Member& t, T* KOKKOS_RESTRICT C, int ldc,
       P b[NV];
       for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + j0 + v * W);
       for (int r = 0; r < R; ++r) {
-        const T a = A[(i0 + r) * lda + k];
+        const T a = alpha * A[(i0 + r) * a_row + k * a_col];
         for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
       }
     }
@@ -106,6 +109,54 @@ KOKKOS_INLINE_FUNCTION void gemm(const Member& t, T* KOKKOS_RESTRICT C, int ldc,
       for (int v = 0; v < NV; ++v) store(C + (i0 + r) * ldc + j0 + v * W, acc[r][v]);
   });
 }
+
+// The row-major A form: A[M x K] with leading dimension lda.
+template <bool Accumulate, class T, class Member>
+KOKKOS_INLINE_FUNCTION void gemm(const Member& t, T* KOKKOS_RESTRICT C, int ldc,
+                                 const T* KOKKOS_RESTRICT A, int lda, const T* KOKKOS_RESTRICT B,
+                                 int ldb, int M, int N, int K) {
+  gemm<Accumulate>(t, C, ldc, A, lda, 1, B, ldb, M, N, K);
+}
+
+#if LCR_TILE_SIMD
+// Deepest K that gemm_nt takes: its transposed column chunk lives on the thread's stack.
+constexpr int kMaxNtDepth = 256;
+
+// C[M x N] = alpha A[M x K] B[N x K]^T (Accumulate: C +=), all row-major; M, N as in
+// gemm(), K <= kMaxNtDepth. Each column chunk of B^T is transposed once into a stack buffer
+// and shared by every row block, so the inner loop is gemm()'s. CPU builds only (on a GPU a
+// per-thread buffer of this size would live in local memory).
+template <bool Accumulate, class T, class Member>
+KOKKOS_INLINE_FUNCTION void gemm_nt(const Member& t, T* KOKKOS_RESTRICT C, int ldc,
+                                    const T* KOKKOS_RESTRICT A, int lda, const T* KOKKOS_RESTRICT B,
+                                    int ldb, int M, int N, int K, T alpha) {
+  constexpr int CB = kPacksPerBlock * Simd<T>::width;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(t, N / CB), [&](int chunk) {
+    const int j0 = chunk * CB;
+    T bt[kMaxNtDepth * CB];  // [K, CB]: rows j0 .. j0 + CB of B, transposed
+    for (int j = 0; j < CB; ++j)
+      for (int k = 0; k < K; ++k) bt[k * CB + j] = B[(j0 + j) * ldb + k];
+    for (int i0 = 0; i0 < M; i0 += kBlockRows) {
+      using P = typename Simd<T>::type;
+      constexpr int W = Simd<T>::width, NV = kPacksPerBlock, R = kBlockRows;
+      P acc[R][NV];
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < NV; ++v)
+          acc[r][v] = Accumulate ? load(C + (i0 + r) * ldc + j0 + v * W) : P{};
+      for (int k = 0; k < K; ++k) {
+        P b[NV];
+        for (int v = 0; v < NV; ++v) b[v] = load(bt + k * CB + v * W);
+        for (int r = 0; r < R; ++r) {
+          const T a = alpha * A[(i0 + r) * lda + k];
+          for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int v = 0; v < NV; ++v) store(C + (i0 + r) * ldc + j0 + v * W, acc[r][v]);
+    }
+  });
+}
+#endif
 
 // Below this exponent exp() is subnormal: such a probability is treated as 0. Its terms
 // would be below half an ulp of any normal accumulator, and subnormal arithmetic runs tens
@@ -115,8 +166,8 @@ KOKKOS_INLINE_FUNCTION constexpr T exp_floor() {
   return std::is_same_v<T, float> ? T(-87.33) : T(-708.39);  // ln of the smallest normal
 }
 
-// x[c] = x[c] >= exp_floor ? exp(x[c]) : 0 for c < n (n a multiple of the pack width;
-// x <= 0 or -inf, as softmax arguments are). float on a SIMD CPU: Cody-Waite reduction and
+// x[c] = x[c] >= exp_floor ? exp(x[c]) : 0 for c < n (x <= 0 or -inf, as softmax
+// arguments are). float on a SIMD CPU: Cody-Waite reduction and
 // Cephes' degree-6 polynomial, within 2 ulp of the correctly rounded result; otherwise the
 // library's exp.
 template <class T>
@@ -126,7 +177,8 @@ KOKKOS_INLINE_FUNCTION void exp_or_zero(T* KOKKOS_RESTRICT x, int n) {
     using P = typename Simd<float>::type;
     using I = typename Simd<int>::type;
     constexpr float lo = exp_floor<float>();
-    for (int c = 0; c < n; c += Simd<float>::width) {
+    int c = 0;
+    for (; c + Simd<float>::width <= n; c += Simd<float>::width) {
       const P x0 = load(x + c);
       const P v = x0 < lo ? P{} + lo : x0;  // -inf must not reach the integer conversion
       // v = n ln2 + r with n = round(v log2 e), |r| <= ln2 / 2.
@@ -146,6 +198,7 @@ KOKKOS_INLINE_FUNCTION void exp_or_zero(T* KOKKOS_RESTRICT x, int n) {
       std::memcpy(&two_n, &e, sizeof(two_n));
       store(x + c, x0 < lo ? P{} : y * two_n);
     }
+    for (; c < n; ++c) x[c] = x[c] >= lo ? kmath::exp(x[c]) : 0.0f;
     return;
   }
 #endif

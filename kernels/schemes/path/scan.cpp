@@ -102,32 +102,38 @@ struct ForwardScan {
     t.team_barrier();
   }
 
-  // Online softmax with the raw logits S [nq, nk] of key rows j0.. (causal: j <= i).
+  // Online softmax with the raw logits S [nq, nk] of key rows j0.. (causal: j <= i). Each
+  // row's logits, max, exp and sum are contiguous loops; acc += P V is one register-blocked
+  // product where the shapes allow (la::gemm's condition), else a row axpy.
   KOKKOS_FUNCTION void update(const Member& t, int b, int h, int j0, int nq, int nk, bool causal,
                               const Scratch2<T>& S, const Scratch2<T>& V, const Scratch1<T>& mx,
                               const Scratch1<T>& lsum, const Scratch2<T>& acc,
                               const Scratch1<T>& fq) const {
     const Logit<T> logit{a.scale, a.softcap};
+    const bool blocked = nq % tile::kBlockRows == 0 && dv % tile::block_cols<T>() == 0;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int i) {
       const int jn = causal ? i + 1 : nk;
-      T m_new = mx(i);
-      for (int j = 0; j < jn; ++j) {
-        const T fk = has_fox ? a.fox_k(b, j0 + j, h) : T(0);
-        S(i, j) = logit(S(i, j), fq(i), fk);
-        if (S(i, j) > m_new) m_new = S(i, j);
+      T* KOKKOS_RESTRICT srow = &S(i, 0);
+      if (has_fox) {
+        for (int j = 0; j < jn; ++j) srow[j] = logit(srow[j], fq(i), a.fox_k(b, j0 + j, h));
+      } else {
+        for (int j = 0; j < jn; ++j) srow[j] = logit(srow[j], T(0), T(0));
       }
+      const T m_new = tile::max_of(srow, jn, mx(i));
+      for (int j = 0; j < jn; ++j) srow[j] -= m_new;
+      tile::exp_or_zero(srow, jn);
+      for (int j = jn; j < nk; ++j) srow[j] = T(0);
       const T corr = lsum(i) == T(0) ? T(0) : kmath::exp(mx(i) - m_new);
-      T l = lsum(i) * corr;
-      for (int c = 0; c < dv; ++c) acc(i, c) *= corr;
-      for (int j = 0; j < jn; ++j) {
-        const T p = kmath::exp(S(i, j) - m_new);
-        l += p;
-        for (int c = 0; c < dv; ++c) acc(i, c) += p * V(j, c);
-      }
-      lsum(i) = l;
+      lsum(i) = lsum(i) * corr + tile::sum_of(srow, jn);
       mx(i) = m_new;
+      T* KOKKOS_RESTRICT arow = &acc(i, 0);
+      for (int c = 0; c < dv; ++c) arow[c] *= corr;
+      if (!blocked)
+        for (int j = 0; j < jn; ++j)
+          for (int c = 0; c < dv; ++c) arow[c] += srow[j] * V(j, c);
     });
     t.team_barrier();
+    if (blocked) la::gemm(t, N, N, nq, dv, nk, T(1), S, V, T(1), acc);
   }
 };
 

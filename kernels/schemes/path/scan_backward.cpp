@@ -83,18 +83,24 @@ struct CrossKeys {
       t.team_barrier();
       la::gemm(t, N, N, nq, blk, d, T(1), X, KfT, T(0), S);        // raw logits
       la::gemm(t, N, N, nq, blk, dv_dim, T(1), dO, VT, T(0), Gx);  // dO V^T
+      // Per row, in contiguous passes: s, then (dP - delta) ds/dx, then P, then dS.
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int i) {
-        T rowsum = T(0);
-        for (int j = 0; j < blk; ++j) {
-          const T fk = has_fox ? a.fox_k(b, sk + j, h) : T(0);
-          const T sc = logit(S(i, j), fq(i), fk);
-          const T p = kmath::exp(sc - lse_s(i));
-          const T gx = p * (Gx(i, j) - del_s(i)) * logit.dcap(sc);
-          S(i, j) = p;
-          Gx(i, j) = gx;
-          rowsum += gx;
+        T* KOKKOS_RESTRICT srow = &S(i, 0);
+        T* KOKKOS_RESTRICT grow = &Gx(i, 0);
+        if (has_fox) {
+          for (int j = 0; j < blk; ++j) srow[j] = logit(srow[j], fq(i), a.fox_k(b, sk + j, h));
+        } else {
+          for (int j = 0; j < blk; ++j) srow[j] = logit(srow[j], T(0), T(0));
         }
-        if (has_fox) cs.rsum(b, h, c, i) = rowsum;
+        for (int j = 0; j < blk; ++j) grow[j] = (grow[j] - del_s(i)) * logit.dcap(srow[j]);
+        for (int j = 0; j < blk; ++j) srow[j] -= lse_s(i);
+        tile::exp_or_zero(srow, blk);
+        for (int j = 0; j < blk; ++j) grow[j] *= srow[j];
+        if (has_fox) {
+          T rowsum = T(0);
+          for (int j = 0; j < blk; ++j) rowsum += grow[j];
+          cs.rsum(b, h, c, i) = rowsum;
+        }
       });
       t.team_barrier();
       if (has_fox) {

@@ -2,6 +2,7 @@
 // Small dense linear algebra for one Kokkos team on scratch (or global) 2-D views: what
 // the PaTH block kernels are made of. Every routine splits output rows over the team's
 // threads and ends with a team barrier, so its result can be read right away.
+#include "kernels/attention/kokkos/tile.hpp"
 #include "kernels/base/team_policy.hpp"
 
 namespace lcr::path::la {
@@ -20,9 +21,40 @@ enum Op { N = 0, Tr = 1 };
 // C[i][j] = beta C[i][j] + alpha sum_l op(A)[i][l] op(B)[l][j] for i < m, j < p, l < k.
 // With op(B) = B the inner loop runs along a row of B and C (vectorisable axpy form);
 // with op(B) = B^T it is a dot product along rows of A and B.
+// Row-major B and C, beta 0 or 1 and whole register blocks (m a multiple of 4, p of the
+// SIMD block width: PaTH's 64-row blocks at d = 64 or 128) take the register-blocked tile
+// product, which sums each element over l in the same order (op(B) = B^T on a SIMD CPU too,
+// as alpha op(A) B^T summed onto C: the last bits differ from the loop's alpha (sum) + C).
 template <class T, class VA, class VB, class VC>
 KOKKOS_INLINE_FUNCTION void gemm(const Member& t, Op ta, Op tb, int m, int p, int k, T alpha,
                                  const VA& A, const VB& B, T beta, const VC& C) {
+  if (tb == N && (beta == T(0) || beta == T(1)) && m % tile::kBlockRows == 0 &&
+      p % tile::block_cols<T>() == 0 && B.stride_1() == 1 && C.stride_1() == 1) {
+    const int rs = int(ta == N ? A.stride_0() : A.stride_1());
+    const int cs = int(ta == N ? A.stride_1() : A.stride_0());
+    if (beta == T(0))
+      tile::gemm<false>(t, C.data(), int(C.stride_0()), A.data(), rs, cs, B.data(),
+                        int(B.stride_0()), m, p, k, alpha);
+    else
+      tile::gemm<true>(t, C.data(), int(C.stride_0()), A.data(), rs, cs, B.data(),
+                       int(B.stride_0()), m, p, k, alpha);
+    t.team_barrier();
+    return;
+  }
+#if LCR_TILE_SIMD
+  if (ta == N && tb == Tr && (beta == T(0) || beta == T(1)) && m % tile::kBlockRows == 0 &&
+      p % tile::block_cols<T>() == 0 && k <= tile::kMaxNtDepth && A.stride_1() == 1 &&
+      B.stride_1() == 1 && C.stride_1() == 1) {
+    if (beta == T(0))
+      tile::gemm_nt<false>(t, C.data(), int(C.stride_0()), A.data(), int(A.stride_0()), B.data(),
+                           int(B.stride_0()), m, p, k, alpha);
+    else
+      tile::gemm_nt<true>(t, C.data(), int(C.stride_0()), A.data(), int(A.stride_0()), B.data(),
+                          int(B.stride_0()), m, p, k, alpha);
+    t.team_barrier();
+    return;
+  }
+#endif
   Kokkos::parallel_for(Kokkos::TeamThreadRange(t, m), [&](int i) {
     if (tb == N) {
       for (int j = 0; j < p; ++j) C(i, j) = beta == T(0) ? T(0) : beta * C(i, j);
