@@ -147,6 +147,8 @@ PY
 # benchmark at a time) and on every core (OMP_PROC_BIND=spread OMP_PLACES=cores). lcr's
 # rows: lcr_bench fwd|bwd/<scheme>/<L> (d = 64) and fwd_d128|bwd_d128/nope/<L>.
 # Environment (optional): LCR_CPUATTN_SCHEMES (default "nope|goat|pope").
+# The peer's file must not be named torch.py: its folder comes first on sys.path, so it would
+# be imported as torch.
 cpuattn_torch_script() {  # writes the torch peer; run as FILE THREADS: "fwd|bwd,L,d,threads,ms"
   cat >"$1" <<'PY'
 import sys, time
@@ -187,14 +189,14 @@ cmd_cpuattn() {
 bundle '$bundle' (LCR_GPU_BUNDLE=omp ... pack build-omp lcr lcr_bench)" lcr_bench || return
   export OMP_PROC_BIND=spread OMP_PLACES=cores
   local filter="^((fwd|bwd)/($schemes)|(fwd|bwd)_d128/nope)/(4096|16384)/"
-  cpuattn_torch_script "$out/torch.py"
+  cpuattn_torch_script "$out/torch_sdpa_parts.py"
   for n in 1 "$cores"; do
     local pin=()
     ((n == 1)) && pin=(taskset -c 0)
     OMP_NUM_THREADS=$n STEP_LOG=$out/lcr_t$n.log step "lcr_bench fwd, bwd, $n thread(s)" 200 \
       "${pin[@]}" "$B/lcr_bench" --benchmark_filter="$filter" --benchmark_format=csv
     STEP_LOG=$out/torch_t$n.log step "torch CPU SDPA fwd, bwd, $n thread(s)" 100 \
-      "${pin[@]}" python3 "$out/torch.py" "$n"
+      "${pin[@]}" python3 "$out/torch_sdpa_parts.py" "$n"
   done
   cpuattn_table "$cores" >"$WORK/table_cpuattn.md"
   phase_end cpuattn

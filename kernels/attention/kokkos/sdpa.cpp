@@ -28,19 +28,21 @@ size_t scratch2(int rows, int cols) {
   return Scratch2<T>::shmem_size(rows, cols);
 }
 
-// x [B, L, Hx, Dx] -> [B Hx, Dx, L rounded up to kTileK], zero past L: a tile's columns of
-// one d are contiguous, as the register blocks' right operand wants them (K^T for S = Q K^T).
+// x [B, L, Hx, Dx] -> [B Hx, ceil(L / kTileK), Dx, kTileK], zero past L: tile t's
+// transpose, one contiguous [Dx, kTileK] block, as the register blocks' right operand wants
+// it (K^T for S = Q K^T). Blocks rather than one [Dx, L] row per head: rows L floats apart
+// (a power of two at L = 4K, 16K) would all fall in the same few cache sets.
 template <class T>
-View3<const T> transpose_heads(const View4<const T>& x) {
+View4<const T> transpose_heads(const View4<const T>& x) {
   const int B = x.extent(0), L = x.extent(1), Hx = x.extent(2), Dx = x.extent(3);
-  const int Lp = tile::round_up(L, kTileK);
-  View3<T> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "lcr::sdpa_transposed"), B * Hx, Dx,
-               Lp);
+  const int nt = (L + kTileK - 1) / kTileK;
+  View4<T> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "lcr::sdpa_transposed"), B * Hx, nt,
+               Dx, kTileK);
   Kokkos::parallel_for(
       "lcr::sdpa_transpose",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B * Hx, Dx, Lp}),
-      KOKKOS_LAMBDA(int bh, int d, int i) {
-        out(bh, d, i) = i < L ? x(bh / Hx, i, bh % Hx, d) : T(0);
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B * Hx, nt * kTileK, Dx}),
+      KOKKOS_LAMBDA(int bh, int i, int d) {
+        out(bh, i / kTileK, d, i % kTileK) = i < L ? x(bh / Hx, i, bh % Hx, d) : T(0);
       });
   return out;
 }
@@ -59,7 +61,7 @@ KOKKOS_INLINE_FUNCTION TileOf tile_of(int rank, int league, int ntiles, bool des
 template <class T>
 struct Forward {
   SdpaArgs<T> a;
-  View3<const T> kt;  // [B Hkv, D, Lk padded]: K transposed
+  View4<const T> kt;  // [B Hkv, Lk tiles, D, kTileK]: K transposed per tile
   View4<T> o;
   View3<T> lse;
   int H, Hkv, Lq, Lk, D, Dv, nqt, level;
@@ -100,7 +102,7 @@ struct Forward {
       const int nkp = tile::round_up(nk, CB);
       t.team_barrier();
       load_rows(t, Vs.data(), Dvp, nk, nk, Dv, [&](int c, int d) { return a.v(b, j0 + c, hk, d); });
-      tile::gemm<false>(t, S.data(), kTileK, Qs.data(), D, &kt(bhk, 0, j0), int(kt.extent(2)), mq,
+      tile::gemm<false>(t, S.data(), kTileK, Qs.data(), D, &kt(bhk, j0 / kTileK, 0, 0), kTileK, mq,
                         nkp, D);
       t.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mq), [&](int r) {
@@ -140,7 +142,7 @@ struct Forward {
 template <class T>
 struct BackwardKV {
   SdpaArgs<T> a;
-  View3<const T> qt, dot;  // [B H, D, Lq padded], [B H, Dv, Lq padded]: Q, dO transposed
+  View4<const T> qt, dot;  // [B H, Lq tiles, D or Dv, kTileQ]: Q, dO transposed per tile
   View3<const T> lse, delta;
   View4<const T> dout;
   View4<T> dk, dv;
@@ -166,7 +168,6 @@ struct BackwardKV {
     const int nk = (Lk - j0) < kTileK ? (Lk - j0) : kTileK;
     const int mk = tile::round_up(nk, R);
     const int Dp = tile::round_up(D, CB), Dvp = tile::round_up(Dv, CB);
-    const int ldq = int(qt.extent(2));
     // Ks [kTileK, D], Vs [kTileK, Dv]; dKs [kTileK, Dp], dVs [kTileK, Dvp] accumulate;
     // Qs [kTileQ, Dp], dOs [kTileQ, Dvp]; S, dP [kTileK, kTileQ]: the logits and dP of
     // (key, query) pairs, then P and scale * dS; lse_s, del_s: the query tile's rows.
@@ -202,8 +203,10 @@ struct BackwardKV {
           lse_s(r) = l == neg_inf ? -neg_inf : l;
           del_s(r) = r < nq ? delta(b, h, i0 + r) : T(0);
         });
-        tile::gemm<false>(t, S.data(), kTileQ, Ks.data(), D, &qt(bh, 0, i0), ldq, mk, nqp, D);
-        tile::gemm<false>(t, dP.data(), kTileQ, Vs.data(), Dv, &dot(bh, 0, i0), ldq, mk, nqp, Dv);
+        tile::gemm<false>(t, S.data(), kTileQ, Ks.data(), D, &qt(bh, i0 / kTileQ, 0, 0), kTileQ, mk,
+                          nqp, D);
+        tile::gemm<false>(t, dP.data(), kTileQ, Vs.data(), Dv, &dot(bh, i0 / kTileQ, 0, 0), kTileQ,
+                          mk, nqp, Dv);
         t.team_barrier();
         // Row c: key c against the tile's queries r >= lo (causal: p_i >= p_j).
         Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mk), [&](int c) {
@@ -236,7 +239,7 @@ struct BackwardKV {
 template <class T>
 struct BackwardQ {
   SdpaArgs<T> a;
-  View3<const T> kt, vt;  // [B Hkv, D, Lk padded], [B Hkv, Dv, Lk padded]: K, V transposed
+  View4<const T> kt, vt;  // [B Hkv, Lk tiles, D or Dv, kTileK]: K, V transposed per tile
   View3<const T> lse, delta;
   View4<const T> dout;
   View4<T> dq;
@@ -257,7 +260,6 @@ struct BackwardQ {
     const int i0 = w.tile * kTileQ;
     const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
     const int mq = tile::round_up(nq, R), Dp = tile::round_up(D, CB);
-    const int ldk = int(kt.extent(2));
     // Qs [kTileQ, D], dOs [kTileQ, Dv]; dQs [kTileQ, Dp] accumulates; Ks [kTileK, Dp] for
     // dQ += dS K; S, dP [kTileQ, kTileK].
     Scratch2<T> Qs(t.team_scratch(level), kTileQ, D), dQs(t.team_scratch(level), kTileQ, Dp);
@@ -275,8 +277,10 @@ struct BackwardQ {
       const int nkp = tile::round_up(nk, CB);
       t.team_barrier();
       load_rows(t, Ks.data(), Dp, nk, nk, D, [&](int c, int d) { return a.k(b, j0 + c, hk, d); });
-      tile::gemm<false>(t, S.data(), kTileK, Qs.data(), D, &kt(bhk, 0, j0), ldk, mq, nkp, D);
-      tile::gemm<false>(t, dP.data(), kTileK, dOs.data(), Dv, &vt(bhk, 0, j0), ldk, mq, nkp, Dv);
+      tile::gemm<false>(t, S.data(), kTileK, Qs.data(), D, &kt(bhk, j0 / kTileK, 0, 0), kTileK, mq,
+                        nkp, D);
+      tile::gemm<false>(t, dP.data(), kTileK, dOs.data(), Dv, &vt(bhk, j0 / kTileK, 0, 0), kTileK,
+                        mq, nkp, Dv);
       t.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mq), [&](int r) {
         const int64_t pi = a.q_pos0 + i0 + r, pj0 = a.k_pos0 + j0;
