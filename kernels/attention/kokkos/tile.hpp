@@ -78,6 +78,31 @@ KOKKOS_FORCEINLINE_FUNCTION void store(T* p, const typename Simd<T>::type& v) {
   }
 }
 
+// One register block: C[i0 .. i0 + kBlockRows, j0 .. j0 + block_cols) (Accumulate: +=)
+// alpha sum_k A(i, k) B[k * ldb + j], A(i, k) at A[i * a_row + k * a_col], over k in order.
+template <bool Accumulate, class T>
+KOKKOS_FORCEINLINE_FUNCTION void register_block(T* KOKKOS_RESTRICT C, int ldc,
+                                                const T* KOKKOS_RESTRICT A, int a_row, int a_col,
+                                                const T* KOKKOS_RESTRICT B, int ldb, int i0, int j0,
+                                                int K, T alpha) {
+  using P = typename Simd<T>::type;
+  constexpr int W = Simd<T>::width, NV = kPacksPerBlock, R = kBlockRows;
+  P acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = Accumulate ? load(C + (i0 + r) * ldc + j0 + v * W) : P{};
+  for (int k = 0; k < K; ++k) {
+    P b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * W);
+    for (int r = 0; r < R; ++r) {
+      const T a = alpha * A[(i0 + r) * a_row + k * a_col];
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) store(C + (i0 + r) * ldc + j0 + v * W, acc[r][v]);
+}
+
 // C[M x N] = alpha A[M x K] B[K x N] (Accumulate: C +=), row-major B and C with leading
 // dimensions ldb, ldc; A's element (i, k) at A[i * a_row + k * a_col] (so A may be a
 // transposed view). M must be a multiple of kBlockRows and N of block_cols<T>() (callers pad
@@ -88,25 +113,11 @@ KOKKOS_INLINE_FUNCTION void gemm(const Member& t, T* KOKKOS_RESTRICT C, int ldc,
                                  const T* KOKKOS_RESTRICT A, int a_row, int a_col,
                                  const T* KOKKOS_RESTRICT B, int ldb, int M, int N, int K,
                                  T alpha = T(1)) {
-  using P = typename Simd<T>::type;
-  constexpr int W = Simd<T>::width, NV = kPacksPerBlock, R = kBlockRows;
-  const int ncb = N / (NV * W);
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(t, (M / R) * ncb), [&](int blk) {
-    const int i0 = blk / ncb * R, j0 = blk % ncb * (NV * W);
-    P acc[R][NV];
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < NV; ++v)
-        acc[r][v] = Accumulate ? load(C + (i0 + r) * ldc + j0 + v * W) : P{};
-    for (int k = 0; k < K; ++k) {
-      P b[NV];
-      for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + j0 + v * W);
-      for (int r = 0; r < R; ++r) {
-        const T a = alpha * A[(i0 + r) * a_row + k * a_col];
-        for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int v = 0; v < NV; ++v) store(C + (i0 + r) * ldc + j0 + v * W, acc[r][v]);
+  constexpr int CB = block_cols<T>();
+  const int ncb = N / CB;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(t, (M / kBlockRows) * ncb), [&](int blk) {
+    const int i0 = blk / ncb * kBlockRows, j0 = blk % ncb * CB;
+    register_block<Accumulate>(C, ldc, A, a_row, a_col, B + j0, ldb, i0, j0, K, alpha);
   });
 }
 
@@ -130,30 +141,14 @@ template <bool Accumulate, class T, class Member>
 KOKKOS_INLINE_FUNCTION void gemm_nt(const Member& t, T* KOKKOS_RESTRICT C, int ldc,
                                     const T* KOKKOS_RESTRICT A, int lda, const T* KOKKOS_RESTRICT B,
                                     int ldb, int M, int N, int K, T alpha) {
-  constexpr int CB = kPacksPerBlock * Simd<T>::width;
+  constexpr int CB = block_cols<T>();
   Kokkos::parallel_for(Kokkos::TeamThreadRange(t, N / CB), [&](int chunk) {
     const int j0 = chunk * CB;
     T bt[kMaxNtDepth * CB];  // [K, CB]: rows j0 .. j0 + CB of B, transposed
     for (int j = 0; j < CB; ++j)
       for (int k = 0; k < K; ++k) bt[k * CB + j] = B[(j0 + j) * ldb + k];
-    for (int i0 = 0; i0 < M; i0 += kBlockRows) {
-      using P = typename Simd<T>::type;
-      constexpr int W = Simd<T>::width, NV = kPacksPerBlock, R = kBlockRows;
-      P acc[R][NV];
-      for (int r = 0; r < R; ++r)
-        for (int v = 0; v < NV; ++v)
-          acc[r][v] = Accumulate ? load(C + (i0 + r) * ldc + j0 + v * W) : P{};
-      for (int k = 0; k < K; ++k) {
-        P b[NV];
-        for (int v = 0; v < NV; ++v) b[v] = load(bt + k * CB + v * W);
-        for (int r = 0; r < R; ++r) {
-          const T a = alpha * A[(i0 + r) * lda + k];
-          for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
-        }
-      }
-      for (int r = 0; r < R; ++r)
-        for (int v = 0; v < NV; ++v) store(C + (i0 + r) * ldc + j0 + v * W, acc[r][v]);
-    }
+    for (int i0 = 0; i0 < M; i0 += kBlockRows)
+      register_block<Accumulate>(C, ldc, A, lda, 1, bt, CB, i0, j0, K, alpha);
   });
 }
 #endif
