@@ -1,7 +1,6 @@
 #include "kernels/attention/kokkos/sdpa.hpp"
 
 #include <limits>
-#include <type_traits>
 
 #include "kernels/attention/kokkos/sdpa_rows.hpp"
 #include "kernels/base/error.hpp"

@@ -103,14 +103,13 @@ struct ForwardScan {
   }
 
   // Online softmax with the raw logits S [nq, nk] of key rows j0.. (causal: j <= i). Each
-  // row's logits, max, exp and sum are contiguous loops; acc += P V is one register-blocked
-  // product where the shapes allow (la::gemm's condition), else a row axpy.
+  // row's logits, max, exp and sum are contiguous loops; P (zero past the causal edge) then
+  // goes into one team product acc += P V.
   KOKKOS_FUNCTION void update(const Member& t, int b, int h, int j0, int nq, int nk, bool causal,
                               const Scratch2<T>& S, const Scratch2<T>& V, const Scratch1<T>& mx,
                               const Scratch1<T>& lsum, const Scratch2<T>& acc,
                               const Scratch1<T>& fq) const {
     const Logit<T> logit{a.scale, a.softcap};
-    const bool blocked = nq % tile::kBlockRows == 0 && dv % tile::block_cols<T>() == 0;
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int i) {
       const int jn = causal ? i + 1 : nk;
       T* KOKKOS_RESTRICT srow = &S(i, 0);
@@ -128,12 +127,9 @@ struct ForwardScan {
       mx(i) = m_new;
       T* KOKKOS_RESTRICT arow = &acc(i, 0);
       for (int c = 0; c < dv; ++c) arow[c] *= corr;
-      if (!blocked)
-        for (int j = 0; j < jn; ++j)
-          for (int c = 0; c < dv; ++c) arow[c] += srow[j] * V(j, c);
     });
     t.team_barrier();
-    if (blocked) la::gemm(t, N, N, nq, dv, nk, T(1), S, V, T(1), acc);
+    la::gemm(t, N, N, nq, dv, nk, T(1), S, V, T(1), acc);
   }
 };
 
