@@ -33,6 +33,14 @@ std::vector<NamedCase> standard_cases(const std::string& prefix, const Attention
   };
 }
 
+std::vector<NamedCase> in_gpu_form(std::vector<NamedCase> cases) {
+  for (auto& c : cases) {
+    c.name += "_gpu_form";
+    c.gpu_form = true;
+  }
+  return cases;
+}
+
 namespace {
 
 // u . g where u is a fresh random direction.

@@ -10,6 +10,7 @@
 #include <ostream>
 #include <string>
 
+#include "kernels/attention/kokkos/sdpa.hpp"
 #include "kernels/attention_harness.hpp"
 
 namespace lcr::test {
@@ -17,6 +18,7 @@ namespace lcr::test {
 struct NamedCase {
   std::string name;  // gtest-safe: letters, digits, underscores
   Case c;
+  bool gpu_form = false;  // run the SDPA kernels' GPU form (sdpa_use_gpu_form) on this build
 };
 
 // gtest (and ctest's test names) print a parameter with this instead of its raw bytes.
@@ -26,10 +28,21 @@ inline std::string case_name(const ::testing::TestParamInfo<NamedCase>& info) {
   return info.param.name;
 }
 
-class AttentionSchemeTest : public ::testing::TestWithParam<NamedCase> {};
+class AttentionSchemeTest : public ::testing::TestWithParam<NamedCase> {
+ protected:
+  void SetUp() override {
+    if (GetParam().gpu_form) sdpa_use_gpu_form(true);
+  }
+  void TearDown() override { sdpa_use_gpu_form(saved_); }
+  bool saved_ = sdpa_gpu_form();
+};
 
 // Sizes every scheme is checked at: L = 1, 7, 129, 1000 (not multiples of any tile),
 // head widths 16..128, GQA, and position offsets. `base` supplies scheme and options.
 std::vector<NamedCase> standard_cases(const std::string& prefix, const AttentionSpec& base);
+
+// The same cases, named <name>_gpu_form, run through the kernels' GPU form: a CPU build
+// checks the form a GPU runs (its tiles, its transposed backward) on every CI run.
+std::vector<NamedCase> in_gpu_form(std::vector<NamedCase> cases);
 
 }  // namespace lcr::test

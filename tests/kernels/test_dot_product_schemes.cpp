@@ -31,6 +31,11 @@ std::vector<NamedCase> cases() {
   s.numerics.qk_norm = s.numerics.sink = true;
   s.numerics.softcap = 4.0;
   add("alibi_all_numerics", s);
+  // The GPU form: every option through its transposed backward (FoX: the bias lanes).
+  for (const auto& c : in_gpu_form(standard_cases("alibi_all_numerics", s))) all.push_back(c);
+  s.scheme = Scheme::FoX;
+  s.numerics = {};
+  for (const auto& c : in_gpu_form(standard_cases("fox", s))) all.push_back(c);
   return all;
 }
 

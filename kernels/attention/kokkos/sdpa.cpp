@@ -2,93 +2,62 @@
 
 #include <limits>
 
-#include "kernels/attention/kokkos/sdpa_rows.hpp"
+#include "kernels/attention/kokkos/sdpa_backward_gpu.hpp"
+#include "kernels/attention/kokkos/sdpa_team.hpp"
 #include "kernels/base/error.hpp"
-#include "kernels/base/team_policy.hpp"
 
 namespace lcr {
 namespace {
 
 using namespace sdpa_detail;
-using TeamPolicy = DynamicTeamPolicy;
-using Member = TeamPolicy::member_type;
-template <class T>
-using Scratch2 = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace::scratch_memory_space,
-                              Kokkos::MemoryUnmanaged>;
-template <class T>
-using Scratch1 =
-    Kokkos::View<T*, Kokkos::LayoutRight, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
-
-// Level-0 scratch is small on GPUs (~48 KiB); anything bigger goes to level 1.
-int scratch_level(size_t bytes) { return bytes <= 32 * 1024 ? 0 : 1; }
-
-template <class T>
-size_t scratch2(int rows, int cols) {
-  return Scratch2<T>::shmem_size(rows, cols);
-}
-
-// x [B, L, Hx, Dx] -> [B Hx, ceil(L / kTileK), Dx, kTileK], zero past L: tile t's
-// transpose, one contiguous [Dx, kTileK] block, as the register blocks' right operand wants
-// it (K^T for S = Q K^T). Blocks rather than one [Dx, L] row per head: rows L floats apart
-// (a power of two at L = 4K, 16K) would all fall in the same few cache sets.
-template <class T>
-View4<const T> transpose_heads(const View4<const T>& x) {
-  const int B = x.extent(0), L = x.extent(1), Hx = x.extent(2), Dx = x.extent(3);
-  const int nt = (L + kTileK - 1) / kTileK;
-  View4<T> out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "lcr::sdpa_transposed"), B * Hx, nt,
-               Dx, kTileK);
-  Kokkos::parallel_for(
-      "lcr::sdpa_transpose",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B * Hx, nt * kTileK, Dx}),
-      KOKKOS_LAMBDA(int bh, int i, int d) {
-        out(bh, i / kTileK, d, i % kTileK) = i < L ? x(bh / Hx, i, bh % Hx, d) : T(0);
-      });
-  return out;
-}
-
-// Work item t of a league of nbh * ntiles: tile-major, so with a descending tile order the
-// dynamic schedule hands out the longest causal work first and short tiles fill in.
-struct TileOf {
-  int bh, tile;
+// A forward team's tiles: bq query rows against bk keys at a time; pad extends the rows of
+// the tiles a register block reads as its left operand, so a warp's rows fall in distinct
+// shared-memory banks. A CPU core takes 64 x 64 tiles (its level-1 cache holds them); a GPU
+// team keeps all of its tiles in level-0 scratch (48 KiB on CUDA, less what Kokkos keeps),
+// with the widest key tile that fits (forward_tiles).
+struct ForwardTiles {
+  int bq, bk, pad;
+  bool stage_k;  // copy each K^T tile into scratch (a CPU reads it in place)
 };
-KOKKOS_INLINE_FUNCTION TileOf tile_of(int rank, int league, int ntiles, bool descending) {
-  const int nbh = league / ntiles;
-  const int k = rank / nbh;
-  return {rank % nbh, descending ? ntiles - 1 - k : k};
-}
 
 template <class T>
 struct Forward {
   SdpaArgs<T> a;
-  View4<const T> kt;  // [B Hkv, Lk tiles, D, kTileK]: K transposed per tile
+  View4<const T> kt;  // [B Hkv, Lk tiles, D, bk]: K transposed per key tile
   View4<T> o;
   View3<T> lse;
   int H, Hkv, Lq, Lk, D, Dv, nqt, level;
+  ForwardTiles tl;
   T neg_inf;
 
-  static size_t scratch_bytes(int D, int Dv) {
+  static size_t scratch_bytes(const ForwardTiles& tl, int D, int Dv) {
     const int Dvp = tile::round_up(Dv, tile::block_cols<T>());
-    return scratch2<T>(kTileQ, D) + scratch2<T>(kTileK, Dvp) + scratch2<T>(kTileQ, Dvp) +
-           scratch2<T>(kTileQ, kTileK) + 2 * Scratch1<T>::shmem_size(kTileQ);
+    return scratch2<T>(tl.bq, D + tl.pad) + scratch2<T>(tl.stage_k ? D : 0, tl.bk) +
+           scratch2<T>(tl.bk, Dvp) + scratch2<T>(tl.bq, Dvp + tl.pad) +
+           scratch2<T>(tl.bq, tl.bk + tl.pad) + 2 * Scratch1<T>::shmem_size(tl.bq);
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
     constexpr int CB = tile::block_cols<T>(), R = tile::kBlockRows;
+    const int bq = tl.bq, bk = tl.bk;
     const auto w = tile_of(t.league_rank(), t.league_size(), nqt, true);
     const int h = w.bh % H, b = w.bh / H, hk = h / (H / Hkv), bhk = b * Hkv + hk;
-    const int i0 = w.tile * kTileQ;
-    const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
+    const int i0 = w.tile * bq;
+    const int nq = (Lq - i0) < bq ? (Lq - i0) : bq;
     const int mq = tile::round_up(nq, R), Dvp = tile::round_up(Dv, CB);
-    // Qs [kTileQ, D], Vs [kTileK, Dvp], acc [kTileQ, Dvp] (the unnormalised output),
-    // S [kTileQ, kTileK] (logits, then P); m, l: the rows' running max and sum.
-    Scratch2<T> Qs(t.team_scratch(level), kTileQ, D);
-    Scratch2<T> Vs(t.team_scratch(level), kTileK, Dvp), acc(t.team_scratch(level), kTileQ, Dvp);
-    Scratch2<T> S(t.team_scratch(level), kTileQ, kTileK);
-    Scratch1<T> m(t.team_scratch(level), kTileQ), l(t.team_scratch(level), kTileQ);
+    const int ldq = D + tl.pad, lda = Dvp + tl.pad, lds = bk + tl.pad;
+    // Qs [bq, ldq], Kts [D, bk] (K^T, when staged), Vs [bk, Dvp],
+    // acc [bq, lda] (the unnormalised output), S [bq, lds] (logits, then P); m, l: the
+    // rows' running max and sum.
+    Scratch2<T> Qs(t.team_scratch(level), bq, ldq);
+    Scratch2<T> Kts(t.team_scratch(level), tl.stage_k ? D : 0, bk);
+    Scratch2<T> Vs(t.team_scratch(level), bk, Dvp), acc(t.team_scratch(level), bq, lda);
+    Scratch2<T> S(t.team_scratch(level), bq, lds);
+    Scratch1<T> m(t.team_scratch(level), bq), l(t.team_scratch(level), bq);
     const Logit<T> logit{a};
 
-    load_rows(t, Qs.data(), D, mq, nq, D, [&](int r, int d) { return a.q(b, i0 + r, h, d); });
-    load_rows(t, acc.data(), Dvp, mq, 0, 0, [&](int, int) { return T(0); });
+    load_rows(t, Qs.data(), ldq, mq, nq, D, [&](int r, int d) { return a.q(b, i0 + r, h, d); });
+    load_rows(t, acc.data(), lda, mq, 0, 0, [&](int, int) { return T(0); });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
       m(r) = neg_inf;
       l(r) = T(0);
@@ -96,13 +65,18 @@ struct Forward {
     // Keys past the tile's last query position are masked for every row: stop there.
     int64_t jend = a.q_pos0 + i0 + nq - a.k_pos0;
     if (jend > Lk) jend = Lk;
-    for (int j0 = 0; j0 < jend; j0 += kTileK) {
-      const int nk = (jend - j0) < kTileK ? int(jend - j0) : kTileK;
+    for (int j0 = 0; j0 < jend; j0 += bk) {
+      const int nk = (jend - j0) < bk ? int(jend - j0) : bk;
       const int nkp = tile::round_up(nk, CB);
+      const T* kblock = &kt(bhk, j0 / bk, 0, 0);
       t.team_barrier();
       load_rows(t, Vs.data(), Dvp, nk, nk, Dv, [&](int c, int d) { return a.v(b, j0 + c, hk, d); });
-      tile::gemm<false>(t, S.data(), kTileK, Qs.data(), D, &kt(bhk, j0 / kTileK, 0, 0), kTileK, mq,
-                        nkp, D);
+      if (tl.stage_k) {
+        load_rows(t, Kts.data(), bk, D, D, bk, [&](int d, int c) { return kblock[d * bk + c]; });
+        kblock = Kts.data();
+        t.team_barrier();
+      }
+      tile::gemm<false>(t, S.data(), lds, Qs.data(), ldq, kblock, bk, mq, nkp, D);
       t.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mq), [&](int r) {
         T* KOKKOS_RESTRICT srow = &S(r, 0);
@@ -124,14 +98,14 @@ struct Forward {
         for (int d = 0; d < Dvp; ++d) arow[d] *= corr;
       });
       t.team_barrier();
-      tile::gemm<true>(t, acc.data(), Dvp, S.data(), kTileK, Vs.data(), Dvp, mq, Dvp, nk);
+      tile::gemm<true>(t, acc.data(), lda, S.data(), lds, Vs.data(), Dvp, mq, Dvp, nk);
     }
     t.team_barrier();
+    store_rows(
+        t, acc.data(), lda, nq, Dv, [&](int r, int d) -> T& { return o(b, i0 + r, h, d); },
+        [&](int r) { return l(r) == T(0) ? T(0) : T(1) / l(r); });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
-      const bool empty = l(r) == T(0);
-      const T inv = empty ? T(0) : T(1) / l(r);
-      for (int d = 0; d < Dv; ++d) o(b, i0 + r, h, d) = acc(r, d) * inv;
-      lse(b, h, i0 + r) = empty ? neg_inf : m(r) + kmath::log(l(r));
+      lse(b, h, i0 + r) = l(r) == T(0) ? neg_inf : m(r) + kmath::log(l(r));
     });
   }
 };
@@ -303,16 +277,110 @@ struct BackwardQ {
   }
 };
 
-int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
+// Threads of a GPU team: a 32 x 64 product's 4 x 4 register blocks, one each (forward); a
+// 16 x 64 product's (backward).
+constexpr int kGpuForwardThreads = 128;
+constexpr int kGpuBackwardThreads = 64;
 
+bool g_gpu_form = tile::kGpuLayout;
+
+// The largest tiles in `choices` whose scratch fits level 0; the first if none does (then
+// level 1). The GPU form on a CPU (tests) takes 64 x 64: every tile must hold whole
+// register blocks of the build's SIMD width.
+template <class Tiles, class Bytes>
+Tiles fitting_tiles(std::initializer_list<Tiles> choices, Tiles cpu, Bytes bytes) {
+  if (!tile::kGpuLayout) return cpu;
+  const size_t cap = Kokkos::TeamPolicy<ExecSpace>::scratch_size_max(0);
+  for (const Tiles& c : choices)
+    if (bytes(c) <= cap) return c;
+  return *choices.begin();
+}
+
+template <class T>
+ForwardTiles forward_tiles(int D, int Dv) {
+  if (!g_gpu_form) return {kTileQ, kTileK, 0, false};
+  return fitting_tiles<ForwardTiles>(
+      {{32, 32, 1, true}, {32, 16, 1, true}, {32, 8, 1, true}}, {kTileQ, kTileK, 1, true},
+      [&](const ForwardTiles& tl) { return Forward<T>::scratch_bytes(tl, D, Dv); });
+}
+
+// gpu_threads: a GPU team's threads (0: Kokkos chooses); a CPU team takes what its backend
+// allows (one thread on Serial).
 template <class F>
-void launch(F f, int league, size_t bytes) {
-  TeamPolicy policy(league, Kokkos::AUTO);
+void launch(F f, int league, size_t bytes, int gpu_threads = 0) {
+  TeamPolicy policy = tile::kGpuLayout && gpu_threads > 0 ? TeamPolicy(league, gpu_threads)
+                                                          : TeamPolicy(league, Kokkos::AUTO);
   policy.set_scratch_size(f.level, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for("lcr::sdpa", policy, f);
 }
 
+template <class T>
+void sdpa_backward_gpu_form(const SdpaArgs<T>& a, const View3<const T>& lse,
+                            const View3<const T>& delta, const View4<const T>& dout,
+                            const View4<T>& dq, const View4<T>& dk, const View4<T>& dv,
+                            const View3<T>& dbias_q, const View3<T>& dbias_k) {
+  const int B = a.q.extent(0), Lq = a.q.extent(1), H = a.q.extent(2), D = a.q.extent(3);
+  const int Lk = a.k.extent(1), Hkv = a.k.extent(2), Dv = a.v.extent(3);
+  const T ninf = -std::numeric_limits<T>::infinity();
+  const std::initializer_list<BackwardTiles> choices{{32, 16}, {16, 16}, {16, 8}, {8, 8}};
+  if (Lk > 0) {
+    const BackwardTiles tl = fitting_tiles<BackwardTiles>(choices, {kTileQ, kTileK}, [&](auto c) {
+      return BackwardKVGpu<T>::scratch_bytes(c, D, Dv);
+    });
+    const int nkt = ceil_div(Lk, tl.bk);
+    const size_t bytes = BackwardKVGpu<T>::scratch_bytes(tl, D, Dv);
+    BackwardKVGpu<T> f{a,
+                       transpose_heads(a.k, tl.bk),
+                       transpose_heads(a.v, tl.bk),
+                       lse,
+                       delta,
+                       dout,
+                       dk,
+                       dv,
+                       dbias_k,
+                       H,
+                       Hkv,
+                       Lq,
+                       Lk,
+                       D,
+                       Dv,
+                       nkt,
+                       scratch_level(bytes),
+                       tl,
+                       ninf};
+    launch(f, B * Hkv * nkt, bytes, kGpuBackwardThreads);
+  }
+  if (Lq > 0) {
+    const BackwardTiles tl = fitting_tiles<BackwardTiles>(choices, {kTileQ, kTileK}, [&](auto c) {
+      return BackwardQGpu<T>::scratch_bytes(c, D, Dv);
+    });
+    const int nqt = ceil_div(Lq, tl.bq);
+    const size_t bytes = BackwardQGpu<T>::scratch_bytes(tl, D, Dv);
+    BackwardQGpu<T> f{a,
+                      transpose_heads(a.q, tl.bq),
+                      transpose_heads(dout, tl.bq),
+                      lse,
+                      delta,
+                      dq,
+                      dbias_q,
+                      H,
+                      Hkv,
+                      Lq,
+                      Lk,
+                      D,
+                      Dv,
+                      nqt,
+                      scratch_level(bytes),
+                      tl,
+                      ninf};
+    launch(f, B * H * nqt, bytes, kGpuBackwardThreads);
+  }
+}
+
 }  // namespace
+
+void sdpa_use_gpu_form(bool on) { g_gpu_form = on; }
+bool sdpa_gpu_form() { return g_gpu_form; }
 
 template <class T>
 void check_sdpa_args(const SdpaArgs<T>& a) {
@@ -348,22 +416,17 @@ void sdpa_forward(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse) 
               o.extent(3) == size_t(Dv),
           "output o must be [B, Lq, H, Dv]");
   if (B == 0 || Lq == 0 || H == 0) return;
-  const int nqt = ceil_div(Lq, kTileQ);
-  const size_t bytes = Forward<T>::scratch_bytes(D, Dv);
-  Forward<T> f{a,
-               transpose_heads(a.k),
-               o,
-               lse,
-               H,
-               Hkv,
-               Lq,
-               Lk,
-               D,
-               Dv,
-               nqt,
-               scratch_level(bytes),
-               -std::numeric_limits<T>::infinity()};
-  launch(f, B * H * nqt, bytes);
+  const ForwardTiles tl = forward_tiles<T>(D, Dv);
+  const int nqt = ceil_div(Lq, tl.bq);
+  const size_t bytes = Forward<T>::scratch_bytes(tl, D, Dv);
+  Forward<T> f{a,   transpose_heads(a.k, tl.bk),
+               o,   lse,
+               H,   Hkv,
+               Lq,  Lk,
+               D,   Dv,
+               nqt, scratch_level(bytes),
+               tl,  -std::numeric_limits<T>::infinity()};
+  launch(f, B * H * nqt, bytes, g_gpu_form ? kGpuForwardThreads : 0);
 }
 
 template <class T>
@@ -389,6 +452,10 @@ void sdpa_backward(const SdpaArgs<T>& a, const View3<const T>& lse, const View3<
   const T ninf = -std::numeric_limits<T>::infinity();
   if (dbias_q.extent(0) > 0) Kokkos::deep_copy(dbias_q, T(0));
   if (B == 0) return;
+  if (g_gpu_form) {
+    sdpa_backward_gpu_form(a, lse, delta, dout, dq, dk, dv, dbias_q, dbias_k);
+    return;
+  }
   if (Lk > 0) {
     const int nkt = ceil_div(Lk, kTileK);
     const size_t bytes = BackwardKV<T>::scratch_bytes(D, Dv);

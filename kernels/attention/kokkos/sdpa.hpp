@@ -56,4 +56,10 @@ template <class T>
 void sdpa_sink_backward(const View1<const T>& sink, const View3<const T>& lse,
                         const View3<const T>& delta, const View1<T>& dsink);
 
+// The kernels' GPU form (sdpa_backward_gpu.hpp: tiles in level-0 scratch, the transposed
+// backward) is what a GPU build runs; a CPU build runs the CPU form. Tests switch a CPU build
+// to the GPU form to check it against the references on every CI run.
+void sdpa_use_gpu_form(bool on);
+bool sdpa_gpu_form();
+
 }  // namespace lcr

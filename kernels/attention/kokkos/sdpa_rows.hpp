@@ -67,39 +67,83 @@ template <bool kPerColumn, class T>
 KOKKOS_INLINE_FUNCTION T softmax_grad_row(T* KOKKOS_RESTRICT srow, T* KOKKOS_RESTRICT dprow, int lo,
                                           int hi, int npad, const T* lse, const T* delta, T scale,
                                           T softcap, bool want_sum) {
-  T p[kTileQ];
-  for (int c = 0; c < npad; ++c) {
-    const T l = lse[kPerColumn ? c : 0];
-    p[c] = c >= lo && c < hi ? srow[c] - l : T(2) * tile::exp_floor<T>();  // masked: exp 0
-  }
-  tile::exp_or_zero(p, npad);
-  for (int c = 0; c < npad; ++c) {
-    T dx = p[c] * (dprow[c] - delta[kPerColumn ? c : 0]);
-    if (softcap > T(0)) {  // ds/dx = 1 - tanh^2 = 1 - (s / softcap)^2
-      const T t = srow[c] / softcap;
-      dx *= T(1) - t * t;
+  if constexpr (tile::kGpuLayout) {  // one element at a time: no per-thread row buffer
+    T sum = T(0);
+    for (int c = 0; c < npad; ++c) {
+      const T x =
+          c >= lo && c < hi ? srow[c] - lse[kPerColumn ? c : 0] : T(2) * tile::exp_floor<T>();
+      const T p = x >= tile::exp_floor<T>() ? kmath::exp(x) : T(0);
+      T dx = p * (dprow[c] - delta[kPerColumn ? c : 0]);
+      if (softcap > T(0)) {
+        const T t = srow[c] / softcap;
+        dx *= T(1) - t * t;
+      }
+      srow[c] = p;
+      sum += dx;
+      dprow[c] = dx * scale;
     }
-    srow[c] = p[c];
-    dprow[c] = dx;
+    return want_sum ? sum : T(0);
+  } else {
+    T p[kTileQ];
+    for (int c = 0; c < npad; ++c) {
+      const T l = lse[kPerColumn ? c : 0];
+      p[c] = c >= lo && c < hi ? srow[c] - l : T(2) * tile::exp_floor<T>();  // masked: exp 0
+    }
+    tile::exp_or_zero(p, npad);
+    for (int c = 0; c < npad; ++c) {
+      T dx = p[c] * (dprow[c] - delta[kPerColumn ? c : 0]);
+      if (softcap > T(0)) {  // ds/dx = 1 - tanh^2 = 1 - (s / softcap)^2
+        const T t = srow[c] / softcap;
+        dx *= T(1) - t * t;
+      }
+      srow[c] = p[c];
+      dprow[c] = dx;
+    }
+    T sum = T(0);
+    if (want_sum)
+      for (int c = 0; c < npad; ++c) sum += dprow[c];
+    for (int c = 0; c < npad; ++c) dprow[c] *= scale;
+    return sum;
   }
-  T sum = T(0);
-  if (want_sum)
-    for (int c = 0; c < npad; ++c) sum += dprow[c];
-  for (int c = 0; c < npad; ++c) dprow[c] *= scale;
-  return sum;
 }
 
 // Rows [0, n) of width w from src(row, d) into dst [rows, ld], columns [w, ld) and rows
-// [n, rows) zeroed: the register blocks read whole padded tiles.
+// [n, rows) zeroed: the register blocks read whole padded tiles. A CPU thread copies whole
+// rows; GPU threads take consecutive elements, so a warp's reads of a row coalesce.
 template <class T, class Member, class Src>
 KOKKOS_INLINE_FUNCTION void load_rows(const Member& t, T* dst, int ld, int rows, int n, int w,
                                       Src src) {
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(t, rows), [&](int r) {
-    T* row = dst + r * ld;
-    const int wr = r < n ? w : 0;
-    for (int d = 0; d < wr; ++d) row[d] = src(r, d);
-    for (int d = wr; d < ld; ++d) row[d] = T(0);
-  });
+  if constexpr (tile::kGpuLayout) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, rows * ld), [&](int e) {
+      const int r = e / ld, d = e % ld;
+      dst[e] = r < n && d < w ? src(r, d) : T(0);
+    });
+  } else {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, rows), [&](int r) {
+      T* row = dst + r * ld;
+      const int wr = r < n ? w : 0;
+      for (int d = 0; d < wr; ++d) row[d] = src(r, d);
+      for (int d = wr; d < ld; ++d) row[d] = T(0);
+    });
+  }
+}
+
+// dst(r, d) = src[r * ld + d] * scale(r) for r < n, d < w: a tile's rows back to a
+// [B, L, H, D] tensor (coalesced on a GPU, as load_rows).
+template <class T, class Member, class Dst, class Scale>
+KOKKOS_INLINE_FUNCTION void store_rows(const Member& t, const T* src, int ld, int n, int w, Dst dst,
+                                       Scale scale) {
+  if constexpr (tile::kGpuLayout) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n * w), [&](int e) {
+      const int r = e / w, d = e % w;
+      dst(r, d) = src[r * ld + d] * scale(r);
+    });
+  } else {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](int r) {
+      const T s = scale(r);
+      for (int d = 0; d < w; ++d) dst(r, d) = src[r * ld + d] * s;
+    });
+  }
 }
 
 }  // namespace lcr::sdpa_detail

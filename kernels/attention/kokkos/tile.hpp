@@ -43,8 +43,14 @@ struct Simd {
   using type = T;
   static constexpr int width = 1;
 };
-constexpr int kPacksPerBlock = 2;
+// 4 x 4 outputs a thread: 16 FMAs for 8 operand loads from level-0 scratch.
+constexpr int kPacksPerBlock = 4;
 #endif
+
+// Device code: a team's threads are GPU lanes. Tile loads go one element a thread
+// (coalesced), register blocks interleave rows and columns (below), and the kernels choose
+// tiles that fit level-0 scratch (on-chip shared memory).
+constexpr bool kGpuLayout = !LCR_TILE_SIMD;
 
 constexpr int kBlockRows = 4;  // rows of a register block (one broadcast each per k)
 
@@ -78,46 +84,54 @@ KOKKOS_FORCEINLINE_FUNCTION void store(T* p, const typename Simd<T>::type& v) {
   }
 }
 
-// One register block: C[i0 .. i0 + kBlockRows, j0 .. j0 + block_cols) (Accumulate: +=)
-// alpha sum_k A(i, k) B[k * ldb + j], A(i, k) at A[i * a_row + k * a_col], over k in order.
+// One register block: rows i0 + r rstep (r < kBlockRows) and packs at columns j0 + v cstep
+// (v < kPacksPerBlock) of C (Accumulate: +=) get alpha sum_k A(i, k) B[k * ldb + (j - j0)],
+// over k in order, A(i, k) at A[i * a_row + k * a_col]; B starts at C's column j0.
 template <bool Accumulate, class T>
 KOKKOS_FORCEINLINE_FUNCTION void register_block(T* KOKKOS_RESTRICT C, int ldc,
                                                 const T* KOKKOS_RESTRICT A, int a_row, int a_col,
-                                                const T* KOKKOS_RESTRICT B, int ldb, int i0, int j0,
-                                                int K, T alpha) {
+                                                const T* KOKKOS_RESTRICT B, int ldb, int i0,
+                                                int rstep, int j0, int cstep, int K, T alpha) {
   using P = typename Simd<T>::type;
-  constexpr int W = Simd<T>::width, NV = kPacksPerBlock, R = kBlockRows;
+  constexpr int NV = kPacksPerBlock, R = kBlockRows;
   P acc[R][NV];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < NV; ++v)
-      acc[r][v] = Accumulate ? load(C + (i0 + r) * ldc + j0 + v * W) : P{};
+      acc[r][v] = Accumulate ? load(C + (i0 + r * rstep) * ldc + j0 + v * cstep) : P{};
   for (int k = 0; k < K; ++k) {
     P b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * W);
+    for (int v = 0; v < NV; ++v) b[v] = load(B + k * ldb + v * cstep);
     for (int r = 0; r < R; ++r) {
-      const T a = alpha * A[(i0 + r) * a_row + k * a_col];
+      const T a = alpha * A[(i0 + r * rstep) * a_row + k * a_col];
       for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) store(C + (i0 + r) * ldc + j0 + v * W, acc[r][v]);
+    for (int v = 0; v < NV; ++v) store(C + (i0 + r * rstep) * ldc + j0 + v * cstep, acc[r][v]);
 }
 
 // C[M x N] = alpha A[M x K] B[K x N] (Accumulate: C +=), row-major B and C with leading
 // dimensions ldb, ldc; A's element (i, k) at A[i * a_row + k * a_col] (so A may be a
 // transposed view). M must be a multiple of kBlockRows and N of block_cols<T>() (callers pad
 // with zero rows and columns); K is any. Each element is alpha A(i, k) B(k, j) summed over k
-// in order onto C (or 0). The register blocks are shared among the team's threads.
+// in order onto C (or 0). The register blocks are shared among the team's threads: on a CPU
+// a block is kBlockRows adjacent rows by kPacksPerBlock adjacent packs; on a GPU thread
+// (bi, bj) takes rows bi + r M / kBlockRows and columns bj + v N / kPacksPerBlock, so a warp
+// reads consecutive B columns (distinct shared-memory banks) and few A rows (broadcasts).
 template <bool Accumulate, class T, class Member>
 KOKKOS_INLINE_FUNCTION void gemm(const Member& t, T* KOKKOS_RESTRICT C, int ldc,
                                  const T* KOKKOS_RESTRICT A, int a_row, int a_col,
                                  const T* KOKKOS_RESTRICT B, int ldb, int M, int N, int K,
                                  T alpha = T(1)) {
   constexpr int CB = block_cols<T>();
-  const int ncb = N / CB;
-  Kokkos::parallel_for(Kokkos::TeamThreadRange(t, (M / kBlockRows) * ncb), [&](int blk) {
-    const int i0 = blk / ncb * kBlockRows, j0 = blk % ncb * CB;
-    register_block<Accumulate>(C, ldc, A, a_row, a_col, B + j0, ldb, i0, j0, K, alpha);
+  const int nrb = M / kBlockRows, ncb = N / CB;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nrb * ncb), [&](int blk) {
+    const int bi = blk / ncb, bj = blk % ncb;
+    if constexpr (kGpuLayout)
+      register_block<Accumulate>(C, ldc, A, a_row, a_col, B + bj, ldb, bi, nrb, bj, ncb, K, alpha);
+    else
+      register_block<Accumulate>(C, ldc, A, a_row, a_col, B + bj * CB, ldb, bi * kBlockRows, 1,
+                                 bj * CB, Simd<T>::width, K, alpha);
   });
 }
 
@@ -148,7 +162,7 @@ KOKKOS_INLINE_FUNCTION void gemm_nt(const Member& t, T* KOKKOS_RESTRICT C, int l
     for (int j = 0; j < CB; ++j)
       for (int k = 0; k < K; ++k) bt[k * CB + j] = B[(j0 + j) * ldb + k];
     for (int i0 = 0; i0 < M; i0 += kBlockRows)
-      register_block<Accumulate>(C, ldc, A, lda, 1, bt, CB, i0, j0, K, alpha);
+      register_block<Accumulate>(C, ldc, A, lda, 1, bt, CB, i0, 1, j0, Simd<T>::width, K, alpha);
   });
 }
 #endif
