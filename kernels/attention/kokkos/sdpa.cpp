@@ -56,8 +56,8 @@ struct Forward {
     Scratch1<T> m(t.team_scratch(level), bq), l(t.team_scratch(level), bq);
     const Logit<T> logit{a};
 
-    load_rows(t, Qs.data(), ldq, mq, nq, D, [&](int r, int d) { return a.q(b, i0 + r, h, d); });
-    load_rows(t, acc.data(), lda, mq, 0, 0, [&](int, int) { return T(0); });
+    load_rows(t, Qs.data(), ldq, mq, nq, D, [&](int r) { return &a.q(b, i0 + r, h, 0); });
+    zero_rows(t, acc.data(), lda, mq);
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
       m(r) = neg_inf;
       l(r) = T(0);
@@ -70,9 +70,9 @@ struct Forward {
       const int nkp = tile::round_up(nk, CB);
       const T* kblock = &kt(bhk, j0 / bk, 0, 0);
       t.team_barrier();
-      load_rows(t, Vs.data(), Dvp, nk, nk, Dv, [&](int c, int d) { return a.v(b, j0 + c, hk, d); });
+      load_rows(t, Vs.data(), Dvp, nk, nk, Dv, [&](int c) { return &a.v(b, j0 + c, hk, 0); });
       if (tl.stage_k) {
-        load_rows(t, Kts.data(), bk, D, D, bk, [&](int d, int c) { return kblock[d * bk + c]; });
+        load_rows(t, Kts.data(), bk, D, D, bk, [&](int d) { return kblock + d * bk; });
         kblock = Kts.data();
         t.team_barrier();
       }
@@ -102,7 +102,7 @@ struct Forward {
     }
     t.team_barrier();
     store_rows(
-        t, acc.data(), lda, nq, Dv, [&](int r, int d) -> T& { return o(b, i0 + r, h, d); },
+        t, acc.data(), lda, nq, Dv, [&](int r) { return &o(b, i0 + r, h, 0); },
         [&](int r) { return l(r) == T(0) ? T(0) : T(1) / l(r); });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
       lse(b, h, i0 + r) = l(r) == T(0) ? neg_inf : m(r) + kmath::log(l(r));
@@ -152,10 +152,10 @@ struct BackwardKV {
     Scratch1<T> lse_s(t.team_scratch(level), kTileQ), del_s(t.team_scratch(level), kTileQ);
     const Logit<T> logit{a};
 
-    load_rows(t, Ks.data(), D, mk, nk, D, [&](int c, int d) { return a.k(b, j0 + c, hk, d); });
-    load_rows(t, Vs.data(), Dv, mk, nk, Dv, [&](int c, int d) { return a.v(b, j0 + c, hk, d); });
-    load_rows(t, dKs.data(), Dp, mk, 0, 0, [&](int, int) { return T(0); });
-    load_rows(t, dVs.data(), Dvp, mk, 0, 0, [&](int, int) { return T(0); });
+    load_rows(t, Ks.data(), D, mk, nk, D, [&](int c) { return &a.k(b, j0 + c, hk, 0); });
+    load_rows(t, Vs.data(), Dv, mk, nk, Dv, [&](int c) { return &a.v(b, j0 + c, hk, 0); });
+    zero_rows(t, dKs.data(), Dp, mk);
+    zero_rows(t, dVs.data(), Dvp, mk);
     // First query row whose position reaches this tile's first key.
     int64_t istart = a.k_pos0 + j0 - a.q_pos0;
     if (istart < 0) istart = 0;
@@ -167,9 +167,8 @@ struct BackwardKV {
         const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
         const int nqp = tile::round_up(nq, CB);
         t.team_barrier();
-        load_rows(t, Qs.data(), Dp, nq, nq, D, [&](int r, int d) { return a.q(b, i0 + r, h, d); });
-        load_rows(t, dOs.data(), Dvp, nq, nq, Dv,
-                  [&](int r, int d) { return dout(b, i0 + r, h, d); });
+        load_rows(t, Qs.data(), Dp, nq, nq, D, [&](int r) { return &a.q(b, i0 + r, h, 0); });
+        load_rows(t, dOs.data(), Dvp, nq, nq, Dv, [&](int r) { return &dout(b, i0 + r, h, 0); });
         // An empty row (lse -inf) and the padding get lse +inf: P = exp(s - inf) = 0.
         Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nqp), [&](int r) {
           const T l = r < nq ? lse(b, h, i0 + r) : neg_inf;
@@ -201,10 +200,11 @@ struct BackwardKV {
                              [&](int c) { dbias_k(b, j0 + c, h) = dbk(c); });
     }
     t.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk), [&](int c) {
-      for (int d = 0; d < D; ++d) dk(b, j0 + c, hk, d) = dKs(c, d);
-      for (int d = 0; d < Dv; ++d) dv(b, j0 + c, hk, d) = dVs(c, d);
-    });
+    const auto one = [](int) { return T(1); };
+    store_rows(
+        t, dKs.data(), Dp, nk, D, [&](int c) { return &dk(b, j0 + c, hk, 0); }, one);
+    store_rows(
+        t, dVs.data(), Dvp, nk, Dv, [&](int c) { return &dv(b, j0 + c, hk, 0); }, one);
   }
 };
 
@@ -240,16 +240,16 @@ struct BackwardQ {
     Scratch2<T> S(t.team_scratch(level), kTileQ, kTileK), dP(t.team_scratch(level), kTileQ, kTileK);
     const Logit<T> logit{a};
 
-    load_rows(t, Qs.data(), D, mq, nq, D, [&](int r, int d) { return a.q(b, i0 + r, h, d); });
-    load_rows(t, dOs.data(), Dv, mq, nq, Dv, [&](int r, int d) { return dout(b, i0 + r, h, d); });
-    load_rows(t, dQs.data(), Dp, mq, 0, 0, [&](int, int) { return T(0); });
+    load_rows(t, Qs.data(), D, mq, nq, D, [&](int r) { return &a.q(b, i0 + r, h, 0); });
+    load_rows(t, dOs.data(), Dv, mq, nq, Dv, [&](int r) { return &dout(b, i0 + r, h, 0); });
+    zero_rows(t, dQs.data(), Dp, mq);
     int64_t jend = a.q_pos0 + i0 + nq - a.k_pos0;
     if (jend > Lk) jend = Lk;
     for (int j0 = 0; j0 < jend; j0 += kTileK) {
       const int nk = (jend - j0) < kTileK ? int(jend - j0) : kTileK;
       const int nkp = tile::round_up(nk, CB);
       t.team_barrier();
-      load_rows(t, Ks.data(), Dp, nk, nk, D, [&](int c, int d) { return a.k(b, j0 + c, hk, d); });
+      load_rows(t, Ks.data(), Dp, nk, nk, D, [&](int c) { return &a.k(b, j0 + c, hk, 0); });
       tile::gemm<false>(t, S.data(), kTileK, Qs.data(), D, &kt(bhk, j0 / kTileK, 0, 0), kTileK, mq,
                         nkp, D);
       tile::gemm<false>(t, dP.data(), kTileK, dOs.data(), Dv, &vt(bhk, j0 / kTileK, 0, 0), kTileK,
@@ -271,9 +271,9 @@ struct BackwardQ {
       tile::gemm<true>(t, dQs.data(), Dp, dP.data(), kTileK, Ks.data(), Dp, mq, Dp, nk);
     }
     t.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
-      for (int d = 0; d < D; ++d) dq(b, i0 + r, h, d) = dQs(r, d);
-    });
+    store_rows(
+        t, dQs.data(), Dp, nq, D, [&](int r) { return &dq(b, i0 + r, h, 0); },
+        [](int) { return T(1); });
   }
 };
 

@@ -67,10 +67,10 @@ struct BackwardKVGpu {
 
     const T* kblock = &kt(b * Hkv + hk, w.tile, 0, 0);
     const T* vblock = &vt(b * Hkv + hk, w.tile, 0, 0);
-    load_rows(t, Kt.data(), bk, D, D, bk, [&](int d, int c) { return kblock[d * bk + c]; });
-    load_rows(t, Vt.data(), bk, Dv, Dv, bk, [&](int d, int c) { return vblock[d * bk + c]; });
-    load_rows(t, dKs.data(), Dp, bk, 0, 0, [&](int, int) { return T(0); });
-    load_rows(t, dVs.data(), Dvp, bk, 0, 0, [&](int, int) { return T(0); });
+    load_rows(t, Kt.data(), bk, D, D, bk, [&](int d) { return kblock + d * bk; });
+    load_rows(t, Vt.data(), bk, Dv, Dv, bk, [&](int d) { return vblock + d * bk; });
+    zero_rows(t, dKs.data(), Dp, bk);
+    zero_rows(t, dVs.data(), Dvp, bk);
     // First query row whose position reaches this tile's first key.
     int64_t istart = a.k_pos0 + j0 - a.q_pos0;
     if (istart < 0) istart = 0;
@@ -82,9 +82,8 @@ struct BackwardKVGpu {
         const int nq = (Lq - i0) < bq ? (Lq - i0) : bq;
         const int mq = tile::round_up(nq, R);
         t.team_barrier();
-        load_rows(t, Qs.data(), ldq, mq, nq, D, [&](int r, int d) { return a.q(b, i0 + r, h, d); });
-        load_rows(t, dOs.data(), ldo, mq, nq, Dv,
-                  [&](int r, int d) { return dout(b, i0 + r, h, d); });
+        load_rows(t, Qs.data(), ldq, mq, nq, D, [&](int r) { return &a.q(b, i0 + r, h, 0); });
+        load_rows(t, dOs.data(), ldo, mq, nq, Dv, [&](int r) { return &dout(b, i0 + r, h, 0); });
         Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
           lse_s(r) = lse(b, h, i0 + r);
           del_s(r) = delta(b, h, i0 + r);
@@ -123,9 +122,9 @@ struct BackwardKVGpu {
     t.team_barrier();
     const auto one = [](int) { return T(1); };
     store_rows(
-        t, dKs.data(), Dp, nk, D, [&](int c, int d) -> T& { return dk(b, j0 + c, hk, d); }, one);
+        t, dKs.data(), Dp, nk, D, [&](int c) { return &dk(b, j0 + c, hk, 0); }, one);
     store_rows(
-        t, dVs.data(), Dvp, nk, Dv, [&](int c, int d) -> T& { return dv(b, j0 + c, hk, d); }, one);
+        t, dVs.data(), Dvp, nk, Dv, [&](int c) { return &dv(b, j0 + c, hk, 0); }, one);
   }
 };
 
@@ -173,9 +172,9 @@ struct BackwardQGpu {
 
     const T* qblock = &qt(b * H + h, w.tile, 0, 0);
     const T* oblock = &dot(b * H + h, w.tile, 0, 0);
-    load_rows(t, Qt.data(), bq, D, D, bq, [&](int d, int r) { return qblock[d * bq + r]; });
-    load_rows(t, dOt.data(), bq, Dv, Dv, bq, [&](int d, int r) { return oblock[d * bq + r]; });
-    load_rows(t, dQs.data(), Dp, bq, 0, 0, [&](int, int) { return T(0); });
+    load_rows(t, Qt.data(), bq, D, D, bq, [&](int d) { return qblock + d * bq; });
+    load_rows(t, dOt.data(), bq, Dv, Dv, bq, [&](int d) { return oblock + d * bq; });
+    zero_rows(t, dQs.data(), Dp, bq);
     // Per column r (query): lse, +inf for an empty row and the padding (P = 0); delta.
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, bq), [&](int r) {
       const T l = r < nq ? lse(b, h, i0 + r) : neg_inf;
@@ -189,8 +188,8 @@ struct BackwardQGpu {
       const int nk = (jend - j0) < bk ? int(jend - j0) : bk;
       const int mk = tile::round_up(nk, R);
       t.team_barrier();
-      load_rows(t, Ks.data(), ldk, mk, nk, D, [&](int c, int d) { return a.k(b, j0 + c, hk, d); });
-      load_rows(t, Vs.data(), ldv, mk, nk, Dv, [&](int c, int d) { return a.v(b, j0 + c, hk, d); });
+      load_rows(t, Ks.data(), ldk, mk, nk, D, [&](int c) { return &a.k(b, j0 + c, hk, 0); });
+      load_rows(t, Vs.data(), ldv, mk, nk, Dv, [&](int c) { return &a.v(b, j0 + c, hk, 0); });
       t.team_barrier();
       tile::gemm<false>(t, St.data(), lds, Ks.data(), ldk, Qt.data(), bq, mk, nqp, D);
       tile::gemm<false>(t, dPt.data(), lds, Vs.data(), ldv, dOt.data(), bq, mk, nqp, Dv);
@@ -216,7 +215,7 @@ struct BackwardQGpu {
     }
     t.team_barrier();
     store_rows(
-        t, dQs.data(), Dp, nq, D, [&](int r, int d) -> T& { return dq(b, i0 + r, h, d); },
+        t, dQs.data(), Dp, nq, D, [&](int r) { return &dq(b, i0 + r, h, 0); },
         [](int) { return T(1); });
     if (want_dbias)
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq),

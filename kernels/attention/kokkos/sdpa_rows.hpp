@@ -107,41 +107,51 @@ KOKKOS_INLINE_FUNCTION T softmax_grad_row(T* KOKKOS_RESTRICT srow, T* KOKKOS_RES
   }
 }
 
-// Rows [0, n) of width w from src(row, d) into dst [rows, ld], columns [w, ld) and rows
-// [n, rows) zeroed: the register blocks read whole padded tiles. A CPU thread copies whole
-// rows; GPU threads take consecutive elements, so a warp's reads of a row coalesce.
+// Rows [0, n) of width w, row r read from src(r) (a pointer to its first element), into
+// dst [rows, ld]; columns [w, ld) and rows [n, rows) zeroed: the register blocks read whole
+// padded tiles. A CPU thread copies whole rows (memcpy); GPU threads take consecutive
+// elements, so a warp's reads of a row coalesce.
 template <class T, class Member, class Src>
 KOKKOS_INLINE_FUNCTION void load_rows(const Member& t, T* dst, int ld, int rows, int n, int w,
                                       Src src) {
   if constexpr (tile::kGpuLayout) {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, rows * ld), [&](int e) {
       const int r = e / ld, d = e % ld;
-      dst[e] = r < n && d < w ? src(r, d) : T(0);
+      dst[e] = r < n && d < w ? src(r)[d] : T(0);
     });
   } else {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, rows), [&](int r) {
       T* row = dst + r * ld;
       const int wr = r < n ? w : 0;
-      for (int d = 0; d < wr; ++d) row[d] = src(r, d);
+      if (wr > 0) std::memcpy(row, src(r), sizeof(T) * wr);
       for (int d = wr; d < ld; ++d) row[d] = T(0);
     });
   }
 }
 
-// dst(r, d) = src[r * ld + d] * scale(r) for r < n, d < w: a tile's rows back to a
-// [B, L, H, D] tensor (coalesced on a GPU, as load_rows).
+// dst [rows, ld] = 0.
+template <class T, class Member>
+KOKKOS_INLINE_FUNCTION void zero_rows(const Member& t, T* dst, int ld, int rows) {
+  load_rows(t, dst, ld, rows, 0, 0, [](int) { return static_cast<const T*>(nullptr); });
+}
+
+// dst(r)[d] = src[r * ld + d] * scale(r) for r < n, d < w: a tile's rows back to a
+// [B, L, H, D] tensor, dst(r) pointing at row r's first element (coalesced on a GPU, as
+// load_rows).
 template <class T, class Member, class Dst, class Scale>
 KOKKOS_INLINE_FUNCTION void store_rows(const Member& t, const T* src, int ld, int n, int w, Dst dst,
                                        Scale scale) {
   if constexpr (tile::kGpuLayout) {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n * w), [&](int e) {
       const int r = e / w, d = e % w;
-      dst(r, d) = src[r * ld + d] * scale(r);
+      dst(r)[d] = src[r * ld + d] * scale(r);
     });
   } else {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](int r) {
       const T s = scale(r);
-      for (int d = 0; d < w; ++d) dst(r, d) = src[r * ld + d] * s;
+      T* KOKKOS_RESTRICT out = dst(r);
+      const T* KOKKOS_RESTRICT in = src + r * ld;
+      for (int d = 0; d < w; ++d) out[d] = in[d] * s;
     });
   }
 }
