@@ -107,6 +107,26 @@ KOKKOS_INLINE_FUNCTION T softmax_grad_row(T* KOKKOS_RESTRICT srow, T* KOKKOS_RES
   }
 }
 
+// f(e, r, d) for every element e = r * cols + d of a [rows, cols] tile, spread over the team:
+// thread k takes e = k, k + team size, ..., its (r, d) stepped by additions (a division per
+// element costs GPU threads as much as the copy).
+template <class Member, class F>
+KOKKOS_INLINE_FUNCTION void for_each_element(const Member& t, int rows, int cols, F f) {
+  const int n = rows * cols, step = t.team_size();
+  if (n == 0) return;
+  const int dr = step / cols, dd = step % cols;
+  int e = t.team_rank(), r = e / cols, d = e % cols;
+  for (; e < n; e += step) {
+    f(e, r, d);
+    r += dr;
+    d += dd;
+    if (d >= cols) {
+      d -= cols;
+      ++r;
+    }
+  }
+}
+
 // Rows [0, n) of width w, row r read from src(r) (a pointer to its first element), into
 // dst [rows, ld]; columns [w, ld) and rows [n, rows) zeroed: the register blocks read whole
 // padded tiles. A CPU thread copies whole rows (memcpy); GPU threads take consecutive
@@ -115,10 +135,8 @@ template <class T, class Member, class Src>
 KOKKOS_INLINE_FUNCTION void load_rows(const Member& t, T* dst, int ld, int rows, int n, int w,
                                       Src src) {
   if constexpr (tile::kGpuLayout) {
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, rows * ld), [&](int e) {
-      const int r = e / ld, d = e % ld;
-      dst[e] = r < n && d < w ? src(r)[d] : T(0);
-    });
+    for_each_element(t, rows, ld,
+                     [&](int e, int r, int d) { dst[e] = r < n && d < w ? src(r)[d] : T(0); });
   } else {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, rows), [&](int r) {
       T* row = dst + r * ld;
@@ -142,10 +160,7 @@ template <class T, class Member, class Dst, class Scale>
 KOKKOS_INLINE_FUNCTION void store_rows(const Member& t, const T* src, int ld, int n, int w, Dst dst,
                                        Scale scale) {
   if constexpr (tile::kGpuLayout) {
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n * w), [&](int e) {
-      const int r = e / w, d = e % w;
-      dst(r)[d] = src[r * ld + d] * scale(r);
-    });
+    for_each_element(t, n, w, [&](int, int r, int d) { dst(r)[d] = src[r * ld + d] * scale(r); });
   } else {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(t, n), [&](int r) {
       const T s = scale(r);
