@@ -24,7 +24,6 @@ struct BackwardTiles {
 // GQA group and over every query tile that can see the key tile.
 template <class T>
 struct BackwardKVGpu {
-  using Member = DynamicTeamPolicy::member_type;
   SdpaArgs<T> a;
   View4<const T> kt, vt;  // [B Hkv, Lk tiles, D or Dv, bk]: K, V transposed per key tile
   View3<const T> lse, delta;
@@ -131,7 +130,6 @@ struct BackwardKVGpu {
 // dQ (and dbias_q) for one query tile of one head.
 template <class T>
 struct BackwardQGpu {
-  using Member = DynamicTeamPolicy::member_type;
   SdpaArgs<T> a;
   View4<const T> qt, dot;  // [B H, Lq tiles, D or Dv, bq]: Q, dO transposed per query tile
   View3<const T> lse, delta;

@@ -7,13 +7,7 @@
 namespace lcr::sdpa_detail {
 
 using TeamPolicy = DynamicTeamPolicy;
-using Member = TeamPolicy::member_type;
-template <class T>
-using Scratch2 = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace::scratch_memory_space,
-                              Kokkos::MemoryUnmanaged>;
-template <class T>
-using Scratch1 =
-    Kokkos::View<T*, Kokkos::LayoutRight, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+using Member = TeamMember;
 
 // Level-0 scratch is small on GPUs (48 KiB less Kokkos's share on CUDA); anything bigger
 // goes to level 1 (global memory there; on a CPU both levels are host memory).

@@ -8,8 +8,6 @@ namespace {
 
 using la::Member;
 using la::N;
-using la::Scratch1;
-using la::Scratch2;
 using la::Tr;
 
 template <class F>

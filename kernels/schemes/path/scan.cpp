@@ -11,8 +11,6 @@ namespace {
 
 using la::Member;
 using la::N;
-using la::Scratch1;
-using la::Scratch2;
 using la::Tr;
 
 // Team (b, query head h, query block a): online softmax over the block itself, then over

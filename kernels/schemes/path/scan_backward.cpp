@@ -12,8 +12,6 @@ namespace scan_bwd_detail {
 
 using la::Member;
 using la::N;
-using la::Scratch1;
-using la::Scratch2;
 using la::Tr;
 
 // Work space of the cross-block backward, reused by every query block.

@@ -8,13 +8,7 @@
 namespace lcr::path::la {
 
 using TeamPolicy = DynamicTeamPolicy;
-using Member = TeamPolicy::member_type;
-template <class T>
-using Scratch2 = Kokkos::View<T**, Kokkos::LayoutRight, ExecSpace::scratch_memory_space,
-                              Kokkos::MemoryUnmanaged>;
-template <class T>
-using Scratch1 =
-    Kokkos::View<T*, Kokkos::LayoutRight, ExecSpace::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+using Member = TeamMember;
 
 enum Op { N = 0, Tr = 1 };
 
