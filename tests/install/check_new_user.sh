@@ -3,7 +3,8 @@
 # lcr-newuser afresh (no root, no apt-get, a clean environment), gives it a copy of the
 # checkout (and of a Kokkos, when LCR_NEW_USER_KOKKOS names an install prefix, e.g. a Kokkos
 # 4.x with OpenMP), and runs new_user_steps.sh as that user. The SLURM step uses the local
-# test cluster of BUILD_DIR (tests/slurm) when it runs.
+# test cluster of BUILD_DIR (tests/slurm) when it runs. A failure leaves the account and
+# its home (logs in ~lcr-newuser) for a look; the next run starts them afresh.
 #   check_new_user.sh SOURCE_DIR BUILD_DIR
 # Exit 77 (skipped) when not root: creating the user needs it.
 set -euo pipefail
@@ -40,3 +41,6 @@ env=(HOME="$home" USER="$user" LOGNAME="$user" PATH=/usr/local/bin:/usr/bin:/bin
 [ -f "$cluster/slurm.conf" ] && env+=(SLURM_CONF="$cluster/slurm.conf")
 cd "$home"
 as_user env -i "${env[@]}" bash "$home/lcr/tests/install/new_user_steps.sh" "$home/lcr" "${kokkos_arg[@]}"
+# Passed: the account and its ~1 GB home go (LCR_KEEP_TEST_DIRS=1 keeps them to look at).
+cd /
+if [ "${LCR_KEEP_TEST_DIRS:-0}" != 1 ]; then userdel -r "$user" 2>/dev/null || true; fi
