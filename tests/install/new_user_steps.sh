@@ -50,7 +50,8 @@ run=runs/default
 
 # 3. The same job through the installed lcr-submit, on the SLURM cluster of SLURM_CONF.
 if [ -n "${SLURM_CONF:-}" ] && [ -f "$SLURM_CONF" ]; then
-  job=$("$prefix/bin/lcr-submit" train --cpu --cp 2 --time 10 --threads-per-rank 1 \
+  # --restart: a second run of these steps moves the first one's run aside.
+  job=$("$prefix/bin/lcr-submit" train --cpu --cp 2 --time 10 --threads-per-rank 1 --restart \
     --name slurm-default -- --config "$cfg" "${steps[@]}")
   echo "submitted job $job"
   state=""
