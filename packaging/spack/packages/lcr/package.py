@@ -49,9 +49,10 @@ class Lcr(CMakePackage, CudaPackage):
         if _arch.isdigit() and int(_arch) < 80:
             conflicts(f"cuda_arch={_arch}", when="+cuda", msg="lcr's CUDA kernels need sm_80+")
     conflicts("cuda_arch=none", when="+cuda", msg="name the GPU: cuda_arch=80, 90, ...")
-    # GCC 12 miscompiles Kokkos 4.6's mdspan View (Kokkos issue #7464); lcr's configure
-    # refuses that pair, so the concretizer should too.
-    conflicts("%gcc@:12", when="^kokkos@4.6:", msg="use GCC 13+ or clang with Kokkos 4.6+")
+    # GCC 12 miscompiles the mdspan View of Kokkos 4.6+ (Kokkos issue #7464) unless Kokkos
+    # was built with Kokkos_ENABLE_IMPL_VIEW_LEGACY. No variant says which (Spack's kokkos
+    # sets it for 4.7.00 only, an external one may have it), so lcr's configure step, which
+    # reads the Kokkos it finds, is where that pair is refused, with the fix.
 
     def cmake_args(self):
         args = [
