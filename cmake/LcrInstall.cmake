@@ -25,10 +25,15 @@ if(NOT LCR_ENABLE_NCCL)
   list(APPEND lcr_exported lcr_parallel)
 endif()
 
-# lcr finds its own libraries beside it ($ORIGIN/../lib, for a shared-library build) and
-# keeps the paths of the dependencies it was linked with (the user's Kokkos, HDF5, MPI).
-set_target_properties(lcr PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}"
-                                     INSTALL_RPATH_USE_LINK_PATH ON)
+# lcr's own libraries are static, so the installed lcr needs none of them and only the
+# libraries of the prefix are for other projects; only the static form is installed whole.
+if(BUILD_SHARED_LIBS)
+  message(FATAL_ERROR "lcr: BUILD_SHARED_LIBS=ON is not supported (lcr installs static "
+    "libraries, and the lcr command links them in); configure without it.")
+endif()
+# The installed lcr keeps the paths of the shared libraries it was linked with (the user's
+# Kokkos, HDF5, MPI), so it runs without LD_LIBRARY_PATH.
+set_target_properties(lcr PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS lcr RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ${lcr_exported} EXPORT lcrTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
