@@ -70,13 +70,20 @@ else
 fi
 
 # 4. The analysis tools from pip, in a virtual environment of the user's own.
+# Without PyPI, the prefix's own lcr-analyze on Debian's python3 stands in, and says so.
 python3 -m venv "$HOME/venv"
-"$HOME/venv/bin/pip" install --quiet --disable-pip-version-check "$prefix/share/lcr/analysis" ||
-  fail "pip install $prefix/share/lcr/analysis"
-MPLBACKEND=Agg "$HOME/venv/bin/lcr-analyze" report "$run" -o "$HOME/report" >"$HOME/report.log" 2>&1 ||
+analyze=$HOME/venv/bin/lcr-analyze
+if ! "$HOME/venv/bin/pip" install --quiet --disable-pip-version-check "$prefix/share/lcr/analysis" \
+  >"$HOME/pip.log" 2>&1; then
+  "$HOME/venv/bin/pip" download --quiet --no-deps -d "$HOME/probe" hatchling >/dev/null 2>&1 &&
+    fail "pip install $prefix/share/lcr/analysis: $(tail -20 "$HOME/pip.log")"
+  echo "note: PyPI cannot be reached: $prefix/bin/lcr-analyze (Debian's python3) stands in for pip's"
+  analyze=$prefix/bin/lcr-analyze
+fi
+MPLBACKEND=Agg "$analyze" report "$run" -o "$HOME/report" >"$HOME/report.log" 2>&1 ||
   fail "lcr-analyze report: $(tail -5 "$HOME/report.log")"
 [ -s "$HOME/report/report.html" ] || fail "no report.html"
-ok "pip-installed lcr-analyze wrote $HOME/report/report.html from $run"
+ok "$analyze wrote $HOME/report/report.html from $run"
 
 # 5. A project of one's own against the installed package.
 cp -r "$src/tests/install/consumer" "$HOME/consumer"
