@@ -53,7 +53,7 @@ install(FILES ${PROJECT_BINARY_DIR}/lcrConfig.cmake ${PROJECT_BINARY_DIR}/lcrCon
 # work the same from either (lcr-submit: templates beside it, lcr in ../../../bin).
 install(DIRECTORY slurm DESTINATION ${LCR_INSTALL_DATADIR} USE_SOURCE_PERMISSIONS)
 install(DIRECTORY analysis DESTINATION ${LCR_INSTALL_DATADIR} USE_SOURCE_PERMISSIONS
-        PATTERN "__pycache__" EXCLUDE PATTERN "*.egg-info" EXCLUDE PATTERN "build" EXCLUDE)
+        PATTERN "__pycache__" EXCLUDE)
 install(DIRECTORY experiments/configs DESTINATION ${LCR_INSTALL_DATADIR}/experiments)
 install(DIRECTORY docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
