@@ -19,7 +19,10 @@ import glob
 import os
 import re
 import sys
-import tomllib
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the same parser, from PyPI (pyproject.toml depends on it)
+    import tomli as tomllib
 
 import h5py
 import numpy as np

@@ -1,15 +1,17 @@
-# Every dependency comes from a Debian package through find_package.
-
-find_package(Kokkos REQUIRED)
-# Debian's Kokkos 3.4 (libtrilinos-kokkos-dev) ships an imported target whose include
-# directory is /usr/lib/include (does not exist) and whose libraries are bare names.
-# The package variables are right, so repair the target from them.
-if(Kokkos_VERSION VERSION_LESS 3.5)
-  get_filename_component(_lcr_kokkos_inc "${Kokkos_INCLUDE_DIRS}" REALPATH)
-  set_target_properties(Kokkos::kokkos PROPERTIES
-    INTERFACE_INCLUDE_DIRECTORIES "${_lcr_kokkos_inc}"
-    INTERFACE_LINK_DIRECTORIES "${Kokkos_LIBRARY_DIRS}")
+# Each dependency is found with find_package: a Debian package, a cluster module or a Spack
+# install (CMAKE_PREFIX_PATH, <Pkg>_ROOT). A missing or too-old one stops here with the fix.
+include(LcrKokkosTarget)
+find_package(Kokkos QUIET)
+if(NOT Kokkos_FOUND)
+  message(FATAL_ERROR "lcr: Kokkos (3.4 or newer) not found. Point CMake at it with "
+    "-DKokkos_ROOT=<prefix> (or add the prefix to CMAKE_PREFIX_PATH, as `module load kokkos` "
+    "and `spack load kokkos` do); on Debian: apt-get install libtrilinos-kokkos-dev.")
 endif()
+if(Kokkos_VERSION VERSION_LESS 3.4)
+  message(FATAL_ERROR "lcr: Kokkos ${Kokkos_VERSION} at ${Kokkos_DIR} is too old; lcr needs "
+    "3.4 or newer (Debian 12's libtrilinos-kokkos-dev, or any 4.x release).")
+endif()
+lcr_repair_kokkos_target()
 # Kokkos 4.6+ builds View on mdspan by default, and GCC 12 miscompiles it (Kokkos issue
 # #7464): a default-constructed View crashes when destroyed, so most of the suite segfaults.
 # Kokkos's legacy View avoids it. Refuse here rather than crash at run time.
@@ -22,21 +24,44 @@ if(Kokkos_VERSION VERSION_GREATER_EQUAL 4.6 AND CMAKE_CXX_COMPILER_ID STREQUAL "
     "destroyed). Rebuild Kokkos with -DKokkos_ENABLE_IMPL_VIEW_LEGACY=ON, or use GCC 13+ or "
     "clang; -DLCR_ALLOW_GCC12_MDSPAN_VIEW=ON builds anyway.")
 endif()
-message(STATUS "lcr: Kokkos ${Kokkos_VERSION}, backends ${Kokkos_DEVICES}")
 
-find_package(MPI REQUIRED COMPONENTS CXX)
-find_package(HDF5 REQUIRED COMPONENTS C)
-find_package(tomlplusplus REQUIRED)
-find_package(CLI11 REQUIRED)
-find_package(spdlog REQUIRED)
-find_package(fmt REQUIRED)
+find_package(MPI COMPONENTS CXX)
+if(NOT MPI_CXX_FOUND)
+  message(FATAL_ERROR "lcr: MPI (C++) not found. Load your MPI (module load openmpi, spack "
+    "load mpi) so that mpicxx is on PATH, or set MPI_HOME; on Debian: apt-get install "
+    "libopenmpi-dev openmpi-bin.")
+endif()
+find_package(HDF5 COMPONENTS C)
+if(NOT HDF5_FOUND OR HDF5_VERSION VERSION_LESS 1.10)
+  message(FATAL_ERROR "lcr: HDF5 1.10 or newer (C library) not found (found: "
+    "'${HDF5_VERSION}'). Set HDF5_ROOT=<prefix> or put h5cc / h5pcc on PATH (module load "
+    "hdf5); on Debian: apt-get install libhdf5-dev. Serial and parallel builds both work.")
+endif()
+foreach(pkg tomlplusplus CLI11 spdlog fmt)
+  find_package(${pkg} QUIET)
+  if(NOT ${pkg}_FOUND)
+    message(FATAL_ERROR "lcr: ${pkg} not found. Add its prefix to CMAKE_PREFIX_PATH (Spack: "
+      "spack load tomlplusplus cli11 spdlog fmt); on Debian: apt-get install "
+      "libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev.")
+  endif()
+endforeach()
 find_package(Threads REQUIRED)
 
+# Tests and benchmarks are optional: without GoogleTest or Google Benchmark they are left
+# out (the summary says so) rather than failing a cluster build that only wants `lcr`.
 if(LCR_BUILD_TESTS)
-  find_package(GTest REQUIRED)
+  find_package(GTest QUIET)
+  if(NOT GTest_FOUND)
+    set(LCR_BUILD_TESTS OFF)
+    set(_lcr_tests_why "off: GoogleTest not found (libgtest-dev, or GTest_ROOT)")
+  endif()
 endif()
 if(LCR_BUILD_BENCHMARKS)
-  find_package(benchmark REQUIRED)
+  find_package(benchmark QUIET)
+  if(NOT benchmark_FOUND)
+    set(LCR_BUILD_BENCHMARKS OFF)
+    set(_lcr_bench_why "off: Google Benchmark not found (libbenchmark-dev, or benchmark_ROOT)")
+  endif()
 endif()
 if(LCR_ENABLE_CUDA)
   # The kernels need bf16 mma.sync (sm_80 on); sm_90a adds the wgmma / TMA kernels, chosen at

@@ -12,6 +12,7 @@ packages=(
   libtomlplusplus-dev libcli11-dev libspdlog-dev libfmt-dev   # configs, command line, logging
   libgtest-dev libgmock-dev libbenchmark-dev                  # tests and benchmarks
   python3 python3-h5py python3-numpy python3-matplotlib      # analysis tools
+  python3-venv                    # the pip route of docs/install.md (tests/install)
   slurm-wlm munge                 # SLURM templates, tested on a local cluster (tests/slurm)
 )
 

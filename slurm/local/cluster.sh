@@ -99,9 +99,11 @@ EOF
 }
 
 start_munge() {
-  # A private key and socket: no interference with a system munged.
+  # A private key and socket: no interference with a system munged. The folder is
+  # world-readable (the key itself stays 0400) so that every account of the machine can
+  # reach the socket and submit, as on a real cluster (tests/install/check_new_user.sh).
   chown munge: "$dir/munge"
-  chmod 0700 "$dir/munge"
+  chmod 0755 "$dir/munge"
   if [ ! -f "$dir/munge/munge.key" ]; then
     dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
     chown munge: "$dir/munge/munge.key"
