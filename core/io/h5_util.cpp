@@ -22,6 +22,12 @@ Handle fapl_v110() {
   return p;
 }
 
+Handle fapl_swmr_read() {
+  Handle p(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_metadata_read_attempts(p.id(), kSwmrReadAttempts);
+  return p;
+}
+
 hid_t file_type(DType t) {
   switch (t) {
     case DType::F32:

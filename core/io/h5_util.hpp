@@ -20,6 +20,12 @@ using h5::quiet;  // no HDF5 error-stack printing: we report errors ourselves
 std::string library_version();                  // "1.10.8"
 void check_hdf5_file(const std::string& path);  // h5::check_file
 Handle fapl_v110();  // file access: libver bounds [V110, V110] (SWMR needs the 1.10 format)
+// File access for SWMR reads: metadata checksum retries bounded at kSwmrReadAttempts. HDF5
+// doubles its nap after each failed try (1 ns, 2 ns, ...) and defaults to 100 tries for SWMR,
+// so an object header a killed writer left torn would hold a reader for ages; 30 tries wait
+// at most about 2 s in all, ample for a live writer to finish a flush.
+constexpr unsigned kSwmrReadAttempts = 30;
+Handle fapl_swmr_read();
 
 hid_t file_type(DType t);
 Handle ensure_group(hid_t loc, const std::string& path, const std::string& file);

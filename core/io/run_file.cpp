@@ -350,8 +350,9 @@ RunReader RunReader::open(const std::string& path) {
   h5u::check_hdf5_file(path);
   auto impl = std::make_unique<Impl>();
   impl->path = path;
+  const Handle fapl = h5u::fapl_swmr_read();
   impl->file =
-      Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT), H5Fclose);
+      Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.id()), H5Fclose);
   if (impl->file.id() < 0)
     throw_error(path, ": cannot open the run file for reading", h5u::detail(),
                 " (a writer that has not yet started SWMR mode holds it: retry in a moment)");
@@ -465,7 +466,8 @@ bool clear_flags(const std::string& path) {
 void copy_readable(const std::string& path) {
   const std::string tmp = path + ".recover.tmp";
   {
-    Handle src(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT), H5Fclose);
+    const Handle rfapl = h5u::fapl_swmr_read();
+    Handle src(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, rfapl.id()), H5Fclose);
     if (src.id() < 0) throw_error(path, ": cannot open even with SWMR-read", h5u::detail());
     Handle fapl = h5u::fapl_v110();
     Handle dst(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), H5Fclose);
