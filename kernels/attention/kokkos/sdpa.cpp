@@ -16,8 +16,9 @@ using namespace sdpa_detail;
 // team keeps all of its tiles in level-0 scratch (48 KiB on CUDA, less what Kokkos keeps),
 // with the widest key tile that fits (forward_tiles).
 struct ForwardTiles {
-  int bq, bk, pad;
-  bool stage_k;  // copy each K^T tile into scratch (a CPU reads it in place)
+  int bq, bk;
+  bool gpu_form;  // K^T tiles staged in scratch (a CPU reads them in place), rows padded
+  KOKKOS_INLINE_FUNCTION int pad() const { return gpu_form ? 1 : 0; }
 };
 
 template <class T>
@@ -32,9 +33,9 @@ struct Forward {
 
   static size_t scratch_bytes(const ForwardTiles& tl, int D, int Dv) {
     const int Dvp = tile::round_up(Dv, tile::block_cols<T>());
-    return scratch2<T>(tl.bq, D + tl.pad) + scratch2<T>(tl.stage_k ? D : 0, tl.bk) +
-           scratch2<T>(tl.bk, Dvp) + scratch2<T>(tl.bq, Dvp + tl.pad) +
-           scratch2<T>(tl.bq, tl.bk + tl.pad) + 2 * Scratch1<T>::shmem_size(tl.bq);
+    return scratch2<T>(tl.bq, D + tl.pad()) + scratch2<T>(tl.gpu_form ? D : 0, tl.bk) +
+           scratch2<T>(tl.bk, Dvp) + scratch2<T>(tl.bq, Dvp + tl.pad()) +
+           scratch2<T>(tl.bq, tl.bk + tl.pad()) + 2 * Scratch1<T>::shmem_size(tl.bq);
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
@@ -45,12 +46,12 @@ struct Forward {
     const int i0 = w.tile * bq;
     const int nq = (Lq - i0) < bq ? (Lq - i0) : bq;
     const int mq = tile::round_up(nq, R), Dvp = tile::round_up(Dv, CB);
-    const int ldq = D + tl.pad, lda = Dvp + tl.pad, lds = bk + tl.pad;
+    const int ldq = D + tl.pad(), lda = Dvp + tl.pad(), lds = bk + tl.pad();
     // Qs [bq, ldq], Kts [D, bk] (K^T, when staged), Vs [bk, Dvp],
     // acc [bq, lda] (the unnormalised output), S [bq, lds] (logits, then P); m, l: the
     // rows' running max and sum.
     Scratch2<T> Qs(t.team_scratch(level), bq, ldq);
-    Scratch2<T> Kts(t.team_scratch(level), tl.stage_k ? D : 0, bk);
+    Scratch2<T> Kts(t.team_scratch(level), tl.gpu_form ? D : 0, bk);
     Scratch2<T> Vs(t.team_scratch(level), bk, Dvp), acc(t.team_scratch(level), bq, lda);
     Scratch2<T> S(t.team_scratch(level), bq, lds);
     Scratch1<T> m(t.team_scratch(level), bq), l(t.team_scratch(level), bq);
@@ -71,7 +72,7 @@ struct Forward {
       const T* kblock = &kt(bhk, j0 / bk, 0, 0);
       t.team_barrier();
       load_rows(t, Vs.data(), Dvp, nk, nk, Dv, [&](int c) { return &a.v(b, j0 + c, hk, 0); });
-      if (tl.stage_k) {
+      if (tl.gpu_form) {
         load_rows(t, Kts.data(), bk, D, D, bk, [&](int d) { return kblock + d * bk; });
         kblock = Kts.data();
         t.team_barrier();
@@ -298,9 +299,9 @@ Tiles fitting_tiles(std::initializer_list<Tiles> choices, Tiles cpu, Bytes bytes
 
 template <class T>
 ForwardTiles forward_tiles(int D, int Dv) {
-  if (!g_gpu_form) return {kTileQ, kTileK, 0, false};
+  if (!g_gpu_form) return {kTileQ, kTileK, false};
   return fitting_tiles<ForwardTiles>(
-      {{32, 32, 1, true}, {32, 16, 1, true}, {32, 8, 1, true}}, {kTileQ, kTileK, 1, true},
+      {{32, 32, true}, {32, 16, true}, {32, 8, true}}, {kTileQ, kTileK, true},
       [&](const ForwardTiles& tl) { return Forward<T>::scratch_bytes(tl, D, Dv); });
 }
 
