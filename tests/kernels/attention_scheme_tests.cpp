@@ -30,6 +30,8 @@ std::vector<NamedCase> standard_cases(const std::string& prefix, const Attention
       make("offset_queries_after_keys", 1, 37, 100, 2, 1, 16, 80, 0),
       make("offset_rows_see_nothing", 1, 20, 30, 2, 2, 16, 0, 10),
       make("value_dim_differs", 1, 9, 9, 2, 1, 24, 3, 3, 40),
+      // Wider than a GPU-form forward pass's 128 output columns: two column passes.
+      make("value_dim_wide", 1, 9, 9, 2, 1, 24, 3, 3, 160),
   };
 }
 

@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "kernels/attention/kokkos/sdpa_backward_gpu.hpp"
+#include "kernels/attention/kokkos/sdpa_forward_gpu.hpp"
 #include "kernels/attention/kokkos/sdpa_team.hpp"
 #include "kernels/base/error.hpp"
 
@@ -10,17 +11,6 @@ namespace lcr {
 namespace {
 
 using namespace sdpa_detail;
-// A forward team's tiles: bq query rows against bk keys at a time; pad extends the rows of
-// the tiles a register block reads as its left operand, so a warp's rows fall in distinct
-// shared-memory banks. A CPU core takes 64 x 64 tiles (its level-1 cache holds them); a GPU
-// team keeps all of its tiles in level-0 scratch (48 KiB on CUDA, less what Kokkos keeps),
-// with the widest key tile that fits (forward_tiles).
-struct ForwardTiles {
-  int bq, bk;
-  bool gpu_form;  // K^T tiles staged in scratch (a CPU reads them in place), rows padded
-  KOKKOS_INLINE_FUNCTION int pad() const { return gpu_form ? 1 : 0; }
-};
-
 template <class T>
 struct Forward {
   SdpaArgs<T> a;
@@ -28,30 +18,26 @@ struct Forward {
   View4<T> o;
   View3<T> lse;
   int H, Hkv, Lq, Lk, D, Dv, nqt, level;
-  ForwardTiles tl;
   T neg_inf;
 
-  static size_t scratch_bytes(const ForwardTiles& tl, int D, int Dv) {
+  static size_t scratch_bytes(int D, int Dv) {
     const int Dvp = tile::round_up(Dv, tile::block_cols<T>());
-    return scratch2<T>(tl.bq, D + tl.pad()) + scratch2<T>(tl.gpu_form ? D : 0, tl.bk) +
-           scratch2<T>(tl.bk, Dvp) + scratch2<T>(tl.bq, Dvp + tl.pad()) +
-           scratch2<T>(tl.bq, tl.bk + tl.pad()) + 2 * Scratch1<T>::shmem_size(tl.bq);
+    return scratch2<T>(kTileQ, D) + scratch2<T>(kTileK, Dvp) + scratch2<T>(kTileQ, Dvp) +
+           scratch2<T>(kTileQ, kTileK) + 2 * Scratch1<T>::shmem_size(kTileQ);
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
     constexpr int CB = tile::block_cols<T>(), R = tile::kBlockRows;
-    const int bq = tl.bq, bk = tl.bk;
+    constexpr int bq = kTileQ, bk = kTileK;
     const auto w = tile_of(t.league_rank(), t.league_size(), nqt, true);
     const int h = w.bh % H, b = w.bh / H, hk = h / (H / Hkv), bhk = b * Hkv + hk;
     const int i0 = w.tile * bq;
     const int nq = (Lq - i0) < bq ? (Lq - i0) : bq;
     const int mq = tile::round_up(nq, R), Dvp = tile::round_up(Dv, CB);
-    const int ldq = D + tl.pad(), lda = Dvp + tl.pad(), lds = bk + tl.pad();
-    // Qs [bq, ldq], Kts [D, bk] (K^T, when staged), Vs [bk, Dvp],
-    // acc [bq, lda] (the unnormalised output), S [bq, lds] (logits, then P); m, l: the
-    // rows' running max and sum.
+    const int ldq = D, lda = Dvp, lds = bk;
+    // Qs [bq, ldq], Vs [bk, Dvp], acc [bq, lda] (the unnormalised output), S [bq, lds]
+    // (logits, then P); m, l: the rows' running max and sum. K^T is read in place.
     Scratch2<T> Qs(t.team_scratch(level), bq, ldq);
-    Scratch2<T> Kts(t.team_scratch(level), tl.gpu_form ? D : 0, bk);
     Scratch2<T> Vs(t.team_scratch(level), bk, Dvp), acc(t.team_scratch(level), bq, lda);
     Scratch2<T> S(t.team_scratch(level), bq, lds);
     Scratch1<T> m(t.team_scratch(level), bq), l(t.team_scratch(level), bq);
@@ -69,14 +55,9 @@ struct Forward {
     for (int j0 = 0; j0 < jend; j0 += bk) {
       const int nk = (jend - j0) < bk ? int(jend - j0) : bk;
       const int nkp = tile::round_up(nk, CB);
-      const T* kblock = &kt(bhk, j0 / bk, 0, 0);
+      const T* const kblock = &kt(bhk, j0 / bk, 0, 0);
       t.team_barrier();
       load_rows(t, Vs.data(), Dvp, nk, nk, Dv, [&](int c) { return &a.v(b, j0 + c, hk, 0); });
-      if (tl.gpu_form) {
-        load_rows(t, Kts.data(), bk, D, D, bk, [&](int d) { return kblock + d * bk; });
-        kblock = Kts.data();
-        t.team_barrier();
-      }
       tile::gemm<false>(t, S.data(), lds, Qs.data(), ldq, kblock, bk, mq, nkp, D);
       t.team_barrier();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mq), [&](int r) {
@@ -278,9 +259,7 @@ struct BackwardQ {
   }
 };
 
-// Threads of a GPU team: a 32 x 64 product's 4 x 4 register blocks, one each (forward); a
-// 16 x 64 product's (backward).
-constexpr int kGpuForwardThreads = 128;
+// Threads of a GPU backward team: a 16 x 64 product's 4 x 4 register blocks, one each.
 constexpr int kGpuBackwardThreads = 64;
 
 bool g_gpu_form = tile::kGpuLayout;
@@ -297,14 +276,6 @@ Tiles fitting_tiles(std::initializer_list<Tiles> choices, Tiles cpu, Bytes bytes
   return *choices.begin();
 }
 
-template <class T>
-ForwardTiles forward_tiles(int D, int Dv) {
-  if (!g_gpu_form) return {kTileQ, kTileK, false};
-  return fitting_tiles<ForwardTiles>(
-      {{32, 32, true}, {32, 16, true}, {32, 8, true}}, {kTileQ, kTileK, true},
-      [&](const ForwardTiles& tl) { return Forward<T>::scratch_bytes(tl, D, Dv); });
-}
-
 // gpu_threads: a GPU team's threads (0: Kokkos chooses); a CPU team takes what its backend
 // allows (one thread on Serial).
 template <class F>
@@ -313,6 +284,75 @@ void launch(F f, int league, size_t bytes, int gpu_threads = 0) {
                                                           : TeamPolicy(league, Kokkos::AUTO);
   policy.set_scratch_size(f.level, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for("lcr::sdpa", policy, f);
+}
+
+template <class T, int SC, int NCH>
+void launch_forward_gpu(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse,
+                        const ForwardGpuShape& sh) {
+  using F = ForwardGpu<T, SC, NCH>;
+  const int B = a.q.extent(0), Lq = a.q.extent(1), H = a.q.extent(2), D = a.q.extent(3);
+  const int nqt = ceil_div(Lq, sh.bq()), npass = ceil_div(a.v.extent(3), F::kDvc);
+  const size_t bytes = F::scratch_bytes(sh, D);
+  F f{a,
+      transpose_heads(a.k, sh.bk()),
+      o,
+      lse,
+      H,
+      int(a.k.extent(2)),
+      Lq,
+      int(a.k.extent(1)),
+      D,
+      int(a.v.extent(3)),
+      nqt,
+      npass,
+      scratch_level(bytes),
+      sh,
+      -std::numeric_limits<T>::infinity()};
+  // A CPU (the GPU form under test) runs each team on one thread, which plays all of them.
+  // At most 128 registers a thread, so four 128-thread teams share an SM (the compiler would
+  // otherwise take ~160 for prefetched operands and fit three).
+  using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
+                                    Kokkos::LaunchBounds<128, 4>>;
+  Policy policy(B * H * nqt * npass, tile::kGpuLayout ? sh.threads() : 1);
+  policy.set_scratch_size(f.level, Kokkos::PerTeam(bytes));
+  Kokkos::parallel_for("lcr::sdpa_forward_gpu", policy, f);
+}
+
+// The GPU-form forward (sdpa_forward_gpu.hpp): 32 output columns a thread pass at most
+// (register use), the largest team shape whose scratch fits level 0.
+template <class T>
+void sdpa_forward_gpu_form(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse) {
+  const int D = a.q.extent(3), Dv = a.v.extent(3);
+  const int nch = Dv <= 32 ? 1 : Dv <= 64 ? 2 : 4;
+  const std::initializer_list<ForwardGpuShape> shapes{{16, 4}, {16, 2}, {8, 4}, {8, 2}};
+  // A CPU (the GPU form under test) takes CUDA's usual cap, so the tests reach the shapes
+  // that wide heads and float64 take on a GPU.
+  constexpr size_t kCudaLevel0 = 48 * 1024 - 1026 * 8 - 8;
+  const size_t cap =
+      tile::kGpuLayout ? Kokkos::TeamPolicy<ExecSpace>::scratch_size_max(0) : kCudaLevel0;
+  ForwardGpuShape sh = *(shapes.end() - 1);
+  for (const ForwardGpuShape& c : shapes) {
+    const size_t bytes = nch == 1   ? ForwardGpu<T, 4, 1>::scratch_bytes(c, D)
+                         : nch == 2 ? ForwardGpu<T, 4, 2>::scratch_bytes(c, D)
+                                    : ForwardGpu<T, 4, 4>::scratch_bytes(c, D);
+    if (bytes <= cap) {
+      sh = c;
+      break;
+    }
+  }
+  auto run = [&](auto nch_c) {
+    constexpr int N = decltype(nch_c)::value;
+    if (sh.sc == 4)
+      launch_forward_gpu<T, 4, N>(a, o, lse, sh);
+    else
+      launch_forward_gpu<T, 2, N>(a, o, lse, sh);
+  };
+  if (nch == 1)
+    run(std::integral_constant<int, 1>{});
+  else if (nch == 2)
+    run(std::integral_constant<int, 2>{});
+  else
+    run(std::integral_constant<int, 4>{});
 }
 
 template <class T>
@@ -417,17 +457,26 @@ void sdpa_forward(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse) 
               o.extent(3) == size_t(Dv),
           "output o must be [B, Lq, H, Dv]");
   if (B == 0 || Lq == 0 || H == 0) return;
-  const ForwardTiles tl = forward_tiles<T>(D, Dv);
-  const int nqt = ceil_div(Lq, tl.bq);
-  const size_t bytes = Forward<T>::scratch_bytes(tl, D, Dv);
-  Forward<T> f{a,   transpose_heads(a.k, tl.bk),
-               o,   lse,
-               H,   Hkv,
-               Lq,  Lk,
-               D,   Dv,
-               nqt, scratch_level(bytes),
-               tl,  -std::numeric_limits<T>::infinity()};
-  launch(f, B * H * nqt, bytes, g_gpu_form ? kGpuForwardThreads : 0);
+  if (g_gpu_form) {
+    sdpa_forward_gpu_form(a, o, lse);
+    return;
+  }
+  const int nqt = ceil_div(Lq, kTileQ);
+  const size_t bytes = Forward<T>::scratch_bytes(D, Dv);
+  Forward<T> f{a,
+               transpose_heads(a.k, kTileK),
+               o,
+               lse,
+               H,
+               Hkv,
+               Lq,
+               Lk,
+               D,
+               Dv,
+               nqt,
+               scratch_level(bytes),
+               -std::numeric_limits<T>::infinity()};
+  launch(f, B * H * nqt, bytes);
 }
 
 template <class T>

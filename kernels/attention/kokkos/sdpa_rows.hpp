@@ -51,6 +51,14 @@ struct Logit {
     }
     cap(x, lo, hi);
   }
+  // One element of query_row: query i (position pi) against key j (position pj), the same
+  // operations in the same order, on a value (a GPU thread's register).
+  KOKKOS_INLINE_FUNCTION T at(T x, int b, int h, int i, int64_t pi, int j, int64_t pj) const {
+    x *= a.scale;
+    if (a.alibi_slopes.extent(0) > 0) x -= a.alibi_slopes(h) * T(pi - pj);
+    if (a.bias_q.extent(0) > 0) x += a.bias_q(b, i, h) - a.bias_k(b, j, h);
+    return a.softcap > T(0) ? a.softcap * kmath::tanh(x / a.softcap) : x;
+  }
   KOKKOS_INLINE_FUNCTION void cap(T* KOKKOS_RESTRICT x, int lo, int hi) const {
     if (a.softcap > T(0))
       for (int c = lo; c < hi; ++c) x[c] = a.softcap * kmath::tanh(x[c] / a.softcap);
@@ -150,7 +158,13 @@ KOKKOS_INLINE_FUNCTION void load_rows(const Member& t, T* dst, int ld, int rows,
 // dst [rows, ld] = 0.
 template <class T, class Member>
 KOKKOS_INLINE_FUNCTION void zero_rows(const Member& t, T* dst, int ld, int rows) {
-  load_rows(t, dst, ld, rows, 0, 0, [](int) { return static_cast<const T*>(nullptr); });
+  if constexpr (tile::kGpuLayout) {
+    for_each_element(t, rows, ld, [&](int e, int, int) { dst[e] = T(0); });
+  } else {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(t, rows), [&](int r) {
+      for (int d = 0; d < ld; ++d) dst[r * ld + d] = T(0);
+    });
+  }
 }
 
 // dst(r)[d] = src[r * ld + d] * scale(r) for r < n, d < w: a tile's rows back to a

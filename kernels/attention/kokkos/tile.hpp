@@ -47,6 +47,14 @@ struct Simd {
 constexpr int kPacksPerBlock = 4;
 #endif
 
+// Fully unroll a loop over a register array (its index must be a compile-time constant, or
+// the array lives in local memory): device compilers do not always unroll long bodies.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define LCR_UNROLL _Pragma("unroll")
+#else
+#define LCR_UNROLL
+#endif
+
 // Device code: a team's threads are GPU lanes. Tile loads go one element a thread
 // (coalesced), register blocks interleave rows and columns (below), and the kernels choose
 // tiles that fit level-0 scratch (on-chip shared memory).
