@@ -259,102 +259,92 @@ struct BackwardQ {
   }
 };
 
-// Threads of a GPU backward team: a 16 x 64 product's 4 x 4 register blocks, one each.
-constexpr int kGpuBackwardThreads = 64;
-
 bool g_gpu_form = tile::kGpuLayout;
 
-// The largest tiles in `choices` whose scratch fits level 0; the first if none does (then
-// level 1). The GPU form on a CPU (tests) takes 64 x 64: every tile must hold whole
-// register blocks of the build's SIMD width.
-template <class Tiles, class Bytes>
-Tiles fitting_tiles(std::initializer_list<Tiles> choices, Tiles cpu, Bytes bytes) {
-  if (!tile::kGpuLayout) return cpu;
-  const size_t cap = Kokkos::TeamPolicy<ExecSpace>::scratch_size_max(0);
-  for (const Tiles& c : choices)
-    if (bytes(c) <= cap) return c;
-  return *choices.begin();
-}
-
-// gpu_threads: a GPU team's threads (0: Kokkos chooses); a CPU team takes what its backend
-// allows (one thread on Serial).
+// a CPU team takes what its backend allows (one thread on Serial).
 template <class F>
-void launch(F f, int league, size_t bytes, int gpu_threads = 0) {
-  TeamPolicy policy = tile::kGpuLayout && gpu_threads > 0 ? TeamPolicy(league, gpu_threads)
-                                                          : TeamPolicy(league, Kokkos::AUTO);
+void launch(F f, int league, size_t bytes) {
+  TeamPolicy policy(league, Kokkos::AUTO);
   policy.set_scratch_size(f.level, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for("lcr::sdpa", policy, f);
 }
 
-template <class T, int SC, int NCH>
-void launch_forward_gpu(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse,
-                        const ForwardGpuShape& sh) {
-  using F = ForwardGpu<T, SC, NCH>;
-  const int B = a.q.extent(0), Lq = a.q.extent(1), H = a.q.extent(2), D = a.q.extent(3);
-  const int nqt = ceil_div(Lq, sh.bq()), npass = ceil_div(a.v.extent(3), F::kDvc);
-  const size_t bytes = F::scratch_bytes(sh, D);
-  F f{a,
-      transpose_heads(a.k, sh.bk()),
-      o,
-      lse,
-      H,
-      int(a.k.extent(2)),
-      Lq,
-      int(a.k.extent(1)),
-      D,
-      int(a.v.extent(3)),
-      nqt,
-      npass,
-      scratch_level(bytes),
-      sh,
-      -std::numeric_limits<T>::infinity()};
-  // A CPU (the GPU form under test) runs each team on one thread, which plays all of them.
-  // At most 128 registers a thread, so four 128-thread teams share an SM (the compiler would
-  // otherwise take ~160 for prefetched operands and fit three).
-  using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
-                                    Kokkos::LaunchBounds<128, 4>>;
-  Policy policy(B * H * nqt * npass, tile::kGpuLayout ? sh.threads() : 1);
-  policy.set_scratch_size(f.level, Kokkos::PerTeam(bytes));
-  Kokkos::parallel_for("lcr::sdpa_forward_gpu", policy, f);
-}
-
-// The GPU-form forward (sdpa_forward_gpu.hpp): 32 output columns a thread pass at most
-// (register use), the largest team shape whose scratch fits level 0.
-template <class T>
-void sdpa_forward_gpu_form(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse) {
-  const int D = a.q.extent(3), Dv = a.v.extent(3);
-  const int nch = Dv <= 32 ? 1 : Dv <= 64 ? 2 : 4;
-  const std::initializer_list<ForwardGpuShape> shapes{{16, 4}, {16, 2}, {8, 4}, {8, 2}};
-  // A CPU (the GPU form under test) takes CUDA's usual cap, so the tests reach the shapes
-  // that wide heads and float64 take on a GPU.
+// The first of `shapes` whose scratch (bytes(shape)) fits level 0, else the last (then in
+// level 1). A CPU (the GPU form under test) takes CUDA's usual cap, so the tests reach the
+// shapes that wide heads and float64 take on a GPU.
+template <class Bytes>
+GpuShape fitting_shape(std::initializer_list<GpuShape> shapes, Bytes bytes) {
   constexpr size_t kCudaLevel0 = 48 * 1024 - 1026 * 8 - 8;
   const size_t cap =
       tile::kGpuLayout ? Kokkos::TeamPolicy<ExecSpace>::scratch_size_max(0) : kCudaLevel0;
-  ForwardGpuShape sh = *(shapes.end() - 1);
-  for (const ForwardGpuShape& c : shapes) {
-    const size_t bytes = nch == 1   ? ForwardGpu<T, 4, 1>::scratch_bytes(c, D)
-                         : nch == 2 ? ForwardGpu<T, 4, 2>::scratch_bytes(c, D)
-                                    : ForwardGpu<T, 4, 4>::scratch_bytes(c, D);
-    if (bytes <= cap) {
-      sh = c;
-      break;
-    }
-  }
-  auto run = [&](auto nch_c) {
-    constexpr int N = decltype(nch_c)::value;
-    if (sh.sc == 4)
-      launch_forward_gpu<T, 4, N>(a, o, lse, sh);
-    else
-      launch_forward_gpu<T, 2, N>(a, o, lse, sh);
-  };
-  if (nch == 1)
-    run(std::integral_constant<int, 1>{});
-  else if (nch == 2)
-    run(std::integral_constant<int, 2>{});
-  else
-    run(std::integral_constant<int, 4>{});
+  for (const GpuShape& c : shapes)
+    if (bytes(c) <= cap) return c;
+  return *(shapes.end() - 1);
 }
 
+// A GPU-form kernel over `league` teams of sh.threads() (one on a CPU, which plays them all),
+// compiled for at most kMaxThreads a team and kMinTeams teams an SM: the register cap that
+// sets (65536 / (kMaxThreads kMinTeams)) trades occupancy against spills.
+template <int kMaxThreads, int kMinTeams, class F>
+void launch_gpu_form(const char* name, const F& f, int league, size_t bytes, const GpuShape& sh) {
+  using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
+                                    Kokkos::LaunchBounds<kMaxThreads, kMinTeams>>;
+  Policy policy(league, tile::kGpuLayout ? sh.threads() : 1);
+  policy.set_scratch_size(f.level, Kokkos::PerTeam(bytes));
+  Kokkos::parallel_for(name, policy, f);
+}
+
+// Register chunks NC of a GPU-form thread (4 NC columns a pass of 32 NC): two up to 64
+// columns, else four (more would spill), in passes past 128.
+inline int register_chunks(int width) { return width <= 64 ? 2 : 4; }
+
+// f(std::integral_constant<int, SC>, std::integral_constant<int, NC>) for run-time sc (one
+// of SCs) and nc (2 or 4): the kernels instantiated are those.
+template <int... SCs, class F>
+void with_blocks(int sc, int nc, F&& f) {
+  auto on_nc = [&](auto s) {
+    if (nc == 2)
+      f(s, std::integral_constant<int, 2>{});
+    else
+      f(s, std::integral_constant<int, 4>{});
+  };
+  ((sc == SCs ? on_nc(std::integral_constant<int, SCs>{}) : void()), ...);
+}
+
+// The GPU-form forward (sdpa_forward_gpu.hpp).
+template <class T>
+void sdpa_forward_gpu_form(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse) {
+  const int B = a.q.extent(0), Lq = a.q.extent(1), H = a.q.extent(2), D = a.q.extent(3);
+  const int Dv = a.v.extent(3), nc = register_chunks(Dv);
+  const GpuShape sh = fitting_shape({{16, 4}, {16, 2}, {8, 4}, {8, 2}}, [&](const GpuShape& c) {
+    return ForwardGpu<T, 4, 4>::scratch_bytes(c, D, 32 * nc);
+  });
+  with_blocks<4, 2>(sh.sc, nc, [&](auto sc, auto ncc) {
+    using F = ForwardGpu<T, decltype(sc)::value, decltype(ncc)::value>;
+    const int nqt = ceil_div(Lq, sh.rows()), npass = ceil_div(Dv, F::kDvc);
+    const size_t bytes = F::scratch_bytes(sh, D, F::kDvc);
+    const F f{a,
+              transpose_heads(a.k, sh.cols()),
+              o,
+              lse,
+              H,
+              int(a.k.extent(2)),
+              Lq,
+              int(a.k.extent(1)),
+              D,
+              Dv,
+              nqt,
+              npass,
+              scratch_level(bytes),
+              sh,
+              -std::numeric_limits<T>::infinity()};
+    launch_gpu_form<128, 4>("lcr::sdpa_forward_gpu", f, B * H * nqt * npass, bytes, sh);
+  });
+}
+
+// The GPU-form backward (sdpa_backward_gpu.hpp): the dK/dV kernel, then the dQ kernel. The
+// dK/dV kernel keeps two gradient blocks in registers: uncapped it takes ~230 registers, and
+// any cap that fits a fifth team on an SM spills.
 template <class T>
 void sdpa_backward_gpu_form(const SdpaArgs<T>& a, const View3<const T>& lse,
                             const View3<const T>& delta, const View4<const T>& dout,
@@ -363,58 +353,73 @@ void sdpa_backward_gpu_form(const SdpaArgs<T>& a, const View3<const T>& lse,
   const int B = a.q.extent(0), Lq = a.q.extent(1), H = a.q.extent(2), D = a.q.extent(3);
   const int Lk = a.k.extent(1), Hkv = a.k.extent(2), Dv = a.v.extent(3);
   const T ninf = -std::numeric_limits<T>::infinity();
-  const std::initializer_list<BackwardTiles> choices{{32, 16}, {16, 16}, {16, 8}, {8, 8}};
+  const std::initializer_list<GpuShape> shapes{{8, 2}, {4, 2}, {4, 1}};
   if (Lk > 0) {
-    const BackwardTiles tl = fitting_tiles<BackwardTiles>(choices, {kTileQ, kTileK}, [&](auto c) {
-      return BackwardKVGpu<T>::scratch_bytes(c, D, Dv);
+    const int nc = register_chunks(D > Dv ? D : Dv);
+    const GpuShape sh = fitting_shape(shapes, [&](const GpuShape& c) {
+      return BackwardKVGpu<T, 1, 4>::scratch_bytes(c, D, Dv, 32 * nc);
     });
-    const int nkt = ceil_div(Lk, tl.bk);
-    const size_t bytes = BackwardKVGpu<T>::scratch_bytes(tl, D, Dv);
-    BackwardKVGpu<T> f{a,
-                       transpose_heads(a.k, tl.bk),
-                       transpose_heads(a.v, tl.bk),
-                       lse,
-                       delta,
-                       dout,
-                       dk,
-                       dv,
-                       dbias_k,
-                       H,
-                       Hkv,
-                       Lq,
-                       Lk,
-                       D,
-                       Dv,
-                       nkt,
-                       scratch_level(bytes),
-                       tl,
-                       ninf};
-    launch(f, B * Hkv * nkt, bytes, kGpuBackwardThreads);
+    with_blocks<2, 1>(sh.sc, nc, [&](auto sc, auto ncc) {
+      using F = BackwardKVGpu<T, decltype(sc)::value, decltype(ncc)::value>;
+      const int nkt = ceil_div(Lk, sh.rows());
+      const int npass = ceil_div(D > Dv ? D : Dv, F::kDc);
+      const size_t bytes = F::scratch_bytes(sh, D, Dv, F::kDc);
+      const F f{a,
+                transpose_heads(a.k, sh.rows()),
+                transpose_heads(a.v, sh.rows()),
+                transpose_heads(a.q, sh.cols()),
+                transpose_heads(dout, sh.cols()),
+                lse,
+                delta,
+                dout,
+                dk,
+                dv,
+                dbias_k,
+                H,
+                Hkv,
+                Lq,
+                Lk,
+                D,
+                Dv,
+                nkt,
+                npass,
+                scratch_level(bytes),
+                sh,
+                ninf};
+      launch_gpu_form<64, 4>("lcr::sdpa_backward_kv_gpu", f, B * Hkv * nkt * npass, bytes, sh);
+    });
   }
   if (Lq > 0) {
-    const BackwardTiles tl = fitting_tiles<BackwardTiles>(choices, {kTileQ, kTileK}, [&](auto c) {
-      return BackwardQGpu<T>::scratch_bytes(c, D, Dv);
+    const int nc = register_chunks(D);
+    const GpuShape sh = fitting_shape(shapes, [&](const GpuShape& c) {
+      return BackwardQGpu<T, 1, 4>::scratch_bytes(c, D, Dv, 32 * nc);
     });
-    const int nqt = ceil_div(Lq, tl.bq);
-    const size_t bytes = BackwardQGpu<T>::scratch_bytes(tl, D, Dv);
-    BackwardQGpu<T> f{a,
-                      transpose_heads(a.q, tl.bq),
-                      transpose_heads(dout, tl.bq),
-                      lse,
-                      delta,
-                      dq,
-                      dbias_q,
-                      H,
-                      Hkv,
-                      Lq,
-                      Lk,
-                      D,
-                      Dv,
-                      nqt,
-                      scratch_level(bytes),
-                      tl,
-                      ninf};
-    launch(f, B * H * nqt, bytes, kGpuBackwardThreads);
+    with_blocks<2, 1>(sh.sc, nc, [&](auto sc, auto ncc) {
+      using F = BackwardQGpu<T, decltype(sc)::value, decltype(ncc)::value>;
+      const int nqt = ceil_div(Lq, sh.rows()), npass = ceil_div(D, F::kDc);
+      const size_t bytes = F::scratch_bytes(sh, D, Dv, F::kDc);
+      const F f{a,
+                transpose_heads(a.k, sh.cols()),
+                transpose_heads(a.v, sh.cols()),
+                transpose_heads(a.q, sh.rows()),
+                transpose_heads(dout, sh.rows()),
+                lse,
+                delta,
+                dq,
+                dbias_q,
+                H,
+                Hkv,
+                Lq,
+                Lk,
+                D,
+                Dv,
+                nqt,
+                npass,
+                scratch_level(bytes),
+                sh,
+                ninf};
+      launch_gpu_form<64, 8>("lcr::sdpa_backward_q_gpu", f, B * H * nqt * npass, bytes, sh);
+    });
   }
 }
 

@@ -20,96 +20,57 @@
 
 namespace lcr::sdpa_detail {
 
-// A team's shape: RG row groups of 4 query rows, 8 SC keys a tile.
-struct ForwardGpuShape {
-  int rg, sc;
-  KOKKOS_INLINE_FUNCTION int bq() const { return 4 * rg; }
-  KOKKOS_INLINE_FUNCTION int bk() const { return 8 * sc; }
-  KOKKOS_INLINE_FUNCTION int threads() const { return 8 * rg; }
-};
-
-// N consecutive elements, aligned to their size: device code reads and writes them with one
-// vector instruction (ld.shared.v4 on CUDA); a CPU build (tests) copies them.
-template <class T, int N>
-struct alignas(N * sizeof(T)) Pack {
-  T v[N];
-};
-template <int N, class T>
-KOKKOS_FORCEINLINE_FUNCTION Pack<T, N> load_pack(const T* p) {
-  if constexpr (tile::kGpuLayout) {
-    return *reinterpret_cast<const Pack<T, N>*>(p);
-  } else {
-    Pack<T, N> x;
-    std::memcpy(x.v, p, sizeof(x.v));
-    return x;
-  }
-}
-template <int N, class T>
-KOKKOS_FORCEINLINE_FUNCTION void store_pack(T* p, const Pack<T, N>& x) {
-  if constexpr (tile::kGpuLayout) {
-    *reinterpret_cast<Pack<T, N>*>(p) = x;
-  } else {
-    std::memcpy(p, x.v, sizeof(x.v));
-  }
-}
-
 template <class T, int SC, int NCH>
 struct ForwardGpu {
   static constexpr int kDvc = 32 * NCH;  // output columns a pass
-  // One thread's state. A GPU thread has one (in registers: every index below is a
-  // compile-time constant after unrolling); the GPU form on a CPU runs a team on one thread,
-  // which then plays every thread of the team in turn.
+  // One thread's state, in registers on a GPU (every index below is a compile-time constant
+  // after unrolling).
   struct Thread {
     T o[4][4 * NCH];  // unnormalised output, rows 4 ty + i, columns (c, j) -> 32 c + 4 tx + j
     T s[4][SC];       // this key tile's logits, then probabilities
     T m[4], l[4];     // running max (the row's); running sum over this thread's columns
   };
-  static constexpr int kMaxVirtual = tile::kGpuLayout ? 1 : 128;
 
   SdpaArgs<T> a;
   View4<const T> kt;  // [B Hkv, Lk tiles, D, BK]: K transposed per key tile
   View4<T> o;
   View3<T> lse;
   int H, Hkv, Lq, Lk, D, Dv, nqt, npass, level;
-  ForwardGpuShape sh;
+  GpuShape sh;
   T neg_inf;
 
   // Scratch, in elements, each region a multiple of 4: Qt [D, BQ + 4] (Q^T; the pad spreads
   // a warp's transposed stores over the banks), Kt [D, BK] sharing its space with Pt
   // [BK, BQ + 4] (P^T), Vs [BK, Dvc], red [BQ, 8] (the 8 threads' partials of each row).
-  KOKKOS_INLINE_FUNCTION static int ld_t(const ForwardGpuShape& sh) { return sh.bq() + 4; }
-  KOKKOS_INLINE_FUNCTION static size_t scratch_elems(const ForwardGpuShape& sh, int D) {
-    const size_t kt = size_t(D) * sh.bk(), pt = size_t(sh.bk()) * ld_t(sh);
-    return size_t(D) * ld_t(sh) + (kt > pt ? kt : pt) + size_t(sh.bk()) * kDvc + sh.bq() * 8;
+  // (dvc: the output columns a pass, kDvc.)
+  KOKKOS_INLINE_FUNCTION static size_t scratch_elems(const GpuShape& sh, int D, int dvc) {
+    const size_t kt = size_t(D) * sh.cols(), pt = size_t(sh.cols()) * sh.ld();
+    return size_t(D) * sh.ld() + (kt > pt ? kt : pt) + size_t(sh.cols()) * dvc + sh.rows() * 8;
   }
-  static size_t scratch_bytes(const ForwardGpuShape& sh, int D) {
-    return scratch_elems(sh, D) * sizeof(T) + 4 * sizeof(T);  // + alignment slack
+  static size_t scratch_bytes(const GpuShape& sh, int D, int dvc) {
+    return scratch_elems(sh, D, dvc) * sizeof(T) + 4 * sizeof(T);  // + alignment slack
   }
 
   KOKKOS_FUNCTION void operator()(const Member& t) const {
-    const int BQ = sh.bq(), BK = sh.bk(), RG = sh.rg, ldt = BQ + 4;
+    const int BQ = sh.rows(), BK = sh.cols(), RG = sh.rg, ldt = sh.ld();
     const int pass = t.league_rank() % npass;
     const auto w = tile_of(t.league_rank() / npass, t.league_size() / npass, nqt, true);
     const int h = w.bh % H, b = w.bh / H, bhk = b * Hkv + h / (H / Hkv);
     const int i0 = w.tile * BQ, col0 = pass * kDvc;
     const int nq = (Lq - i0) < BQ ? (Lq - i0) : BQ;
     const int ncol = (Dv - col0) < kDvc ? (Dv - col0) : kDvc;
-    T* base = static_cast<T*>(
-        t.team_scratch(level).get_shmem_aligned(scratch_elems(sh, D) * sizeof(T), 4 * sizeof(T)));
+    T* base = static_cast<T*>(t.team_scratch(level).get_shmem_aligned(
+        scratch_elems(sh, D, kDvc) * sizeof(T), 4 * sizeof(T)));
     T* Qt = base;
     T* Kt = Qt + D * ldt;
     T* Pt = Kt;
     T* Vs = Kt + (D * BK > BK * ldt ? D * BK : BK * ldt);
     T* red = Vs + BK * kDvc;
 
-    Thread st[kMaxVirtual];
-    const int nvirt = tile::kGpuLayout ? 1 : sh.threads() / t.team_size();
+    Thread st[kMaxTeamThreads];
     // f(thread state, ty, tx) for each thread this one plays.
     auto each = [&](auto&& f) {
-      for (int v = 0; v < nvirt; ++v) {
-        const int id = v * t.team_size() + t.team_rank();
-        f(st[v], id / 8, id % 8);
-      }
+      each_thread(t, st, sh.threads(), [&](Thread& th, int id) { f(th, id / 8, id % 8); });
     };
 
     // Q^T: consecutive threads take consecutive d of a row (coalesced global reads).
@@ -169,7 +130,7 @@ struct ForwardGpu {
   // red gets the rows' maxima over this thread's columns.
   KOKKOS_INLINE_FUNCTION void logits(Thread& th, int ty, int tx, const T* Qt, const T* Kt, T* red,
                                      int b, int h, int i0, int nq, int j0, int nk) const {
-    const int ldt = sh.bq() + 4, BK = sh.bk();
+    const int ldt = sh.ld(), BK = sh.cols();
     LCR_UNROLL
     for (int i = 0; i < 4; ++i) LCR_UNROLL
     for (int j = 0; j < SC; ++j) th.s[i][j] = T(0);
@@ -204,7 +165,7 @@ struct ForwardGpu {
   // The online softmax step for this thread's rows: the rows' new max from the 8 partials,
   // P = exp(s - m) (0 below exp_floor, and where masked), O and l rescaled; P^T to Pt.
   KOKKOS_INLINE_FUNCTION void softmax(Thread& th, int ty, int tx, const T* red, T* Pt) const {
-    const int ldt = sh.bq() + 4;
+    const int ldt = sh.ld();
     LCR_UNROLL
     for (int i = 0; i < 4; ++i) {
       const T* part = red + (i * sh.rg + ty) * 8;

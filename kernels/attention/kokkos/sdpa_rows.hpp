@@ -115,6 +115,21 @@ KOKKOS_INLINE_FUNCTION T softmax_grad_row(T* KOKKOS_RESTRICT srow, T* KOKKOS_RES
   }
 }
 
+// softmax_grad_row for one element (a GPU thread's register): the logit s, its product
+// dp = <dO_i, v_j>, the row's lse and delta. Returns P = exp(s - lse) (0 below exp_floor;
+// lse = +inf gives 0) and sets dx = P (dp - delta) ds/dx, unscaled.
+template <class T>
+KOKKOS_INLINE_FUNCTION T softmax_grad_at(T s, T dp, T lse, T delta, T softcap, T& dx) {
+  const T x = s - lse;
+  const T p = x >= tile::exp_floor<T>() ? kmath::exp(x) : T(0);
+  dx = p * (dp - delta);
+  if (softcap > T(0)) {
+    const T t = s / softcap;
+    dx *= T(1) - t * t;
+  }
+  return p;
+}
+
 // f(e, r, d) for every element e = r * cols + d of a [rows, cols] tile, spread over the team:
 // thread k takes e = k, k + team size, ..., its (r, d) stepped by additions (a division per
 // element costs GPU threads as much as the copy).

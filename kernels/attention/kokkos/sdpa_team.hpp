@@ -1,6 +1,8 @@
 #pragma once
 // What the Kokkos SDPA kernels' teams share (sdpa.cpp, sdpa_backward_gpu.hpp): the team
 // policy, scratch tiles, the order of work items, the per-tile transposes.
+#include <cstring>
+
 #include "kernels/attention/kokkos/sdpa_rows.hpp"
 #include "kernels/base/team_policy.hpp"
 
@@ -48,6 +50,56 @@ KOKKOS_INLINE_FUNCTION TileOf tile_of(int rank, int league, int ntiles, bool des
   const int nbh = league / ntiles;
   const int k = rank / nbh;
   return {rank % nbh, descending ? ntiles - 1 - k : k};
+}
+
+// A GPU-form team's shape (sdpa_forward_gpu.hpp, sdpa_backward_gpu.hpp): RG row groups of
+// 4 rows of the side the team keeps, 8 SC columns of the side it walks a tile.
+struct GpuShape {
+  int rg, sc;
+  KOKKOS_INLINE_FUNCTION int rows() const { return 4 * rg; }
+  KOKKOS_INLINE_FUNCTION int cols() const { return 8 * sc; }
+  KOKKOS_INLINE_FUNCTION int threads() const { return 8 * rg; }
+  // A transposed tile of the kept side: rows padded by 4 so a warp's vector stores down its
+  // columns spread over the banks.
+  KOKKOS_INLINE_FUNCTION int ld() const { return 4 * rg + 4; }
+};
+
+// N consecutive elements, aligned to their size: device code reads and writes them with one
+// vector instruction (ld.shared.v4 on CUDA); a CPU build (tests) copies them.
+template <class T, int N>
+struct alignas(N * sizeof(T)) Pack {
+  T v[N];
+};
+template <int N, class T>
+KOKKOS_FORCEINLINE_FUNCTION Pack<T, N> load_pack(const T* p) {
+  if constexpr (tile::kGpuLayout) {
+    return *reinterpret_cast<const Pack<T, N>*>(p);
+  } else {
+    Pack<T, N> x;
+    std::memcpy(x.v, p, sizeof(x.v));
+    return x;
+  }
+}
+template <int N, class T>
+KOKKOS_FORCEINLINE_FUNCTION void store_pack(T* p, const Pack<T, N>& x) {
+  if constexpr (tile::kGpuLayout) {
+    *reinterpret_cast<Pack<T, N>*>(p) = x;
+  } else {
+    std::memcpy(p, x.v, sizeof(x.v));
+  }
+}
+
+// A GPU-form kernel's per-thread state lives in registers, one State a GPU thread. The GPU
+// form on a CPU (tests) runs a team on one thread, which plays each of the team's `threads`
+// in turn with a State of each: f(state, thread index).
+constexpr int kMaxTeamThreads = tile::kGpuLayout ? 1 : 128;
+template <class State, class F>
+KOKKOS_FORCEINLINE_FUNCTION void each_thread(const Member& t, State* st, int threads, F&& f) {
+  if constexpr (tile::kGpuLayout) {
+    f(st[0], t.team_rank());
+  } else {
+    for (int v = 0; v < threads / t.team_size(); ++v) f(st[v], v * t.team_size() + t.team_rank());
+  }
 }
 
 inline int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
