@@ -38,7 +38,15 @@ std::vector<NamedCase> standard_cases(const std::string& prefix, const Attention
 std::vector<NamedCase> in_gpu_form(std::vector<NamedCase> cases) {
   for (auto& c : cases) {
     c.name += "_gpu_form";
-    c.gpu_form = true;
+    c.form = SdpaForm::Gpu;
+  }
+  return cases;
+}
+
+std::vector<NamedCase> in_two_pass(std::vector<NamedCase> cases) {
+  for (auto& c : cases) {
+    c.name += "_two_pass";
+    c.form = SdpaForm::CpuTwoPass;
   }
   return cases;
 }

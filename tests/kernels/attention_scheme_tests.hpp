@@ -18,7 +18,7 @@ namespace lcr::test {
 struct NamedCase {
   std::string name;  // gtest-safe: letters, digits, underscores
   Case c;
-  bool gpu_form = false;  // run the SDPA kernels' GPU form (sdpa_use_gpu_form) on this build
+  SdpaForm form = SdpaForm::Automatic;  // the SDPA kernels' form this case pins (sdpa_use_form)
 };
 
 // gtest (and ctest's test names) print a parameter with this instead of its raw bytes.
@@ -31,10 +31,10 @@ inline std::string case_name(const ::testing::TestParamInfo<NamedCase>& info) {
 class AttentionSchemeTest : public ::testing::TestWithParam<NamedCase> {
  protected:
   void SetUp() override {
-    if (GetParam().gpu_form) sdpa_use_gpu_form(true);
+    if (GetParam().form != SdpaForm::Automatic) sdpa_use_form(GetParam().form);
   }
-  void TearDown() override { sdpa_use_gpu_form(saved_); }
-  bool saved_ = sdpa_gpu_form();
+  void TearDown() override { sdpa_use_form(saved_); }
+  SdpaForm saved_ = sdpa_form();
 };
 
 // Sizes every scheme is checked at: L = 1, 7, 129, 1000 (not multiples of any tile),
@@ -44,5 +44,10 @@ std::vector<NamedCase> standard_cases(const std::string& prefix, const Attention
 // The same cases, named <name>_gpu_form, run through the kernels' GPU form: a CPU build
 // checks the form a GPU runs (its tiles, its transposed backward) on every CI run.
 std::vector<NamedCase> in_gpu_form(std::vector<NamedCase> cases);
+
+// The same cases, named <name>_two_pass, with the CPU form's two-pass backward, which a
+// rank with more threads than KV heads runs (CI's Serial build would otherwise run only the
+// one-pass backward).
+std::vector<NamedCase> in_two_pass(std::vector<NamedCase> cases);
 
 }  // namespace lcr::test

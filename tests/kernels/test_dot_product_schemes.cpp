@@ -33,9 +33,12 @@ std::vector<NamedCase> cases() {
   add("alibi_all_numerics", s);
   // The GPU form: every option through its transposed backward (FoX: the bias lanes).
   for (const auto& c : in_gpu_form(standard_cases("alibi_all_numerics", s))) all.push_back(c);
+  // The CPU form's two-pass backward (BackwardQ: dQ and dbias_q by query tile).
+  for (const auto& c : in_two_pass(standard_cases("alibi_all_numerics", s))) all.push_back(c);
   s.scheme = Scheme::FoX;
   s.numerics = {};
   for (const auto& c : in_gpu_form(standard_cases("fox", s))) all.push_back(c);
+  for (const auto& c : in_two_pass(standard_cases("fox", s))) all.push_back(c);
   return all;
 }
 

@@ -93,7 +93,10 @@ struct Forward {
 };
 
 // dK, dV (and dbias_k) for one key tile of one KV head, summed over the query heads of
-// its GQA group and over every query tile that can see the key tile.
+// its GQA group and over every query tile that can see the key tile. With dq_acc (the single
+// pass), a team takes a whole KV head, key tile after key tile, and also adds each pair's
+// scale dS K to its heads' dQ rows (and dS's row sums to dbias_q): it alone writes them, so
+// there are no atomics, and the 2 products of S and dP that BackwardQ would redo are saved.
 template <class T>
 struct BackwardKV {
   SdpaArgs<T> a;
@@ -102,65 +105,86 @@ struct BackwardKV {
   View4<const T> dout;
   View4<T> dk, dv;
   View3<T> dbias_k;
+  View3<T> dq_acc;   // [B H, Lq rounded to kTileQ, Dp] or empty: the single pass's dQ
+  View3<T> dbias_q;  // the single pass's (else BackwardQ's)
   int H, Hkv, Lq, Lk, D, Dv, nkt, level;
   T neg_inf;
 
   static size_t scratch_bytes(int D, int Dv) {
     const int CB = tile::block_cols<T>();
     const int Dp = tile::round_up(D, CB), Dvp = tile::round_up(Dv, CB);
-    return scratch2<T>(kTileK, D) + scratch2<T>(kTileK, Dv) + scratch2<T>(kTileK, Dp) +
+    return scratch2<T>(kTileK, Dp) + scratch2<T>(kTileK, Dv) + scratch2<T>(kTileK, Dp) +
            scratch2<T>(kTileK, Dvp) + scratch2<T>(kTileQ, Dp) + scratch2<T>(kTileQ, Dvp) +
            2 * scratch2<T>(kTileK, kTileQ) + Scratch1<T>::shmem_size(kTileK) +
            2 * Scratch1<T>::shmem_size(kTileQ);
   }
 
+  // Ks [kTileK, Dp] (zero past D: the dQ product's right operand), Vs [kTileK, Dv];
+  // dKs [kTileK, Dp], dVs [kTileK, Dvp] accumulate; Qs [kTileQ, Dp], dOs [kTileQ, Dvp];
+  // S, dP [kTileK, kTileQ]: the logits and dP of (key, query) pairs, then P and scale * dS;
+  // lse_s, del_s: the query tile's rows.
+  struct Tiles {
+    Scratch2<T> Ks, Vs, dKs, dVs, Qs, dOs, S, dP;
+    Scratch1<T> dbk, lse_s, del_s;
+  };
+
   KOKKOS_FUNCTION void operator()(const Member& t) const {
+    constexpr int CB = tile::block_cols<T>();
+    const int Dp = tile::round_up(D, CB), Dvp = tile::round_up(Dv, CB);
+    const auto sp = t.team_scratch(level);
+    const Tiles s{Scratch2<T>(sp, kTileK, Dp),     Scratch2<T>(sp, kTileK, Dv),
+                  Scratch2<T>(sp, kTileK, Dp),     Scratch2<T>(sp, kTileK, Dvp),
+                  Scratch2<T>(sp, kTileQ, Dp),     Scratch2<T>(sp, kTileQ, Dvp),
+                  Scratch2<T>(sp, kTileK, kTileQ), Scratch2<T>(sp, kTileK, kTileQ),
+                  Scratch1<T>(sp, kTileK),         Scratch1<T>(sp, kTileQ),
+                  Scratch1<T>(sp, kTileQ)};
+    if (dq_acc.extent(0) > 0) {
+      for (int jt = 0; jt < nkt; ++jt) key_tile(t, s, t.league_rank(), jt);
+    } else {
+      // First key tile first: under a causal mask the most queries see it.
+      const auto w = tile_of(t.league_rank(), t.league_size(), nkt, false);
+      key_tile(t, s, w.bh, w.tile);
+    }
+  }
+
+  KOKKOS_FUNCTION void key_tile(const Member& t, const Tiles& s, int bhk, int jt) const {
     constexpr int CB = tile::block_cols<T>(), R = tile::kBlockRows;
-    // First key tile first: under a causal mask the most queries see it.
-    const auto w = tile_of(t.league_rank(), t.league_size(), nkt, false);
-    const int hk = w.bh % Hkv, b = w.bh / Hkv, G = H / Hkv;
-    const int j0 = w.tile * kTileK;
+    const int hk = bhk % Hkv, b = bhk / Hkv, G = H / Hkv;
+    const int j0 = jt * kTileK;
     const int nk = (Lk - j0) < kTileK ? (Lk - j0) : kTileK;
     const int mk = tile::round_up(nk, R);
     const int Dp = tile::round_up(D, CB), Dvp = tile::round_up(Dv, CB);
-    // Ks [kTileK, D], Vs [kTileK, Dv]; dKs [kTileK, Dp], dVs [kTileK, Dvp] accumulate;
-    // Qs [kTileQ, Dp], dOs [kTileQ, Dvp]; S, dP [kTileK, kTileQ]: the logits and dP of
-    // (key, query) pairs, then P and scale * dS; lse_s, del_s: the query tile's rows.
-    Scratch2<T> Ks(t.team_scratch(level), kTileK, D), Vs(t.team_scratch(level), kTileK, Dv);
-    Scratch2<T> dKs(t.team_scratch(level), kTileK, Dp), dVs(t.team_scratch(level), kTileK, Dvp);
-    Scratch2<T> Qs(t.team_scratch(level), kTileQ, Dp), dOs(t.team_scratch(level), kTileQ, Dvp);
-    Scratch2<T> S(t.team_scratch(level), kTileK, kTileQ), dP(t.team_scratch(level), kTileK, kTileQ);
-    Scratch1<T> dbk(t.team_scratch(level), kTileK);
-    Scratch1<T> lse_s(t.team_scratch(level), kTileQ), del_s(t.team_scratch(level), kTileQ);
+    const bool single = dq_acc.extent(0) > 0;
     const Logit<T> logit{a};
 
-    load_rows(t, Ks.data(), D, mk, nk, D, [&](int c) { return &a.k(b, j0 + c, hk, 0); });
-    load_rows(t, Vs.data(), Dv, mk, nk, Dv, [&](int c) { return &a.v(b, j0 + c, hk, 0); });
-    zero_rows(t, dKs.data(), Dp, mk);
-    zero_rows(t, dVs.data(), Dvp, mk);
+    t.team_barrier();  // the last key tile's stores are done with the tiles
+    load_rows(t, s.Ks.data(), Dp, mk, nk, D, [&](int c) { return &a.k(b, j0 + c, hk, 0); });
+    load_rows(t, s.Vs.data(), Dv, mk, nk, Dv, [&](int c) { return &a.v(b, j0 + c, hk, 0); });
+    zero_rows(t, s.dKs.data(), Dp, mk);
+    zero_rows(t, s.dVs.data(), Dvp, mk);
     // First query row whose position reaches this tile's first key.
     int64_t istart = a.k_pos0 + j0 - a.q_pos0;
     if (istart < 0) istart = 0;
     const int qt0 = int(istart / kTileQ);
     for (int g = 0; g < G; ++g) {
       const int h = hk * G + g, bh = b * H + h;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mk), [&](int c) { dbk(c) = T(0); });
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mk), [&](int c) { s.dbk(c) = T(0); });
       for (int i0 = qt0 * kTileQ; i0 < Lq; i0 += kTileQ) {
         const int nq = (Lq - i0) < kTileQ ? (Lq - i0) : kTileQ;
         const int nqp = tile::round_up(nq, CB);
         t.team_barrier();
-        load_rows(t, Qs.data(), Dp, nq, nq, D, [&](int r) { return &a.q(b, i0 + r, h, 0); });
-        load_rows(t, dOs.data(), Dvp, nq, nq, Dv, [&](int r) { return &dout(b, i0 + r, h, 0); });
+        load_rows(t, s.Qs.data(), Dp, nq, nq, D, [&](int r) { return &a.q(b, i0 + r, h, 0); });
+        load_rows(t, s.dOs.data(), Dvp, nq, nq, Dv, [&](int r) { return &dout(b, i0 + r, h, 0); });
         // An empty row (lse -inf) and the padding get lse +inf: P = exp(s - inf) = 0.
         Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nqp), [&](int r) {
           const T l = r < nq ? lse(b, h, i0 + r) : neg_inf;
-          lse_s(r) = l == neg_inf ? -neg_inf : l;
-          del_s(r) = r < nq ? delta(b, h, i0 + r) : T(0);
+          s.lse_s(r) = l == neg_inf ? -neg_inf : l;
+          s.del_s(r) = r < nq ? delta(b, h, i0 + r) : T(0);
         });
-        tile::gemm<false>(t, S.data(), kTileQ, Ks.data(), D, &qt(bh, i0 / kTileQ, 0, 0), kTileQ, mk,
-                          nqp, D);
-        tile::gemm<false>(t, dP.data(), kTileQ, Vs.data(), Dv, &dot(bh, i0 / kTileQ, 0, 0), kTileQ,
-                          mk, nqp, Dv);
+        tile::gemm<false>(t, s.S.data(), kTileQ, s.Ks.data(), Dp, &qt(bh, i0 / kTileQ, 0, 0),
+                          kTileQ, mk, nqp, D);
+        tile::gemm<false>(t, s.dP.data(), kTileQ, s.Vs.data(), Dv, &dot(bh, i0 / kTileQ, 0, 0),
+                          kTileQ, mk, nqp, Dv);
         t.team_barrier();
         // Row c: key c against the tile's queries r >= lo (causal: p_i >= p_j).
         Kokkos::parallel_for(Kokkos::TeamThreadRange(t, mk), [&](int c) {
@@ -168,25 +192,37 @@ struct BackwardKV {
           const int64_t first = pj - pi0;
           const int lo = first < 0 ? 0 : (first < nq ? int(first) : nq);
           const int hi = c < nk ? nq : lo;
-          logit.key_row(&S(c, 0), lo, hi, b, h, j0 + c, pj, i0, pi0);
-          dbk(c) -= softmax_grad_row<true>(&S(c, 0), &dP(c, 0), lo, hi, nqp, &lse_s(0), &del_s(0),
-                                           a.scale, a.softcap, dbias_k.extent(0) > 0);
+          logit.key_row(&s.S(c, 0), lo, hi, b, h, j0 + c, pj, i0, pi0);
+          s.dbk(c) -=
+              softmax_grad_row<true>(&s.S(c, 0), &s.dP(c, 0), lo, hi, nqp, &s.lse_s(0), &s.del_s(0),
+                                     a.scale, a.softcap, dbias_k.extent(0) > 0);
         });
         t.team_barrier();
-        tile::gemm<true>(t, dVs.data(), Dvp, S.data(), kTileQ, dOs.data(), Dvp, mk, Dvp, nq);
-        tile::gemm<true>(t, dKs.data(), Dp, dP.data(), kTileQ, Qs.data(), Dp, mk, Dp, nq);
+        tile::gemm<true>(t, s.dVs.data(), Dvp, s.S.data(), kTileQ, s.dOs.data(), Dvp, mk, Dvp, nq);
+        tile::gemm<true>(t, s.dKs.data(), Dp, s.dP.data(), kTileQ, s.Qs.data(), Dp, mk, Dp, nq);
+        if (single) {
+          // dQ rows i0.. += (scale dS) K: dS read transposed from dP [key, query].
+          tile::gemm<true>(t, &dq_acc(bh, i0, 0), Dp, s.dP.data(), 1, kTileQ, s.Ks.data(), Dp,
+                           tile::round_up(nq, R), Dp, nk);
+          if (dbias_q.extent(0) > 0)  // += sum_j dS_ij, over keys in order
+            Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nq), [&](int r) {
+              T sum = T(0);
+              for (int c = 0; c < nk; ++c) sum += s.dP(c, r);
+              dbias_q(b, i0 + r, h) += sum / a.scale;
+            });
+        }
       }
       t.team_barrier();
       if (dbias_k.extent(0) > 0)
         Kokkos::parallel_for(Kokkos::TeamThreadRange(t, nk),
-                             [&](int c) { dbias_k(b, j0 + c, h) = dbk(c); });
+                             [&](int c) { dbias_k(b, j0 + c, h) = s.dbk(c); });
     }
     t.team_barrier();
     const auto one = [](int) { return T(1); };
     store_rows(
-        t, dKs.data(), Dp, nk, D, [&](int c) { return &dk(b, j0 + c, hk, 0); }, one);
+        t, s.dKs.data(), Dp, nk, D, [&](int c) { return &dk(b, j0 + c, hk, 0); }, one);
     store_rows(
-        t, dVs.data(), Dvp, nk, Dv, [&](int c) { return &dv(b, j0 + c, hk, 0); }, one);
+        t, s.dVs.data(), Dvp, nk, Dv, [&](int c) { return &dv(b, j0 + c, hk, 0); }, one);
   }
 };
 
@@ -259,7 +295,11 @@ struct BackwardQ {
   }
 };
 
-bool g_gpu_form = tile::kGpuLayout;
+SdpaForm g_form = SdpaForm::Automatic;
+
+bool gpu_form() {
+  return g_form == SdpaForm::Gpu || (g_form == SdpaForm::Automatic && tile::kGpuLayout);
+}
 
 // a CPU team takes what its backend allows (one thread on Serial).
 template <class F>
@@ -425,8 +465,8 @@ void sdpa_backward_gpu_form(const SdpaArgs<T>& a, const View3<const T>& lse,
 
 }  // namespace
 
-void sdpa_use_gpu_form(bool on) { g_gpu_form = on; }
-bool sdpa_gpu_form() { return g_gpu_form; }
+void sdpa_use_form(SdpaForm form) { g_form = form; }
+SdpaForm sdpa_form() { return g_form; }
 
 template <class T>
 void check_sdpa_args(const SdpaArgs<T>& a) {
@@ -462,7 +502,7 @@ void sdpa_forward(const SdpaArgs<T>& a, const View4<T>& o, const View3<T>& lse) 
               o.extent(3) == size_t(Dv),
           "output o must be [B, Lq, H, Dv]");
   if (B == 0 || Lq == 0 || H == 0) return;
-  if (g_gpu_form) {
+  if (gpu_form()) {
     sdpa_forward_gpu_form(a, o, lse);
     return;
   }
@@ -507,10 +547,20 @@ void sdpa_backward(const SdpaArgs<T>& a, const View3<const T>& lse, const View3<
   const T ninf = -std::numeric_limits<T>::infinity();
   if (dbias_q.extent(0) > 0) Kokkos::deep_copy(dbias_q, T(0));
   if (B == 0) return;
-  if (g_gpu_form) {
+  if (gpu_form()) {
     sdpa_backward_gpu_form(a, lse, delta, dout, dq, dk, dv, dbias_q, dbias_k);
     return;
   }
+  // One pass (BackwardKV adds dQ too) when one team a KV head keeps every thread busy:
+  // one thread, or at least two heads a thread. Else a team a key tile, then BackwardQ.
+  const int threads = ExecSpace().concurrency();
+  const bool one_pass =
+      g_form == SdpaForm::CpuOnePass ||
+      (g_form == SdpaForm::Automatic && (threads == 1 || int64_t(B) * Hkv >= 2 * int64_t(threads)));
+  const bool single = Lk > 0 && Lq > 0 && one_pass;
+  const int Dp = tile::round_up(D, tile::block_cols<T>());
+  View3<T> dq_acc;
+  if (single) dq_acc = View3<T>("lcr::sdpa_dq", B * H, ceil_div(Lq, kTileQ) * kTileQ, Dp);
   if (Lk > 0) {
     const int nkt = ceil_div(Lk, kTileK);
     const size_t bytes = BackwardKV<T>::scratch_bytes(D, Dv);
@@ -523,6 +573,8 @@ void sdpa_backward(const SdpaArgs<T>& a, const View3<const T>& lse, const View3<
                     dk,
                     dv,
                     dbias_k,
+                    dq_acc,
+                    dbias_q,
                     H,
                     Hkv,
                     Lq,
@@ -532,7 +584,14 @@ void sdpa_backward(const SdpaArgs<T>& a, const View3<const T>& lse, const View3<
                     nkt,
                     scratch_level(bytes),
                     ninf};
-    launch(f, B * Hkv * nkt, bytes);
+    launch(f, single ? B * Hkv : B * Hkv * nkt, bytes);
+  }
+  if (single) {
+    Kokkos::parallel_for(
+        "lcr::sdpa_dq_store",
+        Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B * H, Lq, D}),
+        KOKKOS_LAMBDA(int bh, int i, int d) { dq(bh / H, i, bh % H, d) = dq_acc(bh, i, d); });
+    return;
   }
   if (Lq > 0) {
     const int nqt = ceil_div(Lq, kTileQ);

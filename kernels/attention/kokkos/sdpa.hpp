@@ -56,10 +56,13 @@ template <class T>
 void sdpa_sink_backward(const View1<const T>& sink, const View3<const T>& lse,
                         const View3<const T>& delta, const View1<T>& dsink);
 
-// The kernels' GPU form (sdpa_backward_gpu.hpp: tiles in level-0 scratch, the transposed
-// backward) is what a GPU build runs; a CPU build runs the CPU form. Tests switch a CPU build
-// to the GPU form to check it against the references on every CI run.
-void sdpa_use_gpu_form(bool on);
-bool sdpa_gpu_form();
+// Which form of the kernels runs. Automatic: a GPU build runs the GPU form
+// (sdpa_*_gpu.hpp: tiles in level-0 scratch, the transposed backward), a CPU build the CPU
+// form, whose backward is one pass (a team a KV head also adds dQ) when the KV heads keep
+// every thread busy, else two (a team a key tile, then a team a query tile). Tests pin each
+// form so that every CI run checks all of them against the references.
+enum class SdpaForm { Automatic, Gpu, CpuOnePass, CpuTwoPass };
+void sdpa_use_form(SdpaForm form);
+SdpaForm sdpa_form();
 
 }  // namespace lcr
