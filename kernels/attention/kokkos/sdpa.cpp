@@ -324,7 +324,9 @@ GpuShape fitting_shape(std::initializer_list<GpuShape> shapes, Bytes bytes) {
 
 // A GPU-form kernel over `league` teams of sh.threads() (one on a CPU, which plays them all),
 // compiled for at most kMaxThreads a team and kMinTeams teams an SM: the register cap that
-// sets (65536 / (kMaxThreads kMinTeams)) trades occupancy against spills.
+// sets (65536 / (kMaxThreads kMinTeams)) trades occupancy against spills. Kokkos CUDA also
+// refuses the launch ("requested too large team size") unless kMinTeams teams' scratch fits
+// an SM's shared memory: with about 40 KiB a team, kMinTeams is at most 5.
 template <int kMaxThreads, int kMinTeams, class F>
 void launch_gpu_form(const char* name, const F& f, int league, size_t bytes, const GpuShape& sh) {
   using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
@@ -458,7 +460,7 @@ void sdpa_backward_gpu_form(const SdpaArgs<T>& a, const View3<const T>& lse,
                 scratch_level(bytes),
                 sh,
                 ninf};
-      launch_gpu_form<64, 8>("lcr::sdpa_backward_q_gpu", f, B * H * nqt * npass, bytes, sh);
+      launch_gpu_form<64, 4>("lcr::sdpa_backward_q_gpu", f, B * H * nqt * npass, bytes, sh);
     });
   }
 }
