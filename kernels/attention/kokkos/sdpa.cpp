@@ -1,6 +1,7 @@
 #include "kernels/attention/kokkos/sdpa.hpp"
 
 #include <limits>
+#include <string>
 
 #include "kernels/attention/kokkos/sdpa_backward_gpu.hpp"
 #include "kernels/attention/kokkos/sdpa_forward_gpu.hpp"
@@ -324,16 +325,31 @@ GpuShape fitting_shape(std::initializer_list<GpuShape> shapes, Bytes bytes) {
 
 // A GPU-form kernel over `league` teams of sh.threads() (one on a CPU, which plays them all),
 // compiled for at most kMaxThreads a team and kMinTeams teams an SM: the register cap that
-// sets (65536 / (kMaxThreads kMinTeams)) trades occupancy against spills. Kokkos CUDA also
-// refuses the launch ("requested too large team size") unless kMinTeams teams' scratch fits
-// an SM's shared memory: with about 40 KiB a team, kMinTeams is at most 5.
+// sets (65536 / (kMaxThreads kMinTeams)) trades occupancy against spills. Kokkos CUDA refuses
+// that launch ("requested too large team size") where kMinTeams teams' scratch does not fit
+// an SM's shared memory (about 40 KiB a team: 4 fit an H100's or an A100's, 2 an L40's);
+// there the kernel runs compiled for one team an SM, its registers capped only by the ISA.
 template <int kMaxThreads, int kMinTeams, class F>
 void launch_gpu_form(const char* name, const F& f, int league, size_t bytes, const GpuShape& sh) {
-  using Policy = Kokkos::TeamPolicy<ExecSpace, Kokkos::Schedule<Kokkos::Dynamic>,
-                                    Kokkos::LaunchBounds<kMaxThreads, kMinTeams>>;
-  Policy policy(league, tile::kGpuLayout ? sh.threads() : 1);
-  policy.set_scratch_size(f.level, Kokkos::PerTeam(bytes));
-  Kokkos::parallel_for(name, policy, f);
+  const int threads = tile::kGpuLayout ? sh.threads() : 1;
+  auto run = [&](auto policy) {
+    policy.set_scratch_size(f.level, Kokkos::PerTeam(bytes));
+    if (policy.team_size_max(f, Kokkos::ParallelForTag()) < threads) return false;
+    Kokkos::parallel_for(name, policy, f);
+    return true;
+  };
+  using Dynamic = Kokkos::Schedule<Kokkos::Dynamic>;
+  if (run(Kokkos::TeamPolicy<ExecSpace, Dynamic, Kokkos::LaunchBounds<kMaxThreads, kMinTeams>>(
+          league, threads)))
+    return;
+  if constexpr (tile::kGpuLayout && kMinTeams > 1) {
+    if (run(Kokkos::TeamPolicy<ExecSpace, Dynamic, Kokkos::LaunchBounds<kMaxThreads, 1>>(league,
+                                                                                         threads)))
+      return;
+  }
+  throw Error(std::string(name) + ": no team of " + std::to_string(threads) + " threads with " +
+              std::to_string(bytes) + " bytes of scratch fits this GPU; report it with the GPU's " +
+              "name (nvidia-smi -L)");
 }
 
 // Register chunks NC of a GPU-form thread (4 NC columns a pass of 32 NC): two up to 64

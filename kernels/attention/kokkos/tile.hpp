@@ -49,7 +49,8 @@ constexpr int kPacksPerBlock = 4;
 
 // Fully unroll a loop over a register array (its index must be a compile-time constant, or
 // the array lives in local memory): device compilers do not always unroll long bodies.
-#if defined(__CUDACC__) || defined(__HIPCC__)
+// Only the device passes: nvcc's host pass hands the pragma to the host compiler, which warns.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
 #define LCR_UNROLL _Pragma("unroll")
 #else
 #define LCR_UNROLL
