@@ -18,23 +18,6 @@
 
 namespace lcr::sdpa_detail {
 
-// acc[i][4 c + j] += sum_{k < n} A[k * lda + 4 ty + i] * B[k * ldb + 32 c + 4 tx + j]: a
-// thread's 4 x 4 NC register block of a product over n rows of a scratch tile.
-template <int NC, class T>
-KOKKOS_INLINE_FUNCTION void accumulate_block(T (&acc)[4][4 * NC], const T* A, int lda, const T* B,
-                                             int ldb, int n, int ty, int tx) {
-  for (int k = 0; k < n; ++k) {
-    const Pack<T, 4> x = load_pack<4>(A + k * lda + 4 * ty);
-    LCR_UNROLL
-    for (int c = 0; c < NC; ++c) {
-      const Pack<T, 4> y = load_pack<4>(B + k * ldb + 32 * c + 4 * tx);
-      LCR_UNROLL
-      for (int i = 0; i < 4; ++i) LCR_UNROLL
-      for (int j = 0; j < 4; ++j) acc[i][4 * c + j] += x.v[i] * y.v[j];
-    }
-  }
-}
-
 // s[i][j] = sum_{k < n} A[k * lda + 4 ty + i] * B[k * ldb + SC tx + j]: a thread's 4 x SC
 // block of S (or dP) from two transposed scratch tiles.
 template <int SC, class T>

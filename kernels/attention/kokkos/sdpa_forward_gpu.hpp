@@ -105,16 +105,7 @@ struct ForwardGpu {
       each([&](Thread& th, int ty, int tx) { softmax(th, ty, tx, red, Pt); });
       t.team_barrier();
       each([&](Thread& th, int ty, int tx) {
-        for (int k = 0; k < nk; ++k) {
-          const Pack<T, 4> p = load_pack<4>(Pt + k * ldt + 4 * ty);
-          LCR_UNROLL
-          for (int c = 0; c < NCH; ++c) {
-            const Pack<T, 4> vv = load_pack<4>(Vs + k * kDvc + 32 * c + 4 * tx);
-            LCR_UNROLL
-            for (int i = 0; i < 4; ++i) LCR_UNROLL
-            for (int j = 0; j < 4; ++j) th.o[i][4 * c + j] += p.v[i] * vv.v[j];
-          }
-        }
+        accumulate_block<NCH>(th.o, Pt, ldt, Vs, kDvc, nk, ty, tx);  // O += P V
       });
     }
     t.team_barrier();  // the last tile's readers of red are done
