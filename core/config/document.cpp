@@ -183,12 +183,62 @@ Document parse_file(const std::string& path) {
   return d;
 }
 
+namespace {
+
+// The source a command-line override's value is parsed under: it names the override in error
+// messages (where()), and lets a string key recover the text after '=' (override_text()).
+const std::string kOverrideSource = "command-line override '";
+
+std::string override_source(const std::string& text) { return kOverrideSource + text + "'"; }
+
+// `raw` as one TOML value ("v = raw" holding v and nothing else), or none.
+std::optional<toml::table> parse_value(const std::string& raw, const std::string& source) {
+  if (raw.empty()) return std::nullopt;
+  try {
+    toml::table t = toml::parse("v = " + raw, source);
+    if (t.size() == 1 && t.contains("v")) return t;
+  } catch (const toml::parse_error&) {
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> override_text(const toml::node& n) {
+  // The override's value itself starts right after "v = "; a value inside it (an element of
+  // an inline table or array) starts further on, and is what TOML says it is.
+  const auto& src = n.source();
+  const auto& path = src.path;
+  if (!path || path->rfind(kOverrideSource, 0) != 0 || path->back() != '\'' ||
+      src.begin.line != 1 || src.begin.column != 5)
+    return std::nullopt;
+  const std::string text =
+      path->substr(kOverrideSource.size(), path->size() - kOverrideSource.size() - 1);
+  const auto eq = text.find('=');
+  if (eq == std::string::npos) return std::nullopt;
+  return trim(text.substr(eq + 1));
+}
+
+std::optional<std::string> override_string(const toml::node& n) {
+  const auto raw = override_text(n);
+  if (!raw) return std::nullopt;
+  if (const auto t = parse_value(*raw, "quoted"))
+    if (const auto* s = t->get("v")->as_string()) return s->get();
+  return raw;
+}
+
+std::optional<std::string> unparsed_override(const toml::node& n) {
+  const auto raw = override_text(n);
+  if (!raw || parse_value(*raw, "unparsed")) return std::nullopt;
+  return raw;
+}
+
 void apply_override(Document& root, const std::string& text) {
   const auto eq = text.find('=');
   const std::string key = trim(text.substr(0, eq));
-  const std::string val = eq == std::string::npos ? "" : trim(text.substr(eq + 1));
-  require(eq != std::string::npos && !key.empty() && !val.empty(), "override '", text,
+  require(eq != std::string::npos && !key.empty(), "override '", text,
           "' must look like section.key=value (e.g. attention.rope.base=500000)");
+  const std::string val = trim(text.substr(eq + 1));
   std::vector<std::string> parts;
   for (size_t b = 0;;) {
     const auto dot = key.find('.', b);
@@ -198,20 +248,19 @@ void apply_override(Document& root, const std::string& text) {
     if (dot == std::string::npos) break;
     b = dot + 1;
   }
-  // The value as TOML, with the override named as its source for error messages; a bare
-  // word such as goat is not TOML, so it is taken as the string it obviously means.
-  const std::string source = "command-line override '" + text + "'";
-  toml::table parsed;
-  try {
-    parsed = toml::parse("v = " + val, source);
-  } catch (const toml::parse_error&) {
-    bool bare = true;
-    for (char c : val)
-      bare = bare && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-                      c == '.' || c == '+');
-    require(bare, "override '", text, "': cannot parse the value '", val,
-            "' (write strings in quotes: key=\"text\")");
-    parsed = toml::parse("v = \"" + val + "\"", source);
+  // The value as TOML, with the override as its source. Which type the key wants is known
+  // only when a Table reads the document: a string key then takes the text after '='
+  // verbatim (override_string), any other key this parsed value. Text that is not one TOML
+  // value (runs/x, a b, nothing) is kept as a string; a key of another type reports it
+  // (unparsed_override), naming the key.
+  const std::string source = override_source(text);
+  std::optional<toml::table> parsed = parse_value(val, source);
+  if (!parsed) {
+    try {
+      parsed = toml::parse("v = " + format_value(val), source);
+    } catch (const toml::parse_error& e) {  // not UTF-8, say
+      throw_error("override '", text, "': cannot read the value (", e.description(), ")");
+    }
   }
   toml::table* t = &root.impl().t;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -221,7 +270,7 @@ void apply_override(Document& root, const std::string& text) {
     for (size_t j = 1; j <= i; ++j) prefix += "." + parts[j];
     require(t != nullptr, "override '", text, "': ", prefix, " is a value, not a table");
   }
-  t->insert_or_assign(parts.back(), std::move(*parsed.get("v")));
+  t->insert_or_assign(parts.back(), std::move(*parsed->get("v")));
 }
 
 void merge(Document& dst, Document&& src) { merge_tables(dst.impl().t, std::move(src.impl().t)); }

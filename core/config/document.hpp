@@ -52,8 +52,12 @@ std::string format_value(const Value& v);
 // Reads a TOML file; a syntax error names the file, line and column.
 Document parse_file(const std::string& path);
 
-// Applies one command-line override "section.key=value". The value is parsed as a TOML
-// value (500000, 1e-6, true, "text"); a bare word that is not TOML (goat) is a string.
+// Applies one command-line override "section.key=value". What the value means depends on
+// the key's type, known when a Table reads the document (table.hpp): a string key takes the
+// text after '=' verbatim, trimmed of spaces and tabs (run.dir=runs/x is "runs/x",
+// run.name=2026-12-05 is "2026-12-05", run.name= is ""), or a quoted TOML string's content
+// (run.dir="runs/x" or 'runs/x' is runs/x); any other key takes the text as a TOML value
+// (500000, 1e-6, true), and text that is not one is an error naming the key then.
 void apply_override(Document& root, const std::string& text);
 
 // Copies every key of `src` into `dst`, recursing into tables present in both: what

@@ -1,6 +1,7 @@
 #include "core/config/table.hpp"
 
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "core/config/toml_node.hpp"
@@ -36,7 +37,18 @@ std::string shown(const toml::node& n) {
 }
 
 [[noreturn]] void wrong_type(const toml::node& n, const std::string& key, const char* want) {
+  if (const auto raw = unparsed_override(n))  // text that is not TOML (train.steps=ten)
+    throw_error(key, " must be ", want, ", got ",
+                raw->empty() ? std::string("nothing after '='") : "'" + *raw + "'", where(n));
   throw_error(key, " must be ", want, ", got ", type_name(n), shown(n), where(n));
+}
+
+// A string key's value: a TOML string from a file; from a command-line override, the text
+// after '=' verbatim or a quoted string's content (override_string). Null otherwise.
+std::optional<std::string> string_value(const toml::node& n) {
+  if (auto s = override_string(n)) return s;
+  if (const auto* s = n.as_string()) return s->get();
+  return std::nullopt;
 }
 
 int64_t get_integer(const toml::node& n, const std::string& key, int64_t lo, int64_t hi) {
@@ -112,9 +124,9 @@ void Table::field(const std::string& key, std::string& v, const std::string& doc
   Entry& e = add(key, doc);
   e.set = [&v](const Node& node, const std::string& k) {
     const toml::node& n = node.n;
-    const auto* s = n.as_string();
+    auto s = string_value(n);
     if (!s) wrong_type(n, k, "a string");
-    v = s->get();
+    v = std::move(*s);
   };
   e.get = [&v]() -> Value { return v; };
 }
@@ -138,11 +150,11 @@ void Table::choice_index(const std::string& key, std::vector<std::string> names,
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
   Entry& e = add(key, doc.empty() ? "one of: " + list : doc + " (" + list + ")");
   e.set = [names, list, set](const Node& node, const std::string& k) {
-    const auto* s = node.n.as_string();
-    require(s != nullptr, k, " must be a string (one of: ", list, ")", where(node.n));
+    const auto s = string_value(node.n);
+    require(s.has_value(), k, " must be a string (one of: ", list, ")", where(node.n));
     for (size_t i = 0; i < names.size(); ++i)
-      if (names[i] == s->get()) return set(i);
-    throw_error("unknown value '", s->get(), "' for ", k, "; valid values: ", list, where(node.n));
+      if (names[i] == *s) return set(i);
+    throw_error("unknown value '", *s, "' for ", k, "; valid values: ", list, where(node.n));
   };
   e.get = [names, get]() -> Value { return names[get()]; };
 }
@@ -167,8 +179,9 @@ void Table::read_table(const Node& table) const {
       if (!sub) wrong_type(node, dotted(key), ("a table [" + dotted(key) + "]").c_str());
       e->sub->read_table(Node{*sub});
     } else {
-      require(!node.is_table(), dotted(key), " is a value, not a table [", dotted(key), "]",
-              where(node));
+      // An override's inline table ({a = 1}) goes to the field: text for a string key.
+      require(!node.is_table() || override_text(node), dotted(key), " is a value, not a table [",
+              dotted(key), "]", where(node));
       e->set(Node{node}, dotted(key));
     }
   }

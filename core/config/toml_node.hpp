@@ -3,6 +3,7 @@
 // types behind Document and Table. Nothing outside core/config includes this.
 #include <toml++/toml.h>
 
+#include <optional>
 #include <string>
 
 #include "core/config/document.hpp"
@@ -21,5 +22,16 @@ struct Node {
 // " (config.toml line 3)" or " (command-line override 'a.b=c')" for a parsed node,
 // "" otherwise.
 std::string where(const toml::node& n);
+
+// For a value set by a command-line override (apply_override): the text after '=', trimmed;
+// none for a value from a file or from code.
+std::optional<std::string> override_text(const toml::node& n);
+// What a string key takes from a command-line override: the text after '=' verbatim
+// (run.name=2026-12-05 is "2026-12-05", run.dir=runs/x is "runs/x"), or the content of a
+// quoted TOML string (run.dir="runs/x", 'runs/x'); none for a value from a file or code.
+std::optional<std::string> override_string(const toml::node& n);
+// For an override whose text is not one TOML value (runs/x, a b, nothing after '='): that
+// text, held as a string until a key of another type reports it; none otherwise.
+std::optional<std::string> unparsed_override(const toml::node& n);
 
 }  // namespace lcr::config

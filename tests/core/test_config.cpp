@@ -9,6 +9,7 @@
 
 #include "../error_text.hpp"  // tests/error_text.hpp
 #include "core/config/attention_config.hpp"
+#include "core/config/train_config.hpp"
 
 namespace lcr::config {
 namespace {
@@ -121,9 +122,16 @@ TEST(Config, MalformedOverridesAreClearErrors) {
   };
   EXPECT_NE(msg("attention.heads").find("must look like section.key=value"), std::string::npos);
   EXPECT_NE(msg("=4").find("must look like section.key=value"), std::string::npos);
-  EXPECT_NE(msg("attention.heads=").find("must look like section.key=value"), std::string::npos);
   EXPECT_NE(msg("attention..heads=4").find("is not a dotted key"), std::string::npos);
-  EXPECT_NE(msg("attention.scheme=a b").find("cannot parse the value 'a b'"), std::string::npos);
+  // A value that is not TOML is an error once the key's type is known (not a string).
+  std::string v = error_of([] { from_text("", {"attention.heads=a b"}); });
+  EXPECT_NE(v.find("attention.heads must be an integer, got 'a b' (command-line override "
+                   "'attention.heads=a b')"),
+            std::string::npos)
+      << v;
+  v = error_of([] { from_text("", {"attention.heads="}); });
+  EXPECT_NE(v.find("attention.heads must be an integer, got nothing after '='"), std::string::npos)
+      << v;
   const std::string m = error_of([] {
     from_text("", {"attention.heads=2", "attention.heads.x=1"});
   });
@@ -132,6 +140,97 @@ TEST(Config, MalformedOverridesAreClearErrors) {
   const std::string u = error_of([] { from_text("", {"attention.rope.bse=2"}); });
   EXPECT_NE(u.find("unknown key 'attention.rope.bse' (command-line override"), std::string::npos)
       << u;
+}
+
+// The train config's keys as the overrides set them; no validation (check_train_config).
+TrainConfig train_from(const std::vector<std::string>& overrides) {
+  TrainConfig cfg;
+  Table root;
+  bind_train_config(root, cfg);
+  root.read(load_config("", overrides));
+  return cfg;
+}
+
+TEST(Config, StringKeysTakeTheOverrideTextVerbatim) {
+  TrainConfig c = train_from({"run.dir=runs/x", "data.paths=data/c4/train", "run.name=2026-12-05"});
+  EXPECT_EQ(c.run.dir, "runs/x");
+  EXPECT_EQ(c.data.paths, "data/c4/train");
+  EXPECT_EQ(c.run.name, "2026-12-05");  // not a TOML date
+  // Whatever TOML would make of the text, a string key takes the text itself.
+  EXPECT_EQ(train_from({"run.name=true"}).run.name, "true");
+  EXPECT_EQ(train_from({"run.name=12"}).run.name, "12");
+  EXPECT_EQ(train_from({"run.name=1e-6"}).run.name, "1e-6");
+  EXPECT_EQ(train_from({"run.name=007"}).run.name, "007");
+  EXPECT_EQ(train_from({"run.name=a b"}).run.name, "a b");
+  EXPECT_EQ(train_from({"run.name=[1, 2]"}).run.name, "[1, 2]");
+  EXPECT_EQ(train_from({"run.name={a = 1}"}).run.name, "{a = 1}");
+  EXPECT_EQ(train_from({"run.dir=/scratch/a=b/c"}).run.dir, "/scratch/a=b/c");  // first '='
+  EXPECT_EQ(train_from({"run.dir = runs/x "}).run.dir, "runs/x");  // spaces around trimmed
+  EXPECT_EQ(train_from({"data.paths=a.txt,b.txt"}).data.paths, "a.txt,b.txt");
+  // Choices are strings too.
+  EXPECT_EQ(train_from({"data.source=text"}).data.source, "text");
+  EXPECT_EQ(train_from({"attention.scheme=rope"}).model.attention.scheme, Scheme::RoPE);
+}
+
+TEST(Config, QuotedStringOverridesMeanTheirContent) {
+  EXPECT_EQ(train_from({"run.dir=\"runs/x\""}).run.dir, "runs/x");
+  EXPECT_EQ(train_from({"run.dir='runs/x'"}).run.dir, "runs/x");
+  EXPECT_EQ(train_from({"run.name=\"2026-12-05\""}).run.name, "2026-12-05");
+  EXPECT_EQ(train_from({"data.paths=\"data/c4/train\""}).data.paths, "data/c4/train");
+  EXPECT_EQ(train_from({"run.name=\" x \""}).run.name, " x ");  // spaces kept inside quotes
+  EXPECT_EQ(train_from({"run.name=\"\""}).run.name, "");
+  EXPECT_EQ(train_from({"attention.scheme=\"goat\""}).model.attention.scheme, Scheme::GOAT);
+  EXPECT_EQ(train_from({"attention.scheme='pope'"}).model.attention.scheme, Scheme::PoPE);
+  // Not one TOML string: the text as it is.
+  EXPECT_EQ(train_from({"run.name=\"a\"b"}).run.name, "\"a\"b");
+  // Inside an inline table the values are TOML, as in a file.
+  const TrainConfig t = train_from({"run={name = \"n1\", dir = 'd/1'}"});
+  EXPECT_EQ(t.run.name, "n1");
+  EXPECT_EQ(t.run.dir, "d/1");
+}
+
+TEST(Config, EmptyOverrideOfAStringKeyIsTheEmptyString) {
+  EXPECT_EQ(train_from({"run.dir=runs/x", "run.dir="}).run.dir, "");  // "" = runs/<name>
+  EXPECT_EQ(train_from({"run.name="}).run.name, "");
+  // Where the empty string is not a valid value, validation says so, naming the key.
+  const std::string m = error_of([] { load_train_config("", {"run.name="}); });
+  EXPECT_NE(m.find("run.name must be a non-empty name"), std::string::npos) << m;
+}
+
+TEST(Config, OverridesOfOtherTypesStayTomlWithErrorsNamingTheKey) {
+  const TrainConfig c = train_from({"train.steps=100", "train.lr=3e-4", "run.overwrite=true",
+                                    "train.lr = 1"});  // an integer where a float belongs
+  EXPECT_EQ(c.train.steps, 100);
+  EXPECT_EQ(c.train.lr, 1.0);
+  EXPECT_TRUE(c.run.overwrite);
+  auto err = [](const std::string& o) { return error_of([&] { train_from({o}); }); };
+  std::string m = err("train.steps=ten");
+  EXPECT_NE(m.find("train.steps must be an integer, got 'ten' (command-line override "
+                   "'train.steps=ten')"),
+            std::string::npos)
+      << m;
+  m = err("train.steps=");
+  EXPECT_NE(m.find("train.steps must be an integer, got nothing after '='"), std::string::npos)
+      << m;
+  m = err("train.steps=\"ten\"");
+  EXPECT_NE(m.find("train.steps must be an integer, got a string"), std::string::npos) << m;
+  m = err("train.steps=2026-12-05");
+  EXPECT_NE(m.find("train.steps must be an integer, got a date/time"), std::string::npos) << m;
+  m = err("train.lr=1e");
+  EXPECT_NE(m.find("train.lr must be a number, got '1e'"), std::string::npos) << m;
+  m = err("run.overwrite=yes");
+  EXPECT_NE(m.find("run.overwrite must be true or false, got 'yes'"), std::string::npos) << m;
+  m = err("run={name = }");
+  EXPECT_NE(m.find("run must be a table [run], got '{name = }'"), std::string::npos) << m;
+  m = err("data.source=");
+  EXPECT_NE(m.find("unknown value '' for data.source; valid values: text, shards"),
+            std::string::npos)
+      << m;
+  // An unknown key is an error naming it, whatever its value.
+  m = err("run.dri=runs/x");
+  EXPECT_NE(m.find("unknown key 'run.dri' (command-line override 'run.dri=runs/x')"),
+            std::string::npos)
+      << m;
 }
 
 TEST(Config, ResolvedTomlRoundTripsWithEveryKey) {
