@@ -114,8 +114,13 @@ TEST_P(AttentionSchemeTest, GradientsMatchDualReference) {
 // O(h^2 |f'''|) ~ 1e-10, rounding ~1e-16 / 1e-5 ~ 1e-11; tolerance 1e-6 relative.
 TEST_P(AttentionSchemeTest, GradientsMatchFiniteDifferences) {
   Problem p = make_problem(GetParam().c);
-  const Result k = run_kokkos<double>(p, true);
   const bool big = int64_t(p.c.Lq) * p.c.Lk > 4000;
+  // At a large size a pinned form adds nothing here: its gradients meet the reference's
+  // exact directional derivative (GradientsMatchDualReference), and that derivative meets
+  // these differences in the Automatic-form case of the same problem.
+  if (big && GetParam().form != SdpaForm::Automatic)
+    GTEST_SKIP() << "large pinned-form case: checked by GradientsMatchDualReference";
+  const Result k = run_kokkos<double>(p, true);
   std::mt19937_64 rng(GetParam().c.seed + 5);
   for (const auto& name : input_names(p)) {
     SCOPED_TRACE("input " + name);

@@ -135,9 +135,10 @@ RefOutputs<T> path_reference_forward(const AttentionSpec& spec, const PathRefInp
         if (spec.numerics.sink) z += exp(in.params.v1("sink")(h) - T(mx));
         const T lse = T(mx) + log(z);
         out.lse(b, h, i) = lse;
+        for (T& v : s) v = exp(v - lse);  // the probabilities, once per row
         for (int c = 0; c < dv; ++c) {
           T acc = T(0);
-          for (int j = 0; j <= i; ++j) acc += exp(s[j] - lse) * in.v(b, j, hk, c);
+          for (int j = 0; j <= i; ++j) acc += s[j] * in.v(b, j, hk, c);
           out.o(b, i, h, c) = acc;
         }
       }
