@@ -35,9 +35,10 @@ EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
   const std::string cfg_path = cmd.run_dir + "/config.toml";
   require(std::filesystem::exists(cfg_path), cmd.run_dir,
           " is not a run directory (no config.toml); pass --run runs/<name>");
-  std::vector<std::string> overrides = cmd.overrides;
-  overrides.push_back("run.dir=\"" + cmd.run_dir + "\"");
-  TrainConfig cfg = config::load_train_config(cfg_path, overrides);
+  TrainConfig cfg = config::load_train_config(cfg_path, cmd.overrides);
+  // Set directly, not as an override: the directory's name is kept as given (quotes,
+  // backslashes, spaces at its ends included).
+  cfg.run.dir = cmd.run_dir;
   // Evaluation may use another grid than training did: dp follows the world, and a cp the
   // world cannot hold (the run trained with more ranks) becomes 1 unless asked for.
   cfg.parallel.dp = 0;
