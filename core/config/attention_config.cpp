@@ -22,6 +22,14 @@ void bind_attention(Table& root, AttentionSpec& s) {
   r.field("yarn_original_len", s.rope.yarn_original_len, "YaRN: training context N");
   r.field("yarn_beta_fast", s.rope.yarn_beta_fast, "YaRN ramp upper edge");
   r.field("yarn_beta_slow", s.rope.yarn_beta_slow, "YaRN ramp lower edge");
+  r.choice("yarn_convention", s.rope.yarn_convention,
+           {{"released", YarnConvention::Released}, {"paper", YarnConvention::Paper}},
+           "YaRN ramp and temperature: the authors' code (checkpoints) or the paper's text");
+
+  a.table("alibi").choice(
+      "slopes", s.alibi.slopes,
+      {{"published", AlibiSlopes::Published}, {"geometric", AlibiSlopes::Geometric}},
+      "ALiBi slopes: the authors' recipe, or 2^(-8(h+1)/H) for every H");
 
   Table& g = a.table("goat");
   g.field("modes", s.goat.modes, "R Fourier modes; d_c = head_dim - 2R - 2 > 0");
@@ -32,6 +40,11 @@ void bind_attention(Table& root, AttentionSpec& s) {
   g.field("grid_width", s.goat.grid_width, "GOAT2D: p sits at (p / W, p % W)");
   g.field("y_modes", s.goat.y_modes, "GOAT2D: modes on the y axis; 0 = R / 2");
 
+  a.table("fox").choice(
+      "gate_scale", s.fox.gate_scale,
+      {{"unscaled", FoxGateScale::Unscaled}, {"softmax_scale", FoxGateScale::SoftmaxScale}},
+      "FoX / PaTH-FoX log gates: as the papers write them, or times 1/sqrt(d) as fla's "
+      "PaTH-FoX kernels");
   a.table("pope").field("base", s.pope.base, "theta_c = base^(-(c-1)/d)");
   a.table("path").field("block_size", s.path.block_size,
                         "PaTH block length (any value >= 1 gives the same result)");

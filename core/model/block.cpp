@@ -86,7 +86,7 @@ void block_forward(const ModelLayout& m, const BlockParams<T>& p, const View2<co
     const int64_t H = m.H();
     gemm<T>(N, N, R, H, D, 1, xn1, p.fox_w.data(), 0, a.fox_z.data());
     add_bias<T>(p.fox_b, View2<T>(a.fox_z.data(), R, H));
-    fox_gates_forward<T>(a.fox_z, runner, a.fox_c);
+    fox_gates_forward<T>(a.fox_z, runner, a.fox_c, fox_gate_scale(m.config().attention));
   }
   if (a.path_u.extent(0) > 0) path_forward<T>(m, p, a, runner, segs);
   runner.forward(m.config().attention, attn_inputs(a, segs), p.attn, {a.o, a.lse});
@@ -137,7 +137,8 @@ void block_backward(const ModelLayout& m, const BlockParams<T>& p, const BlockPa
     const int64_t H = m.H(), n = R * H;
     copy_values<T>(n, w.attn.dfox_cq.data(), w.dfox_c.data());
     axpy<T>(n, T(1), w.attn.dfox_ck.data(), w.dfox_c.data());
-    fox_gates_backward<T>(a.fox_z, runner, w.dfox_c, w.dfox_z);
+    fox_gates_backward<T>(a.fox_z, runner, w.dfox_c, w.dfox_z,
+                          fox_gate_scale(m.config().attention));
     const T* dz = w.dfox_z.data();
     gemm<T>(N, Y, R, D, H, 1, dz, p.fox_w.data(), 1, dxn);
     gemm<T>(Y, N, D, H, R, 1, xn1, dz, 1, g.fox_w.data());

@@ -76,9 +76,9 @@ void lanes_backward(const AttentionSpec& spec, const LaneArgs<T>& a, const View4
 }
 
 template <class T>
-View1<T> alibi_slopes(int heads) {
+View1<T> alibi_slopes(int heads, AlibiSlopes slopes) {
   std::vector<T> h(heads);
-  for (int i = 0; i < heads; ++i) h[i] = T(alibi_slope(i, heads));
+  for (int i = 0; i < heads; ++i) h[i] = T(alibi_slope(i, heads, slopes));
   return device_copy("lcr::alibi_slopes", h);
 }
 
@@ -117,7 +117,8 @@ PreparedAttention<T> prepare_attention(const AttentionSpec& spec, const Attentio
   p.sdpa.k_pos0 = in.k_pos0;
   p.sdpa.scale = T(lanes.scale);
   p.sdpa.softcap = T(spec.numerics.softcap);
-  if (spec.scheme == Scheme::ALiBi) p.sdpa.alibi_slopes = alibi_slopes<T>(spec.heads);
+  if (spec.scheme == Scheme::ALiBi)
+    p.sdpa.alibi_slopes = alibi_slopes<T>(spec.heads, spec.alibi.slopes);
   if (uses_fox(spec.scheme)) {
     p.sdpa.bias_q = in.fox_cq;
     p.sdpa.bias_k = in.fox_ck;

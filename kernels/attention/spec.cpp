@@ -41,7 +41,10 @@ Scheme parse_scheme(const std::string& name) {
   throw_error("unknown position scheme '", name, "'; valid schemes: ", valid);
 }
 
-double alibi_slope(int h, int heads) { return std::pow(2.0, -8.0 * (h + 1) / heads); }
+double fox_gate_scale(const AttentionSpec& spec) {
+  return spec.fox.gate_scale == FoxGateScale::SoftmaxScale ? 1.0 / std::sqrt(double(spec.head_dim))
+                                                           : 1.0;
+}
 
 int input_qk_dim(const AttentionSpec& spec) {
   switch (spec.scheme) {

@@ -5,6 +5,7 @@
 //   lse [B, H, Lq]; positions are GLOBAL: query row i sits at q_pos0 + i, key row j at
 //   k_pos0 + j; causal means key position <= query position. H % Hkv == 0 (GQA: query
 //   head h reads KV head h / (H / Hkv)).
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +30,15 @@ std::vector<std::string> scheme_names();
 
 enum class RopePairing { Interleaved, HalfSplit };  // (2m, 2m+1) vs (m, m + r/2)
 
+// YaRN's NTK-by-parts ramp and temperature (seed 001; kernels/schemes/rope/rope.cpp).
+// Released: the YaRN authors' code, which every released YaRN checkpoint and the model
+// libraries use: the ramp is linear in the pair index m between floor(m(beta_fast)) and
+// ceil(m(beta_slow)), m(b) = r ln(N / (2 pi b)) / (2 ln base), and the temperature
+// multiplies the rotated dims only. Paper: the paper's gamma, linear in the number of turns
+// N / lambda_m between beta_slow and beta_fast, and the temperature on the whole logit
+// (partial RoPE's pass-through dims too). They agree only when no pair lies inside the ramp.
+enum class YarnConvention { Released, Paper };
+
 struct RopeOptions {
   RopePairing pairing = RopePairing::HalfSplit;
   int rotary_dim = 0;            // first r dims rotated (partial RoPE); 0 = the whole head
@@ -37,6 +47,7 @@ struct RopeOptions {
   int yarn_original_len = 4096;  // N, the training context the frequencies were fitted to
   double yarn_beta_fast = 32.0;  // ramp upper edge (r > beta: no interpolation)
   double yarn_beta_slow = 1.0;   // ramp lower edge (r < alpha: interpolate only)
+  YarnConvention yarn_convention = YarnConvention::Released;
 };
 
 struct GoatOptions {
@@ -49,6 +60,17 @@ struct GoatOptions {
   int y_modes = 0;           // GOAT2D: modes on the y axis (rest on x); 0 = R / 2
 };
 
+// ALiBi's slopes. Published: the ALiBi authors' recipe (their code, BLOOM and the model
+// libraries): for H a power of two 2^(-8 (h+1) / H); otherwise, with P the largest power of
+// two below H, the P slopes of P heads followed by every other slope of 2P heads
+// (2^(-8 (2k+1) / (2P)), k < H - P). Geometric: 2^(-8 (h+1) / H) for every H. The two agree
+// when H is a power of two.
+enum class AlibiSlopes { Published, Geometric };
+
+struct AlibiOptions {
+  AlibiSlopes slopes = AlibiSlopes::Published;
+};
+
 struct PopeOptions {
   double base = 10000.0;  // theta_c = base^(-(c-1)/d)
 };
@@ -59,6 +81,17 @@ struct PopeOptions {
 // transition work against the O(L B (B + d)) work inside blocks.
 struct PathOptions {
   int block_size = 64;
+};
+
+// FoX forget gates' scale (FoX and PaTH-FoX). The model multiplies the cumulative log gates
+// c by it before attention, which adds c_i - c_j to the logit. Unscaled: the logit is
+// scale * q.k + c_i - c_j, as the FoX and PaTH papers write it and fla's FoX reference
+// computes it. SoftmaxScale: softmax(scale * (q.k + c_i - c_j)), a weaker gate, as fla's
+// PaTH-FoX kernels compute it: those kernels trained the PaTH paper's models.
+enum class FoxGateScale { Unscaled, SoftmaxScale };
+
+struct FoxOptions {
+  FoxGateScale gate_scale = FoxGateScale::Unscaled;
 };
 
 struct NumericsOptions {
@@ -76,9 +109,11 @@ struct AttentionSpec {
   int head_dim = 64;  // d_h: the kernel's head width (GOAT: d_c + d_p; PoPE: d)
   int value_dim = 0;  // dv; 0 = head_dim
   RopeOptions rope;
+  AlibiOptions alibi;
   GoatOptions goat;
   PopeOptions pope;
   PathOptions path;
+  FoxOptions fox;
   NumericsOptions numerics;
 
   int v_dim() const { return value_dim > 0 ? value_dim : head_dim; }
@@ -93,7 +128,21 @@ void validate(const AttentionSpec& spec);
 // NoPE/RoPE/ALiBi/FoX/PaTH, d_c = d_h - 2R - 2 for GOAT, d for PoPE.
 int input_qk_dim(const AttentionSpec& spec);
 
-// ALiBi slope of head h (0-based) out of H: 2^(-8 (h+1) / H).
-double alibi_slope(int h, int heads);
+// The factor on FoX's cumulative log gates: 1, or 1 / sqrt(head_dim) with SoftmaxScale.
+double fox_gate_scale(const AttentionSpec& spec);
+
+// ALiBi slope of head h (0-based) out of H, by the AlibiSlopes convention. Host and device:
+// the CUDA lanes compute the slopes on the GPU with this same function.
+#if defined(__CUDACC__)
+#define LCR_SPEC_HOST_DEVICE __host__ __device__
+#else
+#define LCR_SPEC_HOST_DEVICE
+#endif
+LCR_SPEC_HOST_DEVICE inline double alibi_slope(int h, int heads, AlibiSlopes slopes) {
+  if (slopes == AlibiSlopes::Geometric) return ::exp2(-8.0 * (h + 1) / heads);
+  int p = 1;  // the largest power of two <= heads
+  while (2 * p <= heads) p *= 2;
+  return h < p ? ::exp2(-8.0 * (h + 1) / p) : ::exp2(-8.0 * (2 * (h - p) + 1) / (2 * p));
+}
 
 }  // namespace lcr

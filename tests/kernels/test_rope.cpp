@@ -2,6 +2,7 @@
 // attention suite, plus the properties the suite cannot see: the pairing convention, the
 // relative-position invariance, float32 phases at large positions, the YaRN frequencies,
 // and the validation messages.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/attention_scheme_tests.hpp"
@@ -53,7 +54,14 @@ std::vector<NamedCase> cases() {
   s.rope.yarn_factor = 4;
   s.rope.yarn_original_len = 64;
   s.rope.yarn_beta_fast = 8;
-  add("rope_yarn", s, true);
+  add("rope_yarn", s, true);  // the released convention (the default)
+  s.rope.yarn_convention = YarnConvention::Paper;
+  add("rope_yarn_paper", s, false);
+  // Partial RoPE with YaRN: the conventions differ on the pass-through dims' temperature.
+  s.rope.rotary_dim = 8;
+  add("rope_yarn_partial_paper", s, false);
+  s.rope.yarn_convention = YarnConvention::Released;
+  add("rope_yarn_partial", s, false);
   s = rope_spec(RopePairing::HalfSplit);
   s.numerics.qk_norm = s.numerics.sink = true;
   add("rope_qknorm_sink", s, false);
@@ -168,11 +176,12 @@ TEST(RoPE, HandComputedLogit) {
 // theta'_m for r = 8, base 10000, s = 4, N = 64, beta_slow = 1, beta_fast = 32:
 // theta_m = 1, 0.1, 0.01, 0.001; N / lambda_m = 64 theta_m / (2 pi) = 10.19, 1.019, ...
 // so pair 0 and 1 are on the ramp, pairs 2 and 3 are interpolated (theta / s).
-TEST(RoPE, YarnFrequencies) {
+TEST(RoPE, YarnFrequenciesPaper) {
   AttentionSpec s = rope_spec(RopePairing::HalfSplit);
   s.head_dim = 8;
   s.rope.yarn_factor = 4;
   s.rope.yarn_original_len = 64;
+  s.rope.yarn_convention = YarnConvention::Paper;
   const auto f = rope::frequencies(s);
   ASSERT_EQ(f.size(), 4u);
   const double pi2 = 6.283185307179586;
@@ -185,6 +194,71 @@ TEST(RoPE, YarnFrequencies) {
   s.rope.yarn_factor = 1;  // YaRN off: plain base^(-2m/r), no temperature
   EXPECT_DOUBLE_EQ(rope::frequencies(s)[1], 0.1);
   EXPECT_DOUBLE_EQ(rope::attention_factor(s), 1.0);
+}
+
+// The YaRN authors' inv_freq, step by step as their code (and HF's rope_init) computes it:
+// dim = r, correction range rounded outwards and clamped to [0, dim - 1], a linear ramp
+// mask over the dim / 2 pairs, inv_freq = interpolation (1 - mask') + extrapolation mask'
+// with mask' = 1 - ramp.
+std::vector<double> released_yarn_inv_freq(int dim, double base, double factor, int n_orig,
+                                           double beta_fast, double beta_slow) {
+  auto find_correction_dim = [&](double num_rotations) {
+    return (dim * std::log(n_orig / (num_rotations * 2 * M_PI))) / (2 * std::log(base));
+  };
+  double low = std::floor(find_correction_dim(beta_fast));
+  double high = std::ceil(find_correction_dim(beta_slow));
+  low = std::max(low, 0.0), high = std::min(high, double(dim - 1));
+  if (low == high) high += 0.001;
+  std::vector<double> out;
+  for (int i = 0; i < dim / 2; ++i) {
+    const double pos_freq = std::pow(base, 2.0 * i / dim);
+    const double extrapolation = 1.0 / pos_freq, interpolation = 1.0 / (factor * pos_freq);
+    const double ramp = std::min(std::max((i - low) / (high - low), 0.0), 1.0);
+    const double extrapolation_factor = 1 - ramp;
+    out.push_back(interpolation * (1 - extrapolation_factor) +
+                  extrapolation * extrapolation_factor);
+  }
+  return out;
+}
+
+// The released convention against the authors' code: a short context where the ramp spans
+// few pairs, Llama-3-like settings (r = 128, base 500000, N = 8192, s = 8), and partial
+// RoPE (r = 32 of 64).
+TEST(RoPE, YarnFrequenciesReleased) {
+  struct Setting {
+    int head_dim, rotary_dim;
+    double base, factor;
+    int n_orig;
+  };
+  for (const Setting& st : {Setting{8, 0, 10000, 4, 64}, Setting{128, 0, 500000, 8, 8192},
+                            Setting{64, 32, 10000, 16, 2048}, Setting{16, 0, 10000, 4, 64}}) {
+    AttentionSpec s = rope_spec(RopePairing::HalfSplit);
+    s.head_dim = st.head_dim;
+    s.rope.rotary_dim = st.rotary_dim;
+    s.rope.base = st.base;
+    s.rope.yarn_factor = st.factor;
+    s.rope.yarn_original_len = st.n_orig;
+    const int r = st.rotary_dim > 0 ? st.rotary_dim : st.head_dim;
+    const auto want = released_yarn_inv_freq(r, st.base, st.factor, st.n_orig, 32, 1);
+    const auto got = rope::frequencies(s);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t m = 0; m < got.size(); ++m)
+      EXPECT_NEAR(got[m], want[m], 1e-15 * want[m]) << "head_dim " << st.head_dim << " pair " << m;
+    EXPECT_DOUBLE_EQ(rope::attention_factor(s), 0.1 * std::log(st.factor) + 1);
+    EXPECT_DOUBLE_EQ(rope::pass_through_factor(s), 1.0);
+    s.rope.yarn_convention = YarnConvention::Paper;
+    EXPECT_DOUBLE_EQ(rope::pass_through_factor(s), rope::attention_factor(s));
+  }
+  // Where a pair lies strictly inside the ramp the two conventions differ: r = 16, N = 64,
+  // pairs make 10.2, 3.2, 1.02, ... turns; the released ramp runs over pairs 0..3 (pair 1:
+  // g = 2/3), the paper's gives pair 1 g = (3.2 - 1) / 31.
+  AttentionSpec s = rope_spec(RopePairing::HalfSplit);
+  s.head_dim = 16;
+  s.rope.yarn_factor = 4;
+  s.rope.yarn_original_len = 64;
+  const double released = rope::frequencies(s)[1];
+  s.rope.yarn_convention = YarnConvention::Paper;
+  EXPECT_GT(std::abs(rope::frequencies(s)[1] - released), 1e-3 * released);
 }
 
 void expect_error_mentions(const AttentionSpec& s, const std::string& word) {

@@ -213,6 +213,21 @@ TEST(FoX, ModelScanMatchesTheSchemeUnit) {
     EXPECT_NEAR(a.data()[i], b.data()[i], 1e-13);
     EXPECT_NEAR(da.data()[i], db.data()[i], 1e-13);
   }
+  // A gate scale s (FoxGateScale::SoftmaxScale) multiplies c and, by the chain rule, dz.
+  const double s = 0.125;
+  fox_gates_forward<double>(z, attn, c1, s);
+  fox_gates_backward<double>(z, attn, dc, dz1, s);
+  auto as = Kokkos::create_mirror_view_and_copy(HostSpace(), c1);
+  auto das = Kokkos::create_mirror_view_and_copy(HostSpace(), dz1);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(as.data()[i], s * b.data()[i], 1e-13);
+    EXPECT_NEAR(das.data()[i], s * db.data()[i], 1e-13);
+  }
+  AttentionSpec spec;
+  spec.head_dim = 64;
+  EXPECT_EQ(fox_gate_scale(spec), 1.0);
+  spec.fox.gate_scale = FoxGateScale::SoftmaxScale;
+  EXPECT_EQ(fox_gate_scale(spec), 0.125);
 }
 
 // Probe statistics on a model whose q projections are zero: every logit is 0, so row i

@@ -49,6 +49,9 @@ std::vector<GradCase> grad_cases() {
   // PaTH: the w projection, convolution and beta gate, through the blockwise kernel.
   cases.push_back({"PaTH", test::tiny_config(Scheme::PaTH)});
   cases.push_back({"PaTHFoX", test::tiny_config(Scheme::PaTHFoX)});
+  ModelConfig path_fox_scaled = test::tiny_config(Scheme::PaTHFoX);
+  path_fox_scaled.attention.fox.gate_scale = FoxGateScale::SoftmaxScale;  // fla's convention
+  cases.push_back({"PaTHFoX_gates_softmax_scaled", path_fox_scaled});
   ModelConfig path_plain = with_numerics(test::tiny_config(Scheme::PaTH));
   path_plain.path_w_silu = false;  // the paper's plain convolution
   path_plain.attention.kv_heads = 2;

@@ -92,6 +92,7 @@ inline void cross_entropy_backward(int64_t R, int64_t V, const float* logits, co
 void to_bf16(int64_t n, const float* x, __nv_bfloat16* y, cudaStream_t s);
 void to_f32(int64_t n, const __nv_bfloat16* x, float* y, cudaStream_t s);
 void axpy(int64_t n, float a, const float* x, float* y, cudaStream_t s);  // y += a x
+void scale(int64_t n, float a, float* x, cudaStream_t s);                 // x *= a
 // y[r, c] += x[r, c] for r < rows, c < cols, rows of x and y ldx and ldy floats apart.
 void add_rows(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* y, int64_t ldy,
               cudaStream_t s);

@@ -175,6 +175,12 @@ __global__ void axpy_kernel(int64_t n, float a, const float* __restrict__ x,
     y[i] = __fadd_rn(y[i], __fmul_rn(a, x[i]));
 }
 
+__global__ void scale_kernel(int64_t n, float a, float* __restrict__ x) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    x[i] = __fmul_rn(a, x[i]);
+}
+
 __global__ void count_nonfinite_kernel(int64_t n, const float* __restrict__ x,
                                        unsigned long long* __restrict__ count) {
   __shared__ unsigned long long warp_count[kThreads / 32];
@@ -340,6 +346,12 @@ void add_rows(int64_t rows, int64_t cols, const float* x, int64_t ldx, float* y,
 void axpy(int64_t n, float a, const float* x, float* y, cudaStream_t s) {
   if (n <= 0) return;
   axpy_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(n, a, x, y);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void scale(int64_t n, float a, float* x, cudaStream_t s) {
+  if (n <= 0) return;
+  scale_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(n, a, x);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -397,6 +397,8 @@ void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
     gemm(N, N, R, H, D, 1, a.xn1.data(), P + s.fox_w, 0, a.fox_z.data());
     add_bias(R, H, P + s.fox_b, a.fox_z.data(), stream_);
     runner_->fox_gates(int(B_), int(L_), int(H), a.fox_z.data(), a.fox_c.data(), *a.ws, stream_);
+    const double gs = fox_gate_scale(c.attention);  // spec.hpp: FoxGateScale
+    if (gs != 1.0) scale(R * H, float(gs), a.fox_c.data(), stream_);
     fox_c = a.fox_c.data();
   }
   if (path_) {
@@ -571,6 +573,8 @@ void GpuModel::layer_backward(int l, const float* x_in) {
   if (fox) {
     // c feeds the query lane (+c_i) and the key lane (-c_j): dc = dcq + dck.
     axpy(R * H, 1.f, dfox_ck_.data(), dfox_cq_.data(), stream_);
+    const double gs = fox_gate_scale(layout_.config().attention);  // c was scaled by gs
+    if (gs != 1.0) scale(R * H, float(gs), dfox_cq_.data(), stream_);
     runner_->fox_gates_backward(int(B_), int(L_), int(H), a.fox_z.data(), dfox_cq_.data(),
                                 dfox_z_.data(), *a.ws, stream_);
     gemm(N, Y, R, D, H, 1, dfox_z_.data(), P + s.fox_w, 1, dxn);

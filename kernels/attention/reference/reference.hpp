@@ -60,7 +60,7 @@ T reference_logit(const AttentionSpec& spec, const RefInputs<T>& in, const T* q,
     case Scheme::NoPE:
       return dot_scaled();
     case Scheme::ALiBi:
-      return dot_scaled() - T(alibi_slope(h, spec.heads) * double(pi - pj));
+      return dot_scaled() - T(alibi_slope(h, spec.heads, spec.alibi.slopes) * double(pi - pj));
     case Scheme::FoX:
       return dot_scaled() + in.fox_cq(b, i, h) - in.fox_ck(b, j, h);
     case Scheme::RoPE:

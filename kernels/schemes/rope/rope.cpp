@@ -9,18 +9,23 @@
 // dims, so weights trained with one silently degrade under the other: both are offered,
 // neither is a default substitute for the other. Dims r..dq-1 pass through (partial RoPE).
 //
-// YaRN (s = yarn_factor > 1), NTK-by-parts: theta'_m = (1 - g) theta_m / s + g theta_m with
-// g = ramp(N / lambda_m), lambda_m = 2 pi / theta_m, N = yarn_original_len, ramp = 0 below
-// beta_slow (long wavelengths: interpolate only), 1 above beta_fast (short wavelengths:
-// keep), linear between. Its temperature softmax(q.k / (t sqrt(d))) with
-// sqrt(1/t) = 0.1 ln s + 1 is folded in by multiplying BOTH q' and k' by a = sqrt(1/t), so
-// the logit gets a^2 = 1/t. Unlike the usual trick of scaling the cos/sin tables, we scale
-// the pass-through dims of partial RoPE too, so the whole logit gets the temperature.
+// YaRN (s = yarn_factor > 1), NTK-by-parts: theta'_m = (1 - g) theta_m / s + g theta_m,
+// g = 0 for long wavelengths (interpolate only), 1 for short ones (keep), a ramp between.
+// Paper convention: g = ramp(N / lambda_m), lambda_m = 2 pi / theta_m, N = yarn_original_len,
+// 0 below beta_slow, 1 above beta_fast, linear in N / lambda_m between. Released convention
+// (the authors' code): g = 1 - clamp((m - lo) / (hi - lo), 0, 1) over the pair index m, with
+// lo = max(floor(m(beta_fast)), 0), hi = min(ceil(m(beta_slow)), r - 1) (r - 1, not r/2 - 1,
+// as that code bounds it; hi = lo + 0.001 when they meet), m(b) = r ln(N / (2 pi b)) /
+// (2 ln base) the pair that makes b turns over N. The temperature softmax(q.k / (t sqrt(d)))
+// with sqrt(1/t) = 0.1 ln s + 1 is folded in by multiplying q' and k' by a = sqrt(1/t), so
+// the logit gets a^2 = 1/t: on the rotated dims only in the released convention (the
+// authors scale the cos/sin tables), on partial RoPE's pass-through dims too in the paper's.
 //
 // Angles are computed in double precision whatever T is: at p = 1e7 a float32 angle would
 // be off by ~0.5 rad. Backward: R(p) is orthogonal, so dq = a R(p)^T dq' = a R(-p) dq'.
 #include "kernels/schemes/rope/rope.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/attention/kokkos/math.hpp"
@@ -33,10 +38,11 @@ namespace detail {
 
 constexpr double kTwoPi = 6.283185307179586;
 
-// y[b, i, h, :] = scale * R(sign * (pos0 + i)) x[b, i, h, :] for x, y [B, L, Hx, D].
+// y[b, i, h, :r] = scale * R(sign * (pos0 + i)) x[b, i, h, :r] and
+// y[b, i, h, r:] = pass_scale * x[b, i, h, r:] for x, y [B, L, Hx, D].
 template <class T>
 void rotate_rows(const View4<const T>& x, const View4<T>& y, const View1<const double>& theta,
-                 int64_t pos0, double sign, T scale, bool interleaved, int r) {
+                 int64_t pos0, double sign, T scale, T pass_scale, bool interleaved, int r) {
   const int B = x.extent(0), L = x.extent(1), H = x.extent(2), D = x.extent(3);
   const int half = r / 2;
   Kokkos::parallel_for(
@@ -52,7 +58,7 @@ void rotate_rows(const View4<const T>& x, const View4<T>& y, const View1<const d
           y(b, i, h, ia) = scale * (xa * cs - xb * sn);
           y(b, i, h, ib) = scale * (xa * sn + xb * cs);
         }
-        for (int c = r; c < D; ++c) y(b, i, h, c) = scale * x(b, i, h, c);
+        for (int c = r; c < D; ++c) y(b, i, h, c) = pass_scale * x(b, i, h, c);
       });
 }
 
@@ -66,11 +72,11 @@ template <class T>
 void apply(const AttentionSpec& spec, int64_t q_pos0, int64_t k_pos0, const View4<const T>& qx,
            const View4<const T>& kx, const View4<T>& qy, const View4<T>& ky, double sign) {
   const auto theta = theta_table(spec);
-  const T scale = T(attention_factor(spec));
+  const T scale = T(attention_factor(spec)), pass = T(pass_through_factor(spec));
   const bool inter = spec.rope.pairing == RopePairing::Interleaved;
   const int r = rotary_dim(spec);
-  rotate_rows<T>(qx, qy, theta, q_pos0, sign, scale, inter, r);
-  rotate_rows<T>(kx, ky, theta, k_pos0, sign, scale, inter, r);
+  rotate_rows<T>(qx, qy, theta, q_pos0, sign, scale, pass, inter, r);
+  rotate_rows<T>(kx, ky, theta, k_pos0, sign, scale, pass, inter, r);
 }
 
 }  // namespace detail
@@ -109,13 +115,27 @@ std::vector<double> frequencies(const AttentionSpec& spec) {
   const auto& o = spec.rope;
   const int r = rotary_dim(spec);
   const double s = o.yarn_factor, alpha = o.yarn_beta_slow, beta = o.yarn_beta_fast;
+  // Released convention: the pair index that makes b turns over the original context, and
+  // the ramp's ends, rounded outwards and clamped as the authors' code does.
+  auto pair_of_turns = [&](double b) {
+    return r * std::log(double(o.yarn_original_len) / (detail::kTwoPi * b)) /
+           (2 * std::log(o.base));
+  };
+  const double lo = std::max(std::floor(pair_of_turns(beta)), 0.0);
+  double hi = std::min(std::ceil(pair_of_turns(alpha)), double(r - 1));
+  if (hi == lo) hi += 0.001;
   std::vector<double> theta(r / 2);
   for (int m = 0; m < r / 2; ++m) {
     double t = std::pow(o.base, -2.0 * m / r);
     if (s > 1) {
-      // ratio = how many full turns pair m makes over the original context.
-      const double ratio = double(o.yarn_original_len) / (detail::kTwoPi / t);
-      const double g = ratio < alpha ? 0.0 : ratio > beta ? 1.0 : (ratio - alpha) / (beta - alpha);
+      double g;  // 1 keeps theta_m, 0 interpolates it to theta_m / s
+      if (o.yarn_convention == YarnConvention::Paper) {
+        // ratio = how many full turns pair m makes over the original context.
+        const double ratio = double(o.yarn_original_len) / (detail::kTwoPi / t);
+        g = ratio < alpha ? 0.0 : ratio > beta ? 1.0 : (ratio - alpha) / (beta - alpha);
+      } else {
+        g = 1 - std::clamp((m - lo) / (hi - lo), 0.0, 1.0);
+      }
       t = (1 - g) * t / s + g * t;
     }
     theta[m] = t;
@@ -126,6 +146,10 @@ std::vector<double> frequencies(const AttentionSpec& spec) {
 double attention_factor(const AttentionSpec& spec) {
   const double s = spec.rope.yarn_factor;
   return s > 1 ? 0.1 * std::log(s) + 1.0 : 1.0;
+}
+
+double pass_through_factor(const AttentionSpec& spec) {
+  return spec.rope.yarn_convention == YarnConvention::Paper ? attention_factor(spec) : 1.0;
 }
 
 template <class T>

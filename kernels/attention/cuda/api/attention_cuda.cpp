@@ -169,6 +169,7 @@ lanes::RowLaneArgs side_args(const AttentionSpec& s, const ParamLayout& l, const
   switch (a.kind) {
     case LaneKind::Rope:
       a.scale = float(rope::attention_factor(s));
+      a.pass_scale = float(rope::pass_through_factor(s));
       a.rotary = rope::rotary_dim(s);
       a.interleaved = s.rope.pairing == RopePairing::Interleaved;
       break;
@@ -216,13 +217,13 @@ std::string call_key(const AttentionSpec& s, const DeviceParams& p, const Attent
   o << int(s.scheme) << ' ' << s.heads << ' ' << s.kv_heads << ' ' << s.head_dim << ' '
     << s.value_dim << ' ' << int(r.pairing) << ' ' << r.rotary_dim << ' ' << r.base << ' '
     << r.yarn_factor << ' ' << r.yarn_original_len << ' ' << r.yarn_beta_fast << ' '
-    << r.yarn_beta_slow << ' ' << g.modes << ' ' << g.base << ' ' << g.mlp_hidden << ' '
-    << g.feature_freqs << ' ' << g.train_len << ' ' << g.grid_width << ' ' << g.y_modes << ' '
-    << s.pope.base << ' ' << n.qk_norm << ' ' << n.qk_norm_eps << ' ' << n.softcap << ' ' << n.sink
-    << ' ' << p.data << ' ' << p.size << ' ' << in.B << ' ' << in.Lq << ' ' << in.Lk << ' ' << in.q
-    << ' ' << in.k << ' ' << in.v << ' ' << in.q_pos0 << ' ' << in.k_pos0 << ' ' << in.fox_cq << ' '
-    << in.fox_ck << ' ' << w.generation(Slot::Q2) << ' ' << w.generation(Slot::K2) << ' '
-    << w.generation(Slot::Alibi);
+    << r.yarn_beta_slow << ' ' << int(r.yarn_convention) << ' ' << g.modes << ' ' << g.base << ' '
+    << g.mlp_hidden << ' ' << g.feature_freqs << ' ' << g.train_len << ' ' << g.grid_width << ' '
+    << g.y_modes << ' ' << s.pope.base << ' ' << int(s.alibi.slopes) << ' ' << n.qk_norm << ' '
+    << n.qk_norm_eps << ' ' << n.softcap << ' ' << n.sink << ' ' << p.data << ' ' << p.size << ' '
+    << in.B << ' ' << in.Lq << ' ' << in.Lk << ' ' << in.q << ' ' << in.k << ' ' << in.v << ' '
+    << in.q_pos0 << ' ' << in.k_pos0 << ' ' << in.fox_cq << ' ' << in.fox_ck << ' '
+    << w.generation(Slot::Q2) << ' ' << w.generation(Slot::K2) << ' ' << w.generation(Slot::Alibi);
   return o.str();
 }
 
@@ -305,7 +306,7 @@ SdpaArgs sdpa_frame(const AttentionSpec& s, const AttentionInputs& in, Workspace
   a.softcap = float(s.numerics.softcap);
   if (s.scheme == Scheme::ALiBi) {
     float* slopes = w.get<float>(Slot::Alibi, s.heads);
-    lanes::alibi_slopes(s.heads, slopes, st);
+    lanes::alibi_slopes(s.heads, s.alibi.slopes, slopes, st);
     a.alibi_slopes = slopes;
   }
   if (uses_fox(s.scheme)) {

@@ -12,6 +12,7 @@
 #include "kernels/attention/cuda/api/lane_kernels.hpp"
 #include "kernels/attention/cuda/cuda_check.hpp"
 #include "kernels/attention/cuda/vec_io.cuh"
+#include "kernels/attention/spec.hpp"
 
 namespace lcr::cuda::lanes {
 namespace {
@@ -38,9 +39,9 @@ __global__ void pope_delta_trig_kernel(const float* delta, int n, float2* out) {
   }
 }
 
-__global__ void alibi_kernel(int H, float* out) {
+__global__ void alibi_kernel(int H, AlibiSlopes slopes, float* out) {
   const int h = blockIdx.x * blockDim.x + threadIdx.x;
-  if (h < H) out[h] = float(exp2(-8.0 * (h + 1) / H));
+  if (h < H) out[h] = float(alibi_slope(h, H, slopes));
 }
 
 // The row kernels over [rows, Dv] with rows = (b, i, h) of [B, Lq, H]: 2^tpr_log2 threads
@@ -261,9 +262,9 @@ void pope_delta_trig(const float* delta, int n, float2* out, cudaStream_t s) {
   LCR_CUDA_CHECK_LAUNCH();
 }
 
-void alibi_slopes(int H, float* out, cudaStream_t s) {
+void alibi_slopes(int H, AlibiSlopes slopes, float* out, cudaStream_t s) {
   if (H == 0) return;
-  alibi_kernel<<<(H + 127) / 128, 128, 0, s>>>(H, out);
+  alibi_kernel<<<(H + 127) / 128, 128, 0, s>>>(H, slopes, out);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

@@ -138,7 +138,7 @@ __device__ __forceinline__ void pope_store(const RowLaneArgs& a, __nv_bfloat16* 
 __device__ __forceinline__ __nv_bfloat16 rope_out(const RowLaneArgs& a, const float* xs, int o,
                                                   int t) {
   if (o >= a.d) return __float2bfloat16(0.f);
-  if (o >= a.rotary) return __float2bfloat16(a.scale * xs[o]);
+  if (o >= a.rotary) return __float2bfloat16(a.pass_scale * xs[o]);
   const int half = a.rotary / 2;
   const int m = a.interleaved ? o / 2 : (o < half ? o : o - half);
   const int ia = a.interleaved ? 2 * m : m, ib = a.interleaved ? 2 * m + 1 : m + half;
@@ -324,7 +324,7 @@ template <LaneKind K>
 __device__ __forceinline__ float lane_grad(const RowLaneArgs& a, const float* dys, int c, int t) {
   if (K == LaneKind::Copy) return dys[c];
   if (K == LaneKind::Rope) {
-    if (c >= a.rotary) return a.scale * dys[c];
+    if (c >= a.rotary) return a.pass_scale * dys[c];
     const int half = a.rotary / 2;
     const int m = a.interleaved ? c / 2 : (c < half ? c : c - half);
     const int ia = a.interleaved ? 2 * m : m, ib = a.interleaved ? 2 * m + 1 : m + half;

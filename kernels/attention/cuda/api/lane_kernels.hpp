@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/attention/spec.hpp"
+
 namespace lcr::cuda::lanes {
 
 // Warps per block of the row kernels; positions per backward block (each block writes one
@@ -62,7 +64,8 @@ struct RowLaneArgs {
   float eps = 1e-6f;
   const float2* trig = nullptr;  // [L, M] table of this side's positions
   int M = 0;
-  float scale = 1.f;  // RoPE: YaRN factor a; GOAT: content scale (queries) / 1 (keys)
+  float scale = 1.f;       // RoPE: YaRN factor a; GOAT: content scale (queries) / 1 (keys)
+  float pass_scale = 1.f;  // RoPE: the factor on the dims past rotary (pass_through_factor)
   // RoPE: the first `rotary` dims rotate, pairs (2m, 2m+1) or (m, m + rotary/2).
   int rotary = 0;
   bool interleaved = false;
@@ -152,8 +155,9 @@ void goat_du_project(int L, int Hkv, int G, int64_t k_pos0, int Lq, int64_t q_po
 // ---- small helpers ----
 // (cos, sin)(clamp(delta, -2 pi, 0)) for PoPE's key phase, n values.
 void pope_delta_trig(const float* delta, int n, float2* out, cudaStream_t s);
-// ALiBi slopes 2^(-8 (h+1) / H), formed in double and rounded to float like the CPU path.
-void alibi_slopes(int H, float* out, cudaStream_t s);
+// ALiBi slopes by the convention (alibi_slope, spec.hpp), formed in double and rounded to
+// float like the CPU path.
+void alibi_slopes(int H, AlibiSlopes slopes, float* out, cudaStream_t s);
 
 // ---- output, sink, softmax-backward row terms ----
 // o [B, Lq, H, Dv] bf16 from the SDPA's fp32 o_f32. With a sink (else null):
