@@ -2,7 +2,8 @@
 """Independent check of `lcr attention` and the file layout (docs/attention-file.md).
 
 numpy computes causal multi-head attention with grouped KV heads, global position
-offsets and ALiBi, forward and backward, straight from the definition (an L x L matrix;
+offsets and ALiBi (the slopes as the ALiBi authors' code makes them, and the geometric
+rule by name), forward and backward, straight from the definition (an L x L matrix;
 fine at these sizes); h5py writes the input file and reads lcr's output.
 Usage: check_attention_file.py <path to lcr> <work dir>
 """
@@ -12,6 +13,18 @@ import sys
 
 import h5py
 import numpy as np
+
+
+def published_alibi_slopes(n):
+    """The ALiBi authors' get_slopes: powers of two directly, otherwise the closest power
+    of two's slopes followed by every other slope of twice as many heads."""
+    def power_of_2(m):
+        start = 2 ** (-2 ** -(np.log2(m) - 3))
+        return [start * start ** i for i in range(m)]
+    if np.log2(n).is_integer():
+        return power_of_2(n)
+    closest = 2 ** int(np.floor(np.log2(n)))
+    return power_of_2(closest) + published_alibi_slopes(2 * closest)[0::2][: n - closest]
 
 
 def attention(q, k, v, dout, q_pos0, k_pos0, slopes):
@@ -39,11 +52,12 @@ def attention(q, k, v, dout, q_pos0, k_pos0, slopes):
     return dict(o=o, lse=lse, dq=dq, dk=dk, dv=dv)
 
 
-def check(lcr, work, scheme, B, Lq, Lk, H, Hkv, d, dv, q_pos0, k_pos0):
+def check(lcr, work, scheme, B, Lq, Lk, H, Hkv, d, dv, q_pos0, k_pos0, alibi_slopes=None):
     rng = np.random.default_rng(11)
     x = dict(q=rng.standard_normal((B, Lq, H, d)), k=rng.standard_normal((B, Lk, Hkv, d)),
              v=rng.standard_normal((B, Lk, Hkv, dv)), dout=rng.standard_normal((B, Lq, H, dv)))
-    inp, out = os.path.join(work, scheme + "_in.h5"), os.path.join(work, scheme + "_out.h5")
+    tag = scheme + ("_" + alibi_slopes if alibi_slopes else "")
+    inp, out = os.path.join(work, tag + "_in.h5"), os.path.join(work, tag + "_out.h5")
     with h5py.File(inp, "w") as f:
         for name, a in x.items():
             f[name] = a
@@ -51,8 +65,15 @@ def check(lcr, work, scheme, B, Lq, Lk, H, Hkv, d, dv, q_pos0, k_pos0):
         spec = f.create_group("spec")
         spec.attrs["scheme"] = scheme
         spec.attrs["numerics.qk_norm"] = False  # a numpy bool, as h5py stores it
+        if alibi_slopes:
+            spec.attrs["alibi.slopes"] = alibi_slopes
     subprocess.run([lcr, "--quiet", "attention", "--input", inp, "--output", out], check=True)
-    slopes = (2.0 ** (-8.0 * (np.arange(H) + 1) / H)) if scheme == "alibi" else np.zeros(H)
+    if scheme != "alibi":
+        slopes = np.zeros(H)
+    elif alibi_slopes == "geometric":
+        slopes = 2.0 ** (-8.0 * (np.arange(H) + 1) / H)
+    else:
+        slopes = np.array(published_alibi_slopes(H))
     want = attention(x["q"], x["k"], x["v"], x["dout"], q_pos0, k_pos0, slopes)
     with h5py.File(out, "r") as f:
         assert f["spec"].attrs["scheme"] == scheme, dict(f["spec"].attrs)
@@ -63,8 +84,8 @@ def check(lcr, work, scheme, B, Lq, Lk, H, Hkv, d, dv, q_pos0, k_pos0):
             assert got.shape == w.shape, (name, got.shape, w.shape)
             err = np.abs(got - w).max()
             # float64 both sides, O(1) values, sums over <= 40 keys: 1e-12 is generous.
-            assert err < 1e-12, f"{scheme}: {name} differs from numpy by {err:.3e}"
-            print(f"{scheme:6s} {name:4s} max |lcr - numpy| = {err:.2e}")
+            assert err < 1e-12, f"{tag}: {name} differs from numpy by {err:.3e}"
+            print(f"{tag:16s} {name:4s} max |lcr - numpy| = {err:.2e}")
 
 
 def main():
@@ -72,6 +93,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     check(lcr, work, "nope", B=2, Lq=7, Lk=7, H=4, Hkv=2, d=16, dv=8, q_pos0=0, k_pos0=0)
     check(lcr, work, "alibi", B=1, Lq=13, Lk=40, H=6, Hkv=3, d=8, dv=8, q_pos0=27, k_pos0=0)
+    check(lcr, work, "alibi", B=1, Lq=13, Lk=40, H=6, Hkv=3, d=8, dv=8, q_pos0=27, k_pos0=0,
+          alibi_slopes="geometric")
 
 
 if __name__ == "__main__":
