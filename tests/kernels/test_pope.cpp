@@ -1,8 +1,10 @@
 // PoPE through the shared attention suite (plain and with softcap), plus the clamp of the
 // phase bias, a hand-computed logit (the sign conventions), float32 phases at large
 // positions and the validation message.
+#include <algorithm>
 #include <cmath>
 
+#include "kernels/attention/kokkos/math.hpp"
 #include "kernels/attention_scheme_tests.hpp"
 #include "kernels/schemes/pope/pope.hpp"
 
@@ -150,6 +152,30 @@ TEST(PoPE, ValidationNamesTheOption) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("pope.base"), std::string::npos) << e.what();
   }
+}
+
+// PoPE's magnitudes are softplus: in float it runs on logf (kmath::log1p_unit), which must
+// stay within a few ulp of the exact value; the backward's softplus_sigmoid must give the
+// same bits as softplus and sigmoid apart.
+TEST(PoPE, FloatSoftplusWithinFewUlpOfExact) {
+  float worst = 0;
+  for (int n = -40000; n <= 40000; ++n) {
+    const float x = float(n) * 1e-3f;  // [-40, 40] by 0.001, and the tails beyond
+    const double want = std::log1p(std::exp(double(x)));
+    const float got = kmath::softplus(x);
+    // 4 ulp of the result: Goldberg's bound for the corrected log plus logf's and expf's
+    // own errors (each below 1 ulp in glibc).
+    const float ulp = std::nextafter(float(want), INFINITY) - float(want);
+    worst = std::max(worst, float(std::abs(double(got) - want) / ulp));
+    float sp, sg;
+    kmath::softplus_sigmoid(x, sp, sg);
+    EXPECT_EQ(sp, got) << x;
+    EXPECT_EQ(sg, kmath::sigmoid(x)) << x;
+  }
+  EXPECT_LE(worst, 4.f);
+  EXPECT_EQ(kmath::softplus(-200.f), 0.f);             // e^x underflows: exactly 0
+  EXPECT_EQ(kmath::softplus(200.f), 200.f);            // log1p(e^-200) is below half an ulp of 200
+  EXPECT_EQ(kmath::softplus(-20.f), std::exp(-20.f));  // the tail: log1p(e) = e
 }
 
 }  // namespace

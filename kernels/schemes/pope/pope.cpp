@@ -134,9 +134,11 @@ void polar_backward(const View4<const T>& x, const View4<const T>& dy, const Vie
           double csd, snd;
           ph.at(i, h, c, csd, snd);
           const T cs = T(csd), sn = T(snd);
-          const T dre = dy(b, i, h, c), dim = dy(b, i, h, d + c), xv = x(b, i, h, c);
-          dx(b, i, h, c) = (dre * cs + dim * sn) * kmath::sigmoid(xv);
-          if (has_delta) dpsi(h, c, b * L + i) = kmath::softplus(xv) * (dim * cs - dre * sn);
+          const T dre = dy(b, i, h, c), dim = dy(b, i, h, d + c);
+          T mu, sg;
+          kmath::softplus_sigmoid(x(b, i, h, c), mu, sg);
+          dx(b, i, h, c) = (dre * cs + dim * sn) * sg;
+          if (has_delta) dpsi(h, c, b * L + i) = mu * (dim * cs - dre * sn);
         }
       });
 }
