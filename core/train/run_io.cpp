@@ -108,7 +108,19 @@ TrainConfig checkpoint_config(const io::Checkpoint& c) {
   config::Table root;
   config::bind_train_config(root, cfg);
   try {
-    root.read(config::Document::parse(c.config_toml, "checkpoint config"));
+    const config::Document doc = config::Document::parse(c.config_toml, "checkpoint config");
+    root.read(doc);
+    // A checkpoint written before a convention had its key trained under the rule lcr had
+    // then: the geometric ALiBi slopes, the paper's YaRN ramp. Where that rule gives another
+    // function than today's default, read the checkpoint as it trained (restore_checkpoint
+    // then names the key a config must set to resume it).
+    AttentionSpec& a = cfg.model.attention;
+    if (!doc.has("attention.alibi.slopes") && a.scheme == Scheme::ALiBi &&
+        (a.heads & (a.heads - 1)) != 0)
+      a.alibi.slopes = AlibiSlopes::Geometric;
+    if (!doc.has("attention.rope.yarn_convention") && a.scheme == Scheme::RoPE &&
+        a.rope.yarn_factor > 1)
+      a.rope.yarn_convention = YarnConvention::Paper;
   } catch (const std::exception& e) {
     throw_error("the checkpoint's config does not parse: ", e.what());
   }
@@ -119,6 +131,18 @@ template <class T>
 void restore_checkpoint(const io::Checkpoint& c, const TrainConfig& cfg, Model<T>& model,
                         AdamW<T>* opt) {
   const TrainConfig saved = checkpoint_config(c);
+  const AttentionSpec &sa = saved.model.attention, &ca = cfg.model.attention;
+  require(sa.scheme != Scheme::ALiBi || sa.alibi.slopes == ca.alibi.slopes,
+          "the checkpoint of step ", c.step, " trained ALiBi with attention.alibi.slopes = \"",
+          sa.alibi.slopes == AlibiSlopes::Geometric ? "geometric" : "published",
+          "\" (checkpoints from before that key used the geometric slopes); set it so in the "
+          "run's config.toml or on the command line to resume");
+  require(sa.scheme != Scheme::RoPE || sa.rope.yarn_convention == ca.rope.yarn_convention,
+          "the checkpoint of step ", c.step,
+          " trained YaRN with attention.rope.yarn_convention = \"",
+          sa.rope.yarn_convention == YarnConvention::Paper ? "paper" : "released",
+          "\" (checkpoints from before that key used the paper's ramp); set it so in the run's "
+          "config.toml or on the command line to resume");
   require(model_toml(saved) == model_toml(cfg), "the checkpoint of step ", c.step,
           " was written for another model: its [model] / "
           "[attention] sections differ from this config's (",

@@ -51,7 +51,8 @@ std::string check_resume_config(const std::string& old_toml, const std::string& 
 // train.resume_from = "step-<N>" (or "step-<N>.h5") -> N; Error otherwise.
 int64_t resume_from_step(const std::string& name);
 
-// The config a checkpoint was written with.
+// The config a checkpoint was written with (a checkpoint from before a convention's key
+// reads as the rule it trained under where that differs from today's default).
 TrainConfig checkpoint_config(const io::Checkpoint& c);
 
 }  // namespace lcr::train

@@ -5,6 +5,7 @@
 #include "core/config/train_config.hpp"
 #include "core/train/flops.hpp"
 #include "core/train/prior_stats.hpp"
+#include "core/train/run_io.hpp"
 #include "train_test_util.hpp"
 
 namespace lcr::test {
@@ -131,6 +132,51 @@ TEST(TrainConfigFiles, EvalLengthsAndPriorLags) {
   for (size_t i = 1; i < lags.size(); ++i) EXPECT_LT(lags[i - 1], lags[i]);
   EXPECT_EQ(lags.back(), 799);
   EXPECT_EQ(config::split_paths(" a.bin, b ,,c "), (std::vector<std::string>{"a.bin", "b", "c"}));
+}
+
+// A checkpoint written before attention.alibi.slopes / attention.rope.yarn_convention
+// existed trained under the rules lcr had then (geometric slopes, the paper's YaRN ramp). It
+// reads as such where that differs from today's default, and resuming it with a config that
+// means the new default is refused, naming the key to set.
+TEST(TrainConfigFiles, CheckpointsFromBeforeAConventionKeyReadAsTheyTrained) {
+  auto without = [](std::string toml, const std::string& line) {
+    const size_t at = toml.find(line);
+    EXPECT_NE(at, std::string::npos) << line;
+    return at == std::string::npos ? toml : toml.erase(at, toml.find('\n', at) + 1 - at);
+  };
+  TrainConfig cfg;
+  cfg.model.vocab_size = 32;
+  cfg.model.attention.scheme = Scheme::ALiBi;
+  cfg.model.attention.heads = cfg.model.attention.kv_heads = 6;
+  cfg.model.attention.head_dim = 8;
+  io::Checkpoint c;
+  c.step = 7;
+  c.config_toml = without(config::train_config_toml(cfg), "slopes = ");
+  EXPECT_EQ(train::checkpoint_config(c).model.attention.alibi.slopes, AlibiSlopes::Geometric);
+  Model<double> model(cfg.model, 1);
+  try {
+    train::restore_checkpoint(c, cfg, model, static_cast<AdamW<double>*>(nullptr));
+    ADD_FAILURE() << "resumed an old geometric-slope checkpoint under the recipe's slopes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention.alibi.slopes = \"geometric\""),
+              std::string::npos)
+        << e.what();
+  }
+  c.config_toml = config::train_config_toml(cfg);  // the key present: as written
+  EXPECT_EQ(train::checkpoint_config(c).model.attention.alibi.slopes, AlibiSlopes::Published);
+  cfg.model.attention.heads = cfg.model.attention.kv_heads = 8;  // the rules agree: no change
+  c.config_toml = without(config::train_config_toml(cfg), "slopes = ");
+  EXPECT_EQ(train::checkpoint_config(c).model.attention.alibi.slopes, AlibiSlopes::Published);
+
+  cfg.model.attention.scheme = Scheme::RoPE;
+  cfg.model.attention.rope.yarn_factor = 4;
+  c.config_toml = without(config::train_config_toml(cfg), "yarn_convention = ");
+  EXPECT_EQ(train::checkpoint_config(c).model.attention.rope.yarn_convention,
+            YarnConvention::Paper);
+  cfg.model.attention.rope.yarn_factor = 1;  // no YaRN: either convention is plain RoPE
+  c.config_toml = without(config::train_config_toml(cfg), "yarn_convention = ");
+  EXPECT_EQ(train::checkpoint_config(c).model.attention.rope.yarn_convention,
+            YarnConvention::Released);
 }
 
 }  // namespace
