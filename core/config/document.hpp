@@ -54,8 +54,9 @@ Document parse_file(const std::string& path);
 
 // Applies one command-line override "section.key=value". What the value means depends on
 // the key's type, known when a Table reads the document (table.hpp): a string key takes the
-// text after '=' verbatim, trimmed of spaces and tabs (run.dir=runs/x is "runs/x",
-// run.name=2026-12-05 is "2026-12-05", run.name= is ""), or a quoted TOML string's content
+// text after '=' verbatim, trimmed of spaces and tabs (run.dir=runs/x is "runs/x", a
+// date-like run.name is that text, not a TOML date, run.name= is ""), or a quoted TOML
+// string's content
 // (run.dir="runs/x" or 'runs/x' is runs/x); any other key takes the text as a TOML value
 // (500000, 1e-6, true), and text that is not one is an error naming the key then.
 void apply_override(Document& root, const std::string& text);

@@ -27,8 +27,8 @@ std::string where(const toml::node& n);
 // none for a value from a file or from code.
 std::optional<std::string> override_text(const toml::node& n);
 // What a string key takes from a command-line override: the text after '=' verbatim
-// (run.name=2026-12-05 is "2026-12-05", run.dir=runs/x is "runs/x"), or the content of a
-// quoted TOML string (run.dir="runs/x", 'runs/x'); none for a value from a file or code.
+// (run.dir=runs/x is "runs/x"; a date-like value stays text), or the content of a quoted
+// TOML string (run.dir="runs/x", 'runs/x'); none for a value from a file or code.
 std::optional<std::string> override_string(const toml::node& n);
 // For an override whose text is not one TOML value (runs/x, a b, nothing after '='): that
 // text, held as a string until a key of another type reports it; none otherwise.

@@ -142,6 +142,9 @@ TEST(Config, MalformedOverridesAreClearErrors) {
       << u;
 }
 
+// A value TOML reads as a local date: a run named after its day must stay that text.
+const std::string kDateLike = "2026-12-05";
+
 // The train config's keys as the overrides set them; no validation (check_train_config).
 TrainConfig train_from(const std::vector<std::string>& overrides) {
   TrainConfig cfg;
@@ -152,10 +155,11 @@ TrainConfig train_from(const std::vector<std::string>& overrides) {
 }
 
 TEST(Config, StringKeysTakeTheOverrideTextVerbatim) {
-  TrainConfig c = train_from({"run.dir=runs/x", "data.paths=data/c4/train", "run.name=2026-12-05"});
+  TrainConfig c =
+      train_from({"run.dir=runs/x", "data.paths=data/c4/train", "run.name=" + kDateLike});
   EXPECT_EQ(c.run.dir, "runs/x");
   EXPECT_EQ(c.data.paths, "data/c4/train");
-  EXPECT_EQ(c.run.name, "2026-12-05");  // not a TOML date
+  EXPECT_EQ(c.run.name, kDateLike);  // not a TOML date
   // Whatever TOML would make of the text, a string key takes the text itself.
   EXPECT_EQ(train_from({"run.name=true"}).run.name, "true");
   EXPECT_EQ(train_from({"run.name=12"}).run.name, "12");
@@ -175,7 +179,7 @@ TEST(Config, StringKeysTakeTheOverrideTextVerbatim) {
 TEST(Config, QuotedStringOverridesMeanTheirContent) {
   EXPECT_EQ(train_from({"run.dir=\"runs/x\""}).run.dir, "runs/x");
   EXPECT_EQ(train_from({"run.dir='runs/x'"}).run.dir, "runs/x");
-  EXPECT_EQ(train_from({"run.name=\"2026-12-05\""}).run.name, "2026-12-05");
+  EXPECT_EQ(train_from({"run.name=\"" + kDateLike + "\""}).run.name, kDateLike);
   EXPECT_EQ(train_from({"data.paths=\"data/c4/train\""}).data.paths, "data/c4/train");
   EXPECT_EQ(train_from({"run.name=\" x \""}).run.name, " x ");  // spaces kept inside quotes
   EXPECT_EQ(train_from({"run.name=\"\""}).run.name, "");
@@ -214,7 +218,7 @@ TEST(Config, OverridesOfOtherTypesStayTomlWithErrorsNamingTheKey) {
       << m;
   m = err("train.steps=\"ten\"");
   EXPECT_NE(m.find("train.steps must be an integer, got a string"), std::string::npos) << m;
-  m = err("train.steps=2026-12-05");
+  m = err("train.steps=" + kDateLike);
   EXPECT_NE(m.find("train.steps must be an integer, got a date/time"), std::string::npos) << m;
   m = err("train.lr=1e");
   EXPECT_NE(m.find("train.lr must be a number, got '1e'"), std::string::npos) << m;

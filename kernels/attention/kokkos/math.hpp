@@ -30,8 +30,8 @@ KOKKOS_INLINE_FUNCTION T sigmoid(T x) {
 }
 // log(1 + e) for 0 <= e <= 1 (softplus's tail). float: log(u) times e / (u - 1), u = 1 + e
 // rounded, which undoes u's rounding (Goldberg, "What every computer scientist should know
-// about floating-point arithmetic", Thm. 4: a few ulp), on logf, several times cheaper than
-// glibc's log1pf; double keeps log1p (the reference tests' exactness).
+// about floating-point arithmetic", Thm. 4: a few ulp), so it runs on logf rather than
+// glibc's slower log1pf; double keeps log1p (the reference tests' exactness).
 template <class T>
 KOKKOS_INLINE_FUNCTION T log1p_unit(T e) {
   if constexpr (std::is_same_v<T, float>) {

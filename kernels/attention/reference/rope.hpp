@@ -46,7 +46,7 @@ struct RopeTrigCache {
     theta.assign(r / 2, 0.0);
     // Released: the correction range of the authors' code, dimension = r.
     auto correction_dim = [&](double turns) {
-      return (r * std::log(o.yarn_original_len / (turns * 2 * M_PI))) / (2 * std::log(o.base));
+      return (r * std::log(o.yarn_original_len / (turns * kRopeTwoPi))) / (2 * std::log(o.base));
     };
     double low = std::floor(correction_dim(o.yarn_beta_fast));
     double high = std::ceil(correction_dim(o.yarn_beta_slow));
