@@ -32,7 +32,13 @@ void bind_attention(Table& root, AttentionSpec& s) {
       "ALiBi slopes: the authors' recipe, or 2^(-8(h+1)/H) for every H");
 
   Table& g = a.table("goat");
-  g.field("modes", s.goat.modes, "R Fourier modes; d_c = head_dim - 2R - 2 > 0");
+  g.choice("recipe", s.goat.recipe, {{"lcr", GoatRecipe::Lcr}, {"authors", GoatRecipe::Authors}},
+           "GOAT's parameterisation: lcr's (per-query-head alpha, beta; per-KV-head MLPs; "
+           "neutral start) or the authors' package (per-KV-head alpha, beta; one shared MLP "
+           "with per-head gains; softplus recency slope seeded at ALiBi's)");
+  g.field("query_gate", s.goat.query_gate,
+          "the authors' query gate sigmoid(b_h - softplus(a_h) |q_c|) on the prior");
+  g.field("modes", s.goat.modes, "R Fourier modes (0: no relative prior); d_c = head_dim - 2R - 2");
   g.field("base", s.goat.base, "w_r = base^(-(r-1)/max(R-1,1))");
   g.field("mlp_hidden", s.goat.mlp_hidden, "hidden width of the key-bias SiLU MLP");
   g.field("feature_freqs", s.goat.feature_freqs, "sin/cos pairs in phi(j)");

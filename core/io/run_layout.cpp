@@ -64,14 +64,17 @@ std::vector<Table> prior_tables(const PriorShapes& s) {
       {"first_token_mass", {H}, DType::F32, "attention weight on position 0, mean over rows"}};
   const std::string& sc = s.scheme;
   if (sc == "goat" || sc == "goat2d") {
-    need(s.goat_modes, "goat_modes");
+    require(s.goat_modes >= 0, "prior tables for scheme '", s.scheme,
+            "' need goat_modes >= 0 (got ", s.goat_modes, ")");
     need(int64_t(s.goat_lags.size()), "goat_lags");
     need(int64_t(s.goat_positions.size()), "goat_positions");
     const int64_t R = s.goat_modes;
-    cols.push_back({"alpha", {H, R}, DType::F32, "GOAT mode decay alpha_h,r"});
-    cols.push_back({"beta", {H, R}, DType::F32, "GOAT mode frequency beta_h,r"});
-    cols.push_back({"amplitude", {H, R}, DType::F32, "GOAT per-mode amplitude"});
-    cols.push_back({"beta_alpha_ratio", {H, R}, DType::F32, "|beta| / |alpha| per mode"});
+    if (R > 0) {  // R = 0 (no relative prior): no per-mode columns
+      cols.push_back({"alpha", {H, R}, DType::F32, "GOAT mode decay alpha_h,r"});
+      cols.push_back({"beta", {H, R}, DType::F32, "GOAT mode frequency beta_h,r"});
+      cols.push_back({"amplitude", {H, R}, DType::F32, "GOAT per-mode amplitude"});
+      cols.push_back({"beta_alpha_ratio", {H, R}, DType::F32, "|beta| / |alpha| per mode"});
+    }
     cols.push_back({"prior_curve",
                     {H, int64_t(s.goat_lags.size())},
                     DType::F32,

@@ -143,7 +143,8 @@ void print_priors(const io::RunReader& r, const TrainConfig& cfg, std::ostream& 
     const auto ftm = last_row(r, t, "first_token_mass", &shp);
     out << fmt::format("\nlayer {} (priors at step {})\n", l, r.steps(t).back());
     std::string head = "  head  entropy  max_logit  first_tok";
-    const bool goat = has_column(r, t, "alpha"), pope = has_column(r, t, "q_usage"),
+    // GOAT's u column is there for every R; the per-mode columns only for R > 0.
+    const bool goat = has_column(r, t, "u"), pope = has_column(r, t, "q_usage"),
                rope = has_column(r, t, "q_pair_norm"), path = has_column(r, t, "beta_stats");
     if (goat) head += "  top_mode  amplitude  |b|/|a|  peak_lag  peak-median  u0_bump";
     if (pope) head += "  q_usage  k_usage  top_freq  delta";
@@ -155,9 +156,12 @@ void print_priors(const io::RunReader& r, const TrainConfig& cfg, std::ostream& 
     // The curves' axes (/priors/goat_lags, /priors/goat_positions) are prior_lags() of the
     // longest evaluation length, recomputed here from the config that wrote them.
     const std::vector<int64_t> lags = prior_lags(cfg.train.seq_len * cfg.eval.max_length_factor);
+    const bool modes = has_column(r, t, "amplitude");
     if (goat) {
-      amp = last_row(r, t, "amplitude", &shp);
-      ratio = last_row(r, t, "beta_alpha_ratio", &shp);
+      if (modes) {
+        amp = last_row(r, t, "amplitude", &shp);
+        ratio = last_row(r, t, "beta_alpha_ratio", &shp);
+      }
       curve = last_row(r, t, "prior_curve", &cs);
       u = last_row(r, t, "u", &us);
     }
@@ -193,10 +197,14 @@ void print_priors(const io::RunReader& r, const TrainConfig& cfg, std::ostream& 
         for (int64_t j = 1; j < std::min<int64_t>(np, 32); ++j, ++cnt)
           rest += u[size_t(hk * np + j)];
         const double bump = u[size_t(hk * np)] - (cnt ? rest / cnt : 0.0);
-        line +=
-            fmt::format("  {:>8}  {:9.3f}  {:7.2f}  {:>8}  {:11.3f}  {:7.3f}", top,
-                        amp[size_t(h * R + top)], ratio[size_t(h * R + top)], lags[size_t(peak)],
-                        curve[size_t(h * nl + peak)] - median(inside), bump);
+        if (modes)
+          line +=
+              fmt::format("  {:>8}  {:9.3f}  {:7.2f}  {:>8}  {:11.3f}  {:7.3f}", top,
+                          amp[size_t(h * R + top)], ratio[size_t(h * R + top)], lags[size_t(peak)],
+                          curve[size_t(h * nl + peak)] - median(inside), bump);
+        else  // no relative prior (R = 0): only the key prior's first-token bump
+          line += fmt::format("  {:>8}  {:>9}  {:>7}  {:>8}  {:>11}  {:7.3f}", "-", "-", "-", "-",
+                              "-", bump);
       }
       if (pope) {
         const int64_t d = qs.back();

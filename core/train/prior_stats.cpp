@@ -94,20 +94,19 @@ std::vector<std::pair<std::string, io::Row>> prior_rows(const Model<T>& model,
     }
     if (is_goat(spec.scheme)) {
       const auto P = host_params(model, l);
-      const auto alpha = P.v2("goat.alpha"), beta = P.v2("goat.beta");
-      auto& a = row["alpha"];
-      auto& b = row["beta"];
-      auto& amp = row["amplitude"];
-      auto& ratio = row["beta_alpha_ratio"];
+      // alpha, beta per query head (recipe "authors": their per-KV-head values, repeated).
+      const auto lane = goat::host_lane_params(spec, P);
+      const auto alpha = lane.v2("goat.alpha"), beta = lane.v2("goat.beta");
       auto& curve = row["prior_curve"];
       for (int h = 0; h < H; ++h) {
         const auto m = goat::mode_amplitudes(spec, P, h);
-        for (int r = 0; r < spec.goat.modes; ++r) {
-          a.push_back(alpha(h, r));
-          b.push_back(beta(h, r));
-          amp.push_back(m[size_t(r)]);
+        for (int r = 0; r < spec.goat.modes; ++r) {  // no per-mode columns when R = 0
+          row["alpha"].push_back(alpha(h, r));
+          row["beta"].push_back(beta(h, r));
+          row["amplitude"].push_back(m[size_t(r)]);
           const double aa = std::abs(alpha(h, r)), bb = std::abs(beta(h, r));
-          ratio.push_back(aa > 0 ? bb / aa : std::numeric_limits<double>::infinity());
+          row["beta_alpha_ratio"].push_back(aa > 0 ? bb / aa
+                                                   : std::numeric_limits<double>::infinity());
         }
         const auto c = goat::relative_prior(spec, P, h, shapes.goat_lags);
         curve.insert(curve.end(), c.begin(), c.end());

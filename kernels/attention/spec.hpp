@@ -50,8 +50,21 @@ struct RopeOptions {
   YarnConvention yarn_convention = YarnConvention::Released;
 };
 
+// GOAT's parameterisation (kernels/schemes/goat/goat_recipe.hpp). Lcr: alpha, beta per
+// query head, one key-bias MLP per KV head, a free recency slope lambda, all starting
+// neutral. Authors: the GOAT authors' released package: alpha, beta per KV head, ONE MLP
+// shared by all heads times a per-KV-head gain, a recency slope softplus(s) >= 0 seeded at
+// ALiBi's slopes; R = 0 (no relative prior) is their GPT recipe. Both give the same logit
+// form, so both run on the same lanes.
+enum class GoatRecipe { Lcr, Authors };
+
 struct GoatOptions {
-  int modes = 4;             // R Fourier modes; d_p = 2R + 2, d_c = head_dim - d_p > 0
+  GoatRecipe recipe = GoatRecipe::Lcr;
+  // The authors' optional query gate: g_i = sigmoid(b_h - softplus(a_h) |q_c,i|) multiplies
+  // the query's prior lanes (the relative modes and u), so a query with a large content
+  // norm can turn the prior down.
+  bool query_gate = false;
+  int modes = 4;             // R Fourier modes (0: none); d_p = 2R + 2, d_c = head_dim - d_p > 0
   double base = 10000.0;     // B in w_r = B^(-(r-1)/max(R-1,1))
   int mlp_hidden = 16;       // width of g_h's hidden SiLU layer
   int feature_freqs = 4;     // sin/cos pairs in phi(j)

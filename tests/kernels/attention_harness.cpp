@@ -17,6 +17,11 @@ double draw_param(const std::string& name, std::mt19937_64& rng) {
   if (name == "pope.delta") return -kTwoPi * u01(rng);  // the clamp range [-2pi, 0]
   if (name.rfind("qk_norm.", 0) == 0) return 1.0 + 0.2 * n01(rng);
   if (name == "goat.lambda") return 0.002 * n01(rng);  // lambda j stays O(1) for j <= 1000
+  // The authors' recency slope softplus(s) ~ e^s in [e^-8, e^-6]: softplus(s) j stays O(1).
+  if (name == "goat.slope") return -7.0 + 0.5 * n01(rng);
+  // Query gate: softplus(scale) ~ 0.05 keeps softplus(scale) |q_c| O(1) at d_c <= 128, so g
+  // sits mid-range where its gradients are large.
+  if (name == "goat.gate_scale") return -3.0 + 0.5 * n01(rng);
   return 0.5 * n01(rng);
 }
 

@@ -4,6 +4,7 @@
 // option validation, and the host-side prior statistics and initialisation.
 #include <cmath>
 #include <functional>
+#include <random>
 #include <string>
 
 #include "kernels/attention_scheme_tests.hpp"
@@ -63,6 +64,17 @@ std::vector<NamedCase> suite_cases() {
   s.scheme = Scheme::GOAT2D;
   s.goat.grid_width = 5;
   add("goat2d_w5", s);
+  // The authors' recipe (per-KV-head alpha, beta; one shared MLP with per-head gains; the
+  // softplus recency slope) with GQA from standard_cases; then their GPT recipe (R = 0)
+  // with the query gate.
+  s = goat_spec();
+  s.goat.mlp_hidden = 4;
+  s.goat.feature_freqs = 2;
+  s.goat.recipe = GoatRecipe::Authors;
+  add("goat_authors", s);
+  s.goat.modes = 0;
+  s.goat.query_gate = true;
+  add("goat_authors_r0_gate", s);
   return all;
 }
 
@@ -219,8 +231,10 @@ TEST(Goat, ValidationNamesTheOption) {
   s.head_dim = 8;
   expect_error_naming(s, {"d_c = -2"});
   s = goat_spec();
-  s.goat.modes = 0;
+  s.goat.modes = -1;
   expect_error_naming(s, {"goat.modes"});
+  s.goat.modes = 0;  // no relative prior (the authors' GPT recipe)
+  EXPECT_NO_THROW(validate(s));
   s = goat_spec();
   s.goat.mlp_hidden = 0;
   expect_error_naming(s, {"goat.mlp_hidden"});
@@ -446,6 +460,93 @@ TEST(Goat, InitParamsLeaveMlpTrainable) {
   EXPECT_GT(max_abs(r.grad.at("goat.mlp_w2")), 1e-6);
   EXPECT_GT(max_abs(r.grad.at("goat.alpha")), 1e-6);
   EXPECT_GT(max_abs(r.grad.at("goat.lambda")), 1e-6);
+}
+
+// The authors' recipe starts as their package seeds it: the recency slope at ALiBi's
+// published slopes of Hkv heads, gain 1, bump 0, beta 0, small alpha and MLP weights; the
+// query gate starts open. Non-GOAT slices are left alone.
+TEST(GoatAuthors, InitParamsAsTheirPackage) {
+  AttentionSpec s = goat_spec();
+  s.heads = 12;
+  s.kv_heads = 6;  // not a power of two: the published slopes differ from 2^(-8(h+1)/6)
+  s.head_dim = 64;
+  s.goat.recipe = GoatRecipe::Authors;
+  s.goat.query_gate = true;
+  s.numerics.sink = true;
+  ParamSet<double, HostSpace> P(attention_param_layout(s), "p");
+  Kokkos::deep_copy(P.data, 7.0);
+  goat::init_params(s, P, 5);
+  const auto slope = P.v1("goat.slope"), gain = P.v1("goat.gain"), bump = P.v1("goat.bump");
+  // Published slopes for 6 heads: the 4 of 4 heads (2^-2, 2^-4, 2^-6, 2^-8), then 2^-1, 2^-3.
+  const double published[6] = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  for (int hk = 0; hk < 6; ++hk) {
+    EXPECT_NEAR(std::log1p(std::exp(slope(hk))), published[hk], 1e-15 * (1 + published[hk]));
+    EXPECT_EQ(gain(hk), 1.0);
+    EXPECT_EQ(bump(hk), 0.0);
+  }
+  for (int h = 0; h < 12; ++h) {
+    EXPECT_EQ(P.v1("goat.gate_scale")(h), -10.0);
+    EXPECT_EQ(P.v1("goat.gate_bias")(h), 10.0);
+  }
+  const auto beta = P.v2("goat.kv_beta");
+  for (int hk = 0; hk < 6; ++hk)
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(beta(hk, r), 0.0);
+  auto rms = [&](const std::string& n) {
+    const auto& e = P.layout.at(n);
+    double ss = 0;
+    for (int64_t i = 0; i < e.size(); ++i) ss += P.data(e.offset + i) * P.data(e.offset + i);
+    return std::sqrt(ss / e.size());
+  };
+  // 24 alpha draws (rms sd ~15%), 16 x 10 W1 draws (~6%): 4-sigma bands.
+  EXPECT_NEAR(rms("goat.kv_alpha"), 0.01, 0.006);
+  EXPECT_NEAR(rms("goat.shared_w1"), 1e-3, 0.25e-3);
+  EXPECT_EQ(P.v1("sink")(0), 7.0);
+  // u(j) starts as ALiBi's recency term (the MLP's output is ~1e-6).
+  const auto u = goat::key_bias(s, P, 4, {0, 10, 1000});
+  EXPECT_NEAR(u[2] - u[1], 0.5 * 990, 1e-3);
+}
+
+// The authors' parameters reach the lanes through the map of goat_recipe.hpp: the same
+// statistics as lcr's recipe with those parameters written out by hand (alpha, beta repeated
+// over a KV head's query heads, lambda = softplus(s), the shared MLP with w2 times the gain).
+TEST(GoatAuthors, StatisticsEqualLcrRecipeWithParamsWrittenOut) {
+  AttentionSpec s = goat_spec();
+  s.heads = 6;
+  s.kv_heads = 2;
+  s.goat.mlp_hidden = 3;
+  s.goat.feature_freqs = 2;
+  s.goat.recipe = GoatRecipe::Authors;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> n01;
+  ParamSet<double, HostSpace> A(attention_param_layout(s), "a");
+  for (int64_t i = 0; i < A.layout.total(); ++i) A.data(i) = 0.5 * n01(rng);
+  AttentionSpec ls = s;
+  ls.goat.recipe = GoatRecipe::Lcr;
+  ParamSet<double, HostSpace> L(attention_param_layout(ls), "l");
+  const int G = 3, N = 3, NF = 6;
+  for (int h = 0; h < 6; ++h)
+    for (int r = 0; r < 4; ++r) {
+      L.v2("goat.alpha")(h, r) = A.v2("goat.kv_alpha")(h / G, r);
+      L.v2("goat.beta")(h, r) = A.v2("goat.kv_beta")(h / G, r);
+    }
+  for (int hk = 0; hk < 2; ++hk) {
+    L.v1("goat.lambda")(hk) = std::log1p(std::exp(A.v1("goat.slope")(hk)));
+    L.v1("goat.bump")(hk) = A.v1("goat.bump")(hk);
+    for (int n = 0; n < N; ++n) {
+      L.v2("goat.mlp_b1")(hk, n) = A.v1("goat.shared_b1")(n);
+      L.v2("goat.mlp_w2")(hk, n) = A.v1("goat.gain")(hk) * A.v1("goat.shared_w2")(n);
+      for (int m = 0; m < NF; ++m) L.v3("goat.mlp_w1")(hk, n, m) = A.v2("goat.shared_w1")(n, m);
+    }
+  }
+  const std::vector<int64_t> lags = {0, 1, 7, 129, 5000};
+  for (int h = 0; h < 6; ++h) {
+    const auto a = goat::relative_prior(s, A, h, lags), b = goat::relative_prior(ls, L, h, lags);
+    for (size_t i = 0; i < lags.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-13);
+  }
+  for (int hk = 0; hk < 2; ++hk) {
+    const auto a = goat::key_bias(s, A, hk, lags), b = goat::key_bias(ls, L, hk, lags);
+    for (size_t i = 0; i < lags.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12 * (1 + std::abs(b[i])));
+  }
 }
 
 }  // namespace

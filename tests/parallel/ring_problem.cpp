@@ -16,6 +16,8 @@ double draw_param(const std::string& name, std::mt19937_64& rng) {
   if (name == "pope.delta") return -kTwoPi * u01(rng);  // its clamp range [-2pi, 0]
   if (name.rfind("qk_norm.", 0) == 0) return 1.0 + 0.2 * n01(rng);
   if (name == "goat.lambda") return 0.01 * n01(rng);
+  if (name == "goat.slope") return -4.6 + 0.5 * n01(rng);       // softplus(s) ~ 0.01, as lambda
+  if (name == "goat.gate_scale") return -3.0 + 0.5 * n01(rng);  // g mid-range (harness)
   return 0.5 * n01(rng);
 }
 
@@ -108,6 +110,11 @@ std::vector<RingCase> ring_cases() {
   s.numerics.sink = true;
   s.numerics.softcap = 6.0;
   add("goat_gqa_qknorm_sink_softcap", s, 2);
+  // The authors' recipe (GQA: their alpha, beta per KV head) with the query gate.
+  s.numerics = {};
+  s.goat.recipe = GoatRecipe::Authors;
+  s.goat.query_gate = true;
+  add("goat_authors_gqa_gate", s, 1);
 
   s = base;
   s.scheme = Scheme::GOAT2D;

@@ -3,8 +3,13 @@
 //   <q_c, k_c> / sqrt(d_c) + sum_r [alpha_hr cos(w_r D_r) + beta_hr sin(w_r D_r)] + u_hk(j)
 // with D_r = i - j (GOAT) or the y / x coordinate difference (GOAT2D), and
 //   u_hk(j) = lambda j + sum_n w2_n silu(b1_n + sum_m W1_nm phi_m(j)) + bump 1{j = 0}.
-// Written independently of kernels/schemes/goat (no lanes, its own frequency ladders) so
-// the tests compare two implementations. Scalar T is double or ref::Dual.
+// goat.recipe = "authors" reads the authors' parameters as their package defines them:
+// alpha, beta of KV head hk, u_hk(j) = gain_hk m(phi(j)) + bump_hk 1{j = 0} + softplus(s_hk) j
+// with ONE MLP m shared by the heads. goat.query_gate multiplies the prior (relative and u)
+// by g = sigmoid(gate_bias_h - softplus(gate_scale_h) |q_c|).
+// Written independently of kernels/schemes/goat (no lanes, no parameter map, its own
+// frequency ladders) so the tests compare two implementations. Scalar T is double or
+// ref::Dual.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,16 +35,20 @@ T goat_reference_logit(const AttentionSpec& spec, const ParamSet<T, HostSpace>& 
   const int R = g.modes, F = g.feature_freqs, N = g.mlp_hidden;
   const int dc = spec.head_dim - 2 * R - 2;
 
+  const bool authors = g.recipe == GoatRecipe::Authors;
   T content = T(0);
   for (int c = 0; c < dc; ++c) content += q[c] * k[c];
-  T logit = content / T(std::sqrt(double(dc)));
+  content = content / T(std::sqrt(double(dc)));
+  T logit = T(0);  // the prior; the gate scales it
 
   // Relative prior: explicit alpha cos + beta sin of each mode's displacement.
-  const auto alpha = params.v2("goat.alpha"), beta = params.v2("goat.beta");
+  const auto alpha = params.v2(authors ? "goat.kv_alpha" : "goat.alpha");
+  const auto beta = params.v2(authors ? "goat.kv_beta" : "goat.beta");
+  const int ha = authors ? hk : h;
   auto mode_sum = [&](int r0, int count, double disp) {
     for (int n = 0; n < count; ++n) {
       const double ang = goat_reference_ladder(g.base, n, count) * disp;
-      logit += alpha(h, r0 + n) * T(std::cos(ang)) + beta(h, r0 + n) * T(std::sin(ang));
+      logit += alpha(ha, r0 + n) * T(std::cos(ang)) + beta(ha, r0 + n) * T(std::sin(ang));
     }
   };
   if (spec.scheme == Scheme::GOAT2D) {
@@ -62,17 +71,34 @@ T goat_reference_logit(const AttentionSpec& spec, const ParamSet<T, HostSpace>& 
   }
   phi.push_back(p / double(g.train_len));
   phi.push_back(std::log(1.0 + p) / std::log(1.0 + double(g.train_len)));
-  const auto w1 = params.v3("goat.mlp_w1");
-  const auto b1 = params.v2("goat.mlp_b1"), w2 = params.v2("goat.mlp_w2");
   T mlp = T(0);
-  for (int n = 0; n < N; ++n) {
-    T pre = b1(hk, n);
-    for (size_t m = 0; m < phi.size(); ++m) pre += w1(hk, n, m) * T(phi[m]);
-    mlp += w2(hk, n) * silu(pre);
+  if (authors) {
+    const auto w1 = params.v2("goat.shared_w1");
+    const auto b1 = params.v1("goat.shared_b1"), w2 = params.v1("goat.shared_w2");
+    for (int n = 0; n < N; ++n) {
+      T pre = b1(n);
+      for (size_t m = 0; m < phi.size(); ++m) pre += w1(n, m) * T(phi[m]);
+      mlp += w2(n) * silu(pre);
+    }
+    logit += params.v1("goat.gain")(hk) * mlp + softplus(params.v1("goat.slope")(hk)) * T(p);
+  } else {
+    const auto w1 = params.v3("goat.mlp_w1");
+    const auto b1 = params.v2("goat.mlp_b1"), w2 = params.v2("goat.mlp_w2");
+    for (int n = 0; n < N; ++n) {
+      T pre = b1(hk, n);
+      for (size_t m = 0; m < phi.size(); ++m) pre += w1(hk, n, m) * T(phi[m]);
+      mlp += w2(hk, n) * silu(pre);
+    }
+    logit += params.v1("goat.lambda")(hk) * T(p) + mlp;
   }
-  logit += params.v1("goat.lambda")(hk) * T(p) + mlp;
   if (pj == 0) logit += params.v1("goat.bump")(hk);
-  return logit;
+  if (g.query_gate) {
+    T qq = T(0);
+    for (int c = 0; c < dc; ++c) qq += q[c] * q[c];
+    logit = logit * sigmoid(params.v1("goat.gate_bias")(h) -
+                            softplus(params.v1("goat.gate_scale")(h)) * sqrt(qq));
+  }
+  return content + logit;
 }
 
 }  // namespace lcr::ref

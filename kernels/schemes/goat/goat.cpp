@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/attention/kokkos/math.hpp"
+#include "kernels/attention/params.hpp"
 #include "kernels/base/error.hpp"
 
 namespace lcr::goat {
@@ -13,7 +14,9 @@ namespace lcr::goat {
 
 void validate(const AttentionSpec& s) {
   const auto& g = s.goat;
-  require(g.modes >= 1, "goat.modes must be >= 1 (number of Fourier modes R), got ", g.modes);
+  require(g.modes >= 0,
+          "goat.modes must be >= 0 (number of Fourier modes R; 0: no relative prior), got ",
+          g.modes);
   const int dp = 2 * g.modes + 2;
   require(s.head_dim > dp, "GOAT needs head_dim > 2*modes + 2 (head_dim ", s.head_dim, ", modes ",
           g.modes, " leave d_c = ", s.head_dim - dp,
@@ -85,13 +88,81 @@ int64_t mode_coordinate(const AttentionSpec& s, int r, int64_t p) {
 
 void add_params(const AttentionSpec& s, ParamLayout& l) {
   const int64_t H = s.heads, Hkv = s.kv_heads, R = s.goat.modes, N = s.goat.mlp_hidden;
-  l.add("goat.alpha", {H, R});
-  l.add("goat.beta", {H, R});
-  l.add("goat.lambda", {Hkv});
-  l.add("goat.bump", {Hkv});
-  l.add("goat.mlp_w1", {Hkv, N, int64_t(feature_count(s))});
-  l.add("goat.mlp_b1", {Hkv, N});
-  l.add("goat.mlp_w2", {Hkv, N});
+  const int64_t NF = feature_count(s);
+  if (s.goat.recipe == GoatRecipe::Authors) {
+    l.add("goat.kv_alpha", {Hkv, R});
+    l.add("goat.kv_beta", {Hkv, R});
+    l.add("goat.slope", {Hkv});
+    l.add("goat.gain", {Hkv});
+    l.add("goat.bump", {Hkv});
+    l.add("goat.shared_w1", {N, NF});
+    l.add("goat.shared_b1", {N});
+    l.add("goat.shared_w2", {N});
+  } else {
+    l.add("goat.alpha", {H, R});
+    l.add("goat.beta", {H, R});
+    l.add("goat.lambda", {Hkv});
+    l.add("goat.bump", {Hkv});
+    l.add("goat.mlp_w1", {Hkv, N, NF});
+    l.add("goat.mlp_b1", {Hkv, N});
+    l.add("goat.mlp_w2", {Hkv, N});
+  }
+  if (s.goat.query_gate) {
+    l.add("goat.gate_scale", {H});
+    l.add("goat.gate_bias", {H});
+  }
+}
+
+// ---------------------------------------------------------------- the authors' recipe
+
+AttentionSpec lane_spec(const AttentionSpec& s) {
+  AttentionSpec out = s;
+  out.goat.recipe = GoatRecipe::Lcr;
+  return out;
+}
+
+RecipeMap recipe_map(const AttentionSpec& s) {
+  require(s.goat.recipe == GoatRecipe::Authors, "goat::recipe_map needs goat.recipe = \"authors\"");
+  const ParamLayout a = attention_param_layout(s), l = attention_param_layout(lane_spec(s));
+  RecipeMap m;
+  m.H = s.heads;
+  m.Hkv = s.kv_heads;
+  m.R = s.goat.modes;
+  m.N = s.goat.mlp_hidden;
+  m.NF = feature_count(s);
+  m.a_alpha = a.at("goat.kv_alpha").offset;
+  m.a_beta = a.at("goat.kv_beta").offset;
+  m.a_slope = a.at("goat.slope").offset;
+  m.a_gain = a.at("goat.gain").offset;
+  m.a_bump = a.at("goat.bump").offset;
+  m.a_w1 = a.at("goat.shared_w1").offset;
+  m.a_b1 = a.at("goat.shared_b1").offset;
+  m.a_w2 = a.at("goat.shared_w2").offset;
+  m.a_end = m.a_w2 + m.N;
+  m.l_alpha = l.at("goat.alpha").offset;
+  m.l_beta = l.at("goat.beta").offset;
+  m.l_lambda = l.at("goat.lambda").offset;
+  m.l_bump = l.at("goat.bump").offset;
+  m.l_w1 = l.at("goat.mlp_w1").offset;
+  m.l_b1 = l.at("goat.mlp_b1").offset;
+  m.l_w2 = l.at("goat.mlp_w2").offset;
+  m.l_end = m.l_w2 + int64_t(m.Hkv) * m.N;
+  m.tail = a.total() - m.a_end;
+  require(m.a_alpha == 0 && m.l_alpha == 0 && l.total() - m.l_end == m.tail,
+          "goat::recipe_map: the GOAT slices must lead both layouts (params.cpp)");
+  return m;
+}
+
+ParamSet<double, HostSpace> host_lane_params(const AttentionSpec& s,
+                                             const ParamSet<double, HostSpace>& P) {
+  ParamSet<double, HostSpace> out(attention_param_layout(lane_spec(s)), "lcr::goat_lane_params");
+  if (s.goat.recipe != GoatRecipe::Authors) {
+    Kokkos::deep_copy(out.data, P.data);
+    return out;
+  }
+  const RecipeMap m = recipe_map(s);
+  for (int64_t e = 0; e < m.lane_total(); ++e) out.data(e) = recipe_expand(m, P.data.data(), e);
+  return out;
 }
 
 // ---------------------------------------------------------------- device tables
@@ -160,15 +231,108 @@ struct GoatParams {
         bump(p.v1("goat.bump")),
         w1(p.v3("goat.mlp_w1")),
         b1(p.v2("goat.mlp_b1")),
-        w2(p.v2("goat.mlp_w2")) {}
+        w2(p.v2("goat.mlp_w2")),
+        gate_scale(p.has("goat.gate_scale") ? p.v1("goat.gate_scale") : PView1<T>()),
+        gate_bias(p.has("goat.gate_bias") ? p.v1("goat.gate_bias") : PView1<T>()) {}
+  PView1<T> gate_scale, gate_bias;  // [H], with goat.query_gate
 };
 
-}  // namespace
+// |q_c| of every query row [B, Lq, H], in double.
+template <class T>
+View3<double> query_norms(const LaneArgs<T>& a, int dc) {
+  const int B = a.q.extent(0), Lq = a.q.extent(1), H = a.spec->heads;
+  const auto q = a.q;
+  View3<double> n("lcr::goat_query_norms", B, Lq, H);
+  Kokkos::parallel_for(
+      "lcr::goat_query_norms",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lq, H}),
+      KOKKOS_LAMBDA(int b, int i, int h) {
+        double ss = 0;
+        for (int c = 0; c < dc; ++c) ss += double(q(b, i, h, c)) * double(q(b, i, h, c));
+        n(b, i, h) = kmath::sqrt(ss);
+      });
+  return n;
+}
+
+// The query gate g [B, Lq, H] from the norms (goat.hpp); empty without goat.query_gate.
+template <class T>
+View3<double> query_gate(const LaneArgs<T>& a, const GoatParams<T>& P, const View3<double>& n) {
+  if (!a.spec->goat.query_gate) return {};
+  const int B = n.extent(0), Lq = n.extent(1), H = n.extent(2);
+  View3<double> g("lcr::goat_query_gate", B, Lq, H);
+  Kokkos::parallel_for(
+      "lcr::goat_query_gate",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lq, H}),
+      KOKKOS_LAMBDA(int b, int i, int h) {
+        g(b, i, h) = recipe_sigmoid(double(P.gate_bias(h)) -
+                                    recipe_softplus(double(P.gate_scale(h))) * n(b, i, h));
+      });
+  return g;
+}
+
+// The gate's backward. dg = sum over the prior lanes of dq' times the ungated lane
+// (sqrt(d_h) (al cs + be sn), sqrt(d_h) (al sn - be cs), sqrt(d_h)); with
+// pre = gate_bias - softplus(gate_scale) |q_c|, d pre = dg g (1 - g). dq_c gains
+// -d pre softplus(gate_scale) q_c / |q_c|; the gate's parameters sum d pre (bias) and
+// -d pre |q_c| sigmoid(gate_scale) (scale) over the rows, one team per element.
+template <class T>
+void gate_backward(const LaneArgs<T>& a, const GoatParams<T>& P, const View4<const T>& dq2,
+                   const View3<double>& qtab, const View3<double>& norms, const View3<double>& gate,
+                   const View4<T>& dq, ParamSet<T>& dparams) {
+  using Team = Kokkos::TeamPolicy<ExecSpace>;
+  using Member = Team::member_type;
+  const AttentionSpec& s = *a.spec;
+  const int B = a.q.extent(0), Lq = a.q.extent(1), H = s.heads, R = s.goat.modes;
+  const int dc = content_dim(s);
+  const double ls = std::sqrt(double(s.head_dim));
+  const auto q = a.q;
+  View3<double> dpre("lcr::goat_dgate", B, Lq, H);
+  Kokkos::parallel_for(
+      "lcr::goat_gate_backward",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lq, H}),
+      KOKKOS_LAMBDA(int b, int i, int h) {
+        double dg = double(dq2(b, i, h, dc + 2 * R));
+        for (int r = 0; r < R; ++r) {
+          const double cs = qtab(i, r, 0), sn = qtab(i, r, 1);
+          const double al = double(P.alpha(h, r)), be = double(P.beta(h, r));
+          dg += double(dq2(b, i, h, dc + 2 * r)) * (al * cs + be * sn) +
+                double(dq2(b, i, h, dc + 2 * r + 1)) * (al * sn - be * cs);
+        }
+        const double g = gate(b, i, h), d = ls * dg * g * (1.0 - g);
+        dpre(b, i, h) = d;
+        const double n = norms(b, i, h);
+        if (n > 0) {
+          const double f = -d * recipe_softplus(double(P.gate_scale(h))) / n;
+          for (int c = 0; c < dc; ++c) dq(b, i, h, c) += T(f * double(q(b, i, h, c)));
+        }
+      });
+  const GoatParams<T> dP(dparams);
+  Kokkos::parallel_for(
+      "lcr::goat_dgate_params", Team(2 * H, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
+        const int h = m.league_rank() / 2, which = m.league_rank() % 2;
+        const double sig = recipe_sigmoid(double(P.gate_scale(h)));
+        double sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(m, B * Lq),
+            [&](int t, double& acc) {
+              const int b = t / Lq, i = t % Lq;
+              acc += which == 0 ? dpre(b, i, h) : -dpre(b, i, h) * norms(b, i, h) * sig;
+            },
+            sum);
+        Kokkos::single(Kokkos::PerTeam(m), [&] {
+          if (which == 0)
+            dP.gate_bias(h) += T(sum);
+          else
+            dP.gate_scale(h) += T(sum);
+        });
+      });
+}
 
 // ---------------------------------------------------------------- forward
 
+// The lanes from lcr's lane parameters (a.params in the lane layout).
 template <class T>
-void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2) {
+void forward_on_lanes(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2) {
   const AttentionSpec& s = *a.spec;
   const int B = a.q.extent(0), Lq = a.q.extent(1), Lk = a.k.extent(1);
   const int H = s.heads, Hkv = s.kv_heads, R = s.goat.modes, N = s.goat.mlp_hidden;
@@ -181,19 +345,22 @@ void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2)
   const auto phi = feature_table(s, a.k_pos0, Lk);
   const auto q = a.q, k = a.k;
   const int64_t k_pos0 = a.k_pos0;
+  const bool gated = s.goat.query_gate;
+  const auto gate = gated ? query_gate(a, P, query_norms(a, dc)) : View3<double>();
 
-  // q' = [sqrt(d_h/d_c) q_c, sqrt(d_h) q_rel, sqrt(d_h), 0]
+  // q' = [sqrt(d_h/d_c) q_c, g sqrt(d_h) q_rel, g sqrt(d_h), 0]   (g = 1 without the gate)
   Kokkos::parallel_for(
       "lcr::goat_q_lanes", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lq, H}),
       KOKKOS_LAMBDA(int b, int i, int h) {
         for (int c = 0; c < dc; ++c) q2(b, i, h, c) = content_scale * q(b, i, h, c);
+        const double ls = double(lane_scale) * (gated ? gate(b, i, h) : 1.0);
         for (int r = 0; r < R; ++r) {
           const double cs = qtab(i, r, 0), sn = qtab(i, r, 1);
           const double al = double(P.alpha(h, r)), be = double(P.beta(h, r));
-          q2(b, i, h, dc + 2 * r) = T(double(lane_scale) * (al * cs + be * sn));
-          q2(b, i, h, dc + 2 * r + 1) = T(double(lane_scale) * (al * sn - be * cs));
+          q2(b, i, h, dc + 2 * r) = T(ls * (al * cs + be * sn));
+          q2(b, i, h, dc + 2 * r + 1) = T(ls * (al * sn - be * cs));
         }
-        q2(b, i, h, dc + 2 * R) = lane_scale;
+        q2(b, i, h, dc + 2 * R) = gated ? T(ls) : lane_scale;
         q2(b, i, h, dc + 2 * R + 1) = T(0);
       });
 
@@ -229,9 +396,10 @@ void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2)
 
 // ---------------------------------------------------------------- backward
 
+// The lanes' backward into lcr's lane parameters (a.params and dparams in the lane layout).
 template <class T>
-void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4<const T>& dk2,
-                    const View4<T>& dq, const View4<T>& dk, ParamSet<T>& dparams) {
+void backward_on_lanes(const LaneArgs<T>& a, const View4<const T>& dq2, const View4<const T>& dk2,
+                       const View4<T>& dq, const View4<T>& dk, ParamSet<T>& dparams) {
   using Team = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Team::member_type;
   const AttentionSpec& s = *a.spec;
@@ -263,6 +431,9 @@ void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4
   // d beta_hr  = sqrt(d_h) sum_{b,i} (dq'_2r sin - dq'_2r+1 cos): one team per element
   // e = (h, r, which), summing over the B * Lq rows in double.
   const auto qtab = mode_table(s, a.q_pos0, Lq);
+  const bool gated = s.goat.query_gate;
+  const auto norms = gated ? query_norms(a, dc) : View3<double>();
+  const auto gate = gated ? query_gate(a, P, norms) : View3<double>();
   Kokkos::parallel_for(
       "lcr::goat_dalpha_dbeta", Team(H * R * 2, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int e = m.league_rank(), which = e % 2, r = (e / 2) % R, h = e / (2 * R);
@@ -271,7 +442,9 @@ void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4
             Kokkos::TeamThreadRange(m, B * Lq),
             [&](int t, double& acc) {
               const int b = t / Lq, i = t % Lq;
-              const double g0 = dq2(b, i, h, dc + 2 * r), g1 = dq2(b, i, h, dc + 2 * r + 1);
+              const double gt = gated ? gate(b, i, h) : 1.0;
+              const double g0 = gt * double(dq2(b, i, h, dc + 2 * r));
+              const double g1 = gt * double(dq2(b, i, h, dc + 2 * r + 1));
               const double cs = qtab(i, r, 0), sn = qtab(i, r, 1);
               acc += which == 0 ? g0 * cs + g1 * sn : g0 * sn - g1 * cs;
             },
@@ -283,6 +456,8 @@ void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4
             dP.beta(h, r) += T(lane_scale * sum);
         });
       });
+
+  if (gated) gate_backward(a, P, dq2, qtab, norms, gate, dq, dparams);
 
   // du(j, hk) = sum_b dk'(b, j, hk, u lane): u does not depend on the batch row.
   View2<double> du("lcr::goat_dkey_bias", Lk, Hkv);
@@ -343,6 +518,55 @@ void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4
             dP.w1(hk, n, kind - 4) += T(sum);
         });
       });
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the recipes
+
+namespace {
+
+// The authors' parameters mapped onto the lane layout (goat_recipe.hpp), on the device.
+template <class T>
+ParamSet<T> lane_params(const AttentionSpec& s, const ParamSet<T>& p) {
+  const RecipeMap m = recipe_map(s);
+  ParamSet<T> out(attention_param_layout(lane_spec(s)), "lcr::goat_lane_params");
+  const auto o = out.data;
+  const T* src = p.data.data();
+  Kokkos::parallel_for(
+      "lcr::goat_recipe_expand", Kokkos::RangePolicy<ExecSpace>(0, m.lane_total()),
+      KOKKOS_LAMBDA(int64_t e) { o(e) = recipe_expand(m, src, e); });
+  return out;
+}
+
+}  // namespace
+
+template <class T>
+void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2) {
+  if (a.spec->goat.recipe != GoatRecipe::Authors) return forward_on_lanes(a, q2, k2);
+  const ParamSet<T> lane = lane_params(*a.spec, *a.params);
+  LaneArgs<T> b = a;
+  b.params = &lane;
+  forward_on_lanes(b, q2, k2);
+}
+
+template <class T>
+void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4<const T>& dk2,
+                    const View4<T>& dq, const View4<T>& dk, ParamSet<T>& dparams) {
+  if (a.spec->goat.recipe != GoatRecipe::Authors)
+    return backward_on_lanes(a, dq2, dk2, dq, dk, dparams);
+  const RecipeMap m = recipe_map(*a.spec);
+  const ParamSet<T> lane = lane_params(*a.spec, *a.params);
+  ParamSet<T> dlane(lane.layout, "lcr::goat_lane_grads");  // zeroed
+  LaneArgs<T> b = a;
+  b.params = &lane;
+  backward_on_lanes(b, dq2, dk2, dq, dk, dlane);
+  const T* src = a.params->data.data();
+  const T* dl = dlane.data.data();
+  const auto d = dparams.data;
+  Kokkos::parallel_for(
+      "lcr::goat_recipe_contract", Kokkos::RangePolicy<ExecSpace>(0, m.authors_total()),
+      KOKKOS_LAMBDA(int64_t e) { d(e) += T(recipe_contract(m, src, dl, e)); });
 }
 
 LCR_INSTANTIATE_SCHEME_LANES()

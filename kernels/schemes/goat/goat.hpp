@@ -23,12 +23,20 @@
 // so ONE plain SDPA call with scale 1/sqrt(d_h) gives exactly the logit above. Angles are
 // computed in double (positions up to 1e7) and cast to T.
 //
-// Parameters (GQA): alpha, beta [H, R] per QUERY head (they live in the query lanes);
-// lambda [Hkv], bump [Hkv], mlp_w1 [Hkv, hidden, 2F+2], mlp_b1 [Hkv, hidden],
-// mlp_w2 [Hkv, hidden] per KV head (u is a key lane).
+// Parameters (GQA), goat.recipe = "lcr": alpha, beta [H, R] per QUERY head (they live in the
+// query lanes); lambda [Hkv], bump [Hkv], mlp_w1 [Hkv, hidden, 2F+2], mlp_b1 [Hkv, hidden],
+// mlp_w2 [Hkv, hidden] per KV head (u is a key lane). goat.recipe = "authors": the GOAT
+// authors' parameters, mapped onto these lane parameters by goat_recipe.hpp.
+//
+// Query gate (goat.query_gate, the authors' option, either recipe): per query head h,
+//   g_i = sigmoid(gate_bias_h - softplus(gate_scale_h) |q_c,i|)
+// multiplies the query's prior lanes (every mode and the u lane), i.e. the logit becomes
+// content + g_i (K_rel + u). Parameters gate_scale [H], gate_bias [H], after the recipe's.
+// At |q_c| = 0 the norm's gradient is taken as 0.
 #include <cstdint>
 #include <vector>
 
+#include "kernels/schemes/goat/goat_recipe.hpp"
 #include "kernels/schemes/lanes.hpp"
 
 namespace lcr::goat {
@@ -46,6 +54,15 @@ void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2)
 template <class T>
 void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4<const T>& dk2,
                     const View4<T>& dq, const View4<T>& dk, ParamSet<T>& dparams);
+
+// ---- the authors' recipe ----
+// The slice offsets of the map between the authors' buffer and the lane buffer.
+RecipeMap recipe_map(const AttentionSpec& spec);
+// The spec whose parameter layout is the lanes' (recipe "lcr", the other options kept).
+AttentionSpec lane_spec(const AttentionSpec& spec);
+// The parameters the lanes read: for recipe "lcr" a copy of params, for "authors" the map.
+ParamSet<double, HostSpace> host_lane_params(const AttentionSpec& spec,
+                                             const ParamSet<double, HostSpace>& params);
 
 // ---- geometry shared by the lanes and the host-side statistics ----
 int content_dim(const AttentionSpec& spec);    // d_c = head_dim - 2R - 2
@@ -86,6 +103,11 @@ std::vector<double> mode_amplitudes(const AttentionSpec& spec,
 //   mlp_w2 = 0: g == 0 at init ("near-zero MLP") yet d w2 = sum du silu(W1 phi) != 0,
 //     so the MLP leaves zero (all-zero W1 and w2 would be a stationary point).
 //   lambda = 0, bump = 0.
+// Recipe "authors", as their package seeds it: kv_alpha ~ N(0, 0.01^2), kv_beta = 0; the
+//   shared MLP's weights ~ N(0, 0.001^2), biases 0; gain 1, bump 0; slope = softplus^-1 of
+//   ALiBi's published slopes for Hkv heads.
+// Query gate (either recipe): gate_scale = -10, gate_bias = 10 (g = sigmoid(10 - 4.5e-5 |q_c|),
+//   about 1: the gate starts open).
 // Normal draws: Box-Muller on std::mt19937_64, so a seed gives the same values with any
 // standard library.
 template <class T>

@@ -2,6 +2,7 @@
 // tools (relative prior curve and 2-D map, key bias u(j), per-mode amplitudes) and the
 // parameter initialisation. Definitions in goat.hpp.
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "kernels/base/error.hpp"
@@ -39,10 +40,11 @@ struct Normal {
 
 }  // namespace
 
-std::vector<double> relative_prior(const AttentionSpec& s, const ParamSet<double, HostSpace>& P,
+std::vector<double> relative_prior(const AttentionSpec& s, const ParamSet<double, HostSpace>& given,
                                    int h, const std::vector<int64_t>& lags) {
   check_goat(s, "relative_prior");
   check_head(h, s.heads, "relative_prior");
+  const auto P = host_lane_params(s, given);
   std::vector<double> out;
   out.reserve(lags.size());
   for (const int64_t l : lags) {
@@ -57,12 +59,14 @@ std::vector<double> relative_prior(const AttentionSpec& s, const ParamSet<double
   return out;
 }
 
-std::vector<double> relative_prior_2d(const AttentionSpec& s, const ParamSet<double, HostSpace>& P,
-                                      int h, const std::vector<int64_t>& dys,
+std::vector<double> relative_prior_2d(const AttentionSpec& s,
+                                      const ParamSet<double, HostSpace>& given, int h,
+                                      const std::vector<int64_t>& dys,
                                       const std::vector<int64_t>& dxs) {
   require(s.scheme == Scheme::GOAT2D, "goat::relative_prior_2d needs a GOAT2D spec, got '",
           scheme_name(s.scheme), "' (use relative_prior for 1-D GOAT)");
   check_head(h, s.heads, "relative_prior_2d");
+  const auto P = host_lane_params(s, given);
   std::vector<double> out;
   out.reserve(dys.size() * dxs.size());
   for (const int64_t dy : dys)
@@ -75,10 +79,11 @@ std::vector<double> relative_prior_2d(const AttentionSpec& s, const ParamSet<dou
   return out;
 }
 
-std::vector<double> key_bias(const AttentionSpec& s, const ParamSet<double, HostSpace>& P, int hk,
-                             const std::vector<int64_t>& positions) {
+std::vector<double> key_bias(const AttentionSpec& s, const ParamSet<double, HostSpace>& given,
+                             int hk, const std::vector<int64_t>& positions) {
   check_goat(s, "key_bias");
   check_head(hk, s.kv_heads, "key_bias");
+  const auto P = host_lane_params(s, given);
   const int F = s.goat.feature_freqs, N = s.goat.mlp_hidden, NF = feature_count(s);
   const auto w1 = P.v3("goat.mlp_w1");
   const auto b1 = P.v2("goat.mlp_b1"), w2 = P.v2("goat.mlp_w2");
@@ -105,10 +110,11 @@ std::vector<double> key_bias(const AttentionSpec& s, const ParamSet<double, Host
   return out;
 }
 
-std::vector<double> mode_amplitudes(const AttentionSpec& s, const ParamSet<double, HostSpace>& P,
-                                    int h) {
+std::vector<double> mode_amplitudes(const AttentionSpec& s,
+                                    const ParamSet<double, HostSpace>& given, int h) {
   check_goat(s, "mode_amplitudes");
   check_head(h, s.heads, "mode_amplitudes");
+  const auto P = host_lane_params(s, given);
   std::vector<double> out;
   for (int r = 0; r < s.goat.modes; ++r)
     out.push_back(std::hypot(P.v2("goat.alpha")(h, r), P.v2("goat.beta")(h, r)));
@@ -123,13 +129,35 @@ void init_params(const AttentionSpec& s, ParamSet<T, HostSpace>& P, uint64_t see
     const auto& e = P.layout.at(name);
     for (int64_t i = 0; i < e.size(); ++i) P.data(e.offset + i) = T(sd == 0 ? 0.0 : normal(sd));
   };
-  fill("goat.alpha", 0.02);
-  fill("goat.beta", 0.02);
-  fill("goat.lambda", 0.0);
-  fill("goat.bump", 0.0);
-  fill("goat.mlp_w1", 1.0 / std::sqrt(double(feature_count(s))));
-  fill("goat.mlp_b1", 0.0);
-  fill("goat.mlp_w2", 0.0);
+  auto set = [&](const std::string& name, const std::function<double(int64_t)>& value) {
+    const auto& e = P.layout.at(name);
+    for (int64_t i = 0; i < e.size(); ++i) P.data(e.offset + i) = T(value(i));
+  };
+  if (s.goat.recipe == GoatRecipe::Authors) {
+    fill("goat.kv_alpha", 0.01);
+    fill("goat.kv_beta", 0.0);
+    // softplus^-1(m) = log(expm1(m)): the recency slope starts at ALiBi's slope m.
+    set("goat.slope", [&](int64_t hk) {
+      return std::log(std::expm1(alibi_slope(int(hk), s.kv_heads, AlibiSlopes::Published)));
+    });
+    set("goat.gain", [](int64_t) { return 1.0; });
+    fill("goat.bump", 0.0);
+    fill("goat.shared_w1", 1e-3);
+    fill("goat.shared_b1", 0.0);
+    fill("goat.shared_w2", 1e-3);
+  } else {
+    fill("goat.alpha", 0.02);
+    fill("goat.beta", 0.02);
+    fill("goat.lambda", 0.0);
+    fill("goat.bump", 0.0);
+    fill("goat.mlp_w1", 1.0 / std::sqrt(double(feature_count(s))));
+    fill("goat.mlp_b1", 0.0);
+    fill("goat.mlp_w2", 0.0);
+  }
+  if (s.goat.query_gate) {
+    set("goat.gate_scale", [](int64_t) { return -10.0; });
+    set("goat.gate_bias", [](int64_t) { return 10.0; });
+  }
 }
 
 template void init_params<float>(const AttentionSpec&, ParamSet<float, HostSpace>&, uint64_t);

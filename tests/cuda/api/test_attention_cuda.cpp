@@ -59,6 +59,14 @@ std::vector<NamedCase> all_cases() {
   // A sink without softcap: GOAT's du is projected onto its known total -sum dsink
   // (lanes::goat_du_project), which is nonzero only here.
   add("goat_sink", Scheme::GOAT, [](AttentionSpec& s) { s.numerics.sink = true; });
+  // The authors' recipe (their parameters mapped onto the lanes, goat_recipe.hpp), and their
+  // GPT recipe without relative modes, with a sink so du's projection runs through the map.
+  add("goat_authors", Scheme::GOAT, [](AttentionSpec& s) { s.goat.recipe = GoatRecipe::Authors; });
+  add("goat_authors_r0_sink", Scheme::GOAT, [](AttentionSpec& s) {
+    s.goat.recipe = GoatRecipe::Authors;
+    s.goat.modes = 0;
+    s.numerics.sink = true;
+  });
   add("pope", Scheme::PoPE, none);
   add("fox", Scheme::FoX, none);
   // With softcap the FoX query-lane gradient comes from the SDPA's fp32 row sums (A - D C).

@@ -219,11 +219,12 @@ std::string call_key(const AttentionSpec& s, const DeviceParams& p, const Attent
     << r.yarn_factor << ' ' << r.yarn_original_len << ' ' << r.yarn_beta_fast << ' '
     << r.yarn_beta_slow << ' ' << int(r.yarn_convention) << ' ' << g.modes << ' ' << g.base << ' '
     << g.mlp_hidden << ' ' << g.feature_freqs << ' ' << g.train_len << ' ' << g.grid_width << ' '
-    << g.y_modes << ' ' << s.pope.base << ' ' << int(s.alibi.slopes) << ' ' << n.qk_norm << ' '
-    << n.qk_norm_eps << ' ' << n.softcap << ' ' << n.sink << ' ' << p.data << ' ' << p.size << ' '
-    << in.B << ' ' << in.Lq << ' ' << in.Lk << ' ' << in.q << ' ' << in.k << ' ' << in.v << ' '
-    << in.q_pos0 << ' ' << in.k_pos0 << ' ' << in.fox_cq << ' ' << in.fox_ck << ' '
-    << w.generation(Slot::Q2) << ' ' << w.generation(Slot::K2) << ' ' << w.generation(Slot::Alibi);
+    << g.y_modes << ' ' << int(g.recipe) << ' ' << g.query_gate << ' ' << s.pope.base << ' '
+    << int(s.alibi.slopes) << ' ' << n.qk_norm << ' ' << n.qk_norm_eps << ' ' << n.softcap << ' '
+    << n.sink << ' ' << p.data << ' ' << p.size << ' ' << in.B << ' ' << in.Lq << ' ' << in.Lk
+    << ' ' << in.q << ' ' << in.k << ' ' << in.v << ' ' << in.q_pos0 << ' ' << in.k_pos0 << ' '
+    << in.fox_cq << ' ' << in.fox_ck << ' ' << w.generation(Slot::Q2) << ' '
+    << w.generation(Slot::K2) << ' ' << w.generation(Slot::Alibi);
   return o.str();
 }
 
@@ -267,11 +268,15 @@ void check_inputs(const AttentionSpec& s, const AttentionInputs& in, const Devic
           s.scheme == Scheme::PoPE ? "; PoPE's QK width is 2*head_dim: use head_dim <= 128" : "");
   require(s.v_dim() % 8 == 0, "cuda attention: value width ", s.v_dim(),
           " is not a multiple of 8; the CUDA SDPA needs dv % 8 == 0 (pad v with zero columns)");
-  if (is_goat(s.scheme))
+  if (is_goat(s.scheme)) {
     require(s.goat.feature_freqs <= 16,
             "cuda attention: GOAT supports goat.feature_freqs <= 16,"
             " got ",
             s.goat.feature_freqs, "; lower it");
+    require(!s.goat.query_gate,
+            "cuda attention: goat.query_gate runs on the Kokkos kernels only; train on the CPU "
+            "path (train.device = \"cpu\") or set goat.query_gate = false");
+  }
   const bool fox = uses_fox(s.scheme);
   require(!fox || ((in.fox_cq || in.Lq == 0) && (in.fox_ck || in.Lk == 0)),
           "cuda attention: scheme 'fox' needs fox_cq [B, Lq, H] and fox_ck [B, Lk, H] "
@@ -337,9 +342,30 @@ PreparedAttention lanes_in_place(const AttentionSpec& s, const AttentionInputs& 
 
 }  // namespace
 
+namespace {
+
+// GOAT recipe "authors": their parameters mapped onto the lane layout (goat_recipe.hpp), in
+// the workspace; the lanes then run as for recipe "lcr" (the spec lane_spec returns).
+DeviceParams goat_lane_params(const AttentionSpec& s, const DeviceParams& prm, Workspace::Impl& w,
+                              cudaStream_t st) {
+  const goat::RecipeMap m = goat::recipe_map(s);
+  float* lane = w.get<float>(Slot::GoatLane, m.lane_total());
+  lanes::goat_recipe_expand(m, prm.data, lane, st);
+  return DeviceParams{lane, m.lane_total()};
+}
+
+bool authors_recipe(const AttentionSpec& s) {
+  return is_goat(s.scheme) && s.goat.recipe == GoatRecipe::Authors;
+}
+
+}  // namespace
+
 PreparedAttention prepare_attention(const AttentionSpec& s, const DeviceParams& prm,
                                     const AttentionInputs& in, Workspace& ws, cudaStream_t st) {
   check_inputs(s, in, prm);
+  if (authors_recipe(s))
+    return prepare_attention(goat::lane_spec(s), goat_lane_params(s, prm, ws.impl(), st), in, ws,
+                             st);
   Workspace::Impl& w = ws.impl();
   w.saved_lanes_key.clear();  // Q2/K2 are about to change
   PreparedAttention P = lanes_in_place(s, in, w, st);
@@ -404,6 +430,15 @@ void goat_key_backward(const AttentionSpec& s, const ParamLayout& l, const Devic
 void lanes_backward_impl(const AttentionSpec& s, const DeviceParams& prm, const AttentionInputs& in,
                          const LaneGradsIn& lg, float* dq, float* dk, float* dparams, Workspace& ws,
                          cudaStream_t st, const KeyTotal& kt) {
+  if (authors_recipe(s)) {  // the lane parameters' gradients, then mapped back to theirs
+    const goat::RecipeMap m = goat::recipe_map(s);
+    const DeviceParams lane = goat_lane_params(s, prm, ws.impl(), st);
+    float* dlane = ws.impl().get<float>(Slot::GoatLaneGrad, m.lane_total());
+    LCR_CUDA_CHECK(cudaMemsetAsync(dlane, 0, sizeof(float) * m.lane_total(), st));
+    lanes_backward_impl(goat::lane_spec(s), lane, in, lg, dq, dk, dlane, ws, st, kt);
+    lanes::goat_recipe_contract(m, prm.data, dlane, dparams, st);
+    return;
+  }
   const int qd = input_qk_dim(s);
   const float *dq2 = lg.dq2, *dk2 = lg.dk2;
   if (lanes_are_inputs(s)) {

@@ -1,8 +1,9 @@
 // The smaller CUDA pieces of the dot-product pipeline (contracts in lane_kernels.hpp):
 // PoPE's clamped phase bias, ALiBi slopes, the output rows (fp32 -> bf16, the learned sink,
-// delta = <dO, O>), the sink's gradient and FoX's cumulative log gates (GOAT's key bias is
-// goat_key_kernels.cu). What the CPU path keeps in double (the FoX running sums, the sink's
-// reduction) is double here too; every reduction runs in a fixed order (no atomics).
+// delta = <dO, O>), the sink's gradient, FoX's cumulative log gates and GOAT's parameter map
+// for the authors' recipe (GOAT's key bias is goat_key_kernels.cu). What the CPU path keeps in
+// double (the FoX running sums, the sink's reduction) is double here too; every reduction runs in a
+// fixed order (no atomics).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -350,6 +351,36 @@ void fox_cumulative_backward(int B, int L, int H, const float* x, const float* d
   fox_scan_segments<<<(B * H + 127) / 128, 128, 0, s>>>(B, L, H, nullptr, true, scratch, doffset);
   LCR_CUDA_CHECK_LAUNCH();
   fox_segment_walk<<<blocks_for(n, 128), 128, 0, s>>>(B, L, H, x, dc, scratch, dx);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+namespace {
+
+__global__ void goat_recipe_expand_kernel(goat::RecipeMap m, const float* a, float* lane) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < m.lane_total();
+       e += int64_t(gridDim.x) * blockDim.x)
+    lane[e] = goat::recipe_expand(m, a, e);
+}
+
+__global__ void goat_recipe_contract_kernel(goat::RecipeMap m, const float* a, const float* dl,
+                                            float* da) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < m.authors_total();
+       e += int64_t(gridDim.x) * blockDim.x)
+    da[e] += float(goat::recipe_contract(m, a, dl, e));
+}
+
+}  // namespace
+
+void goat_recipe_expand(const goat::RecipeMap& m, const float* a, float* lane, cudaStream_t s) {
+  if (m.lane_total() == 0) return;
+  goat_recipe_expand_kernel<<<blocks_for(m.lane_total(), 128), 128, 0, s>>>(m, a, lane);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void goat_recipe_contract(const goat::RecipeMap& m, const float* a, const float* dl, float* da,
+                          cudaStream_t s) {
+  if (m.authors_total() == 0) return;
+  goat_recipe_contract_kernel<<<blocks_for(m.authors_total(), 128), 128, 0, s>>>(m, a, dl, da);
   LCR_CUDA_CHECK_LAUNCH();
 }
 

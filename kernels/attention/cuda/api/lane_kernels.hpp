@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/attention/spec.hpp"
+#include "kernels/schemes/goat/goat_recipe.hpp"
 
 namespace lcr::cuda::lanes {
 
@@ -110,6 +111,13 @@ void lanes_backward(const RowLaneArgs& a, const RowLaneGrads& g, cudaStream_t s)
 // element, sums in double in a fixed order (threads stride the items, then a tree).
 void reduce_partials(const float* part, int chunks, int Hx, int stride, int col0, int ncols,
                      bool sum_heads, double out_scale, float* out, cudaStream_t s);
+
+// ---- GOAT recipe "authors" (kernels/schemes/goat/goat_recipe.hpp), one thread an element ----
+// lane [m.lane_total()] = the lane parameters of the authors' buffer a [m.authors_total()].
+void goat_recipe_expand(const goat::RecipeMap& m, const float* a, float* lane, cudaStream_t s);
+// da [m.authors_total()] += the gradient of the authors' parameters from the lane ones dl.
+void goat_recipe_contract(const goat::RecipeMap& m, const float* a, const float* dl, float* da,
+                          cudaStream_t s);
 
 // ---- GOAT key bias u(j) = lambda p + w2 . silu(W1 phi(p) + b1) + bump 1{p = 0} ----
 struct GoatKeyArgs {

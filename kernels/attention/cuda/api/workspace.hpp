@@ -13,30 +13,32 @@
 namespace lcr::cuda {
 
 enum class Slot : int {
-  Q2,          // q' [B, Lq, H, dp] bf16
-  K2,          // k' [B, Lk, Hkv, dp] bf16
-  OF32,        // o before the sink [B, Lq, H, dv] fp32
-  Delta,       // <dO, O> [B, H, Lq]
-  DQ2,         // d q' [B, Lq, H, dp] fp32
-  DK2,         // d k' [B, Lk, Hkv, dp] fp32
-  TrigQ,       // position table of the queries [Lq, M] float2
-  TrigK,       // position table of the keys [Lk, M] float2
-  DeltaTrig,   // PoPE (cos, sin)(clamp(delta)) [Hkv, d] float2
-  U,           // GOAT u(j) [Lk, Hkv] double
-  PriorQ,      // GOAT prior lanes of the queries [Lq, H, 2R+2] bf16 (lanes_forward scratch)
-  PriorK,      // GOAT prior lanes of the keys [Lk, Hkv, 2R+2] bf16
-  Phi,         // GOAT key features phi(j) [Lk, 2F+2] double
-  KeySums,     // GOAT key-bias parameter gradients [Hkv, cols] before the scatter
-  DU,          // GOAT d u(j) [Lk, Hkv] fp32
-  DUSums,      // GOAT goat_du_project's per-slice sums (double)
-  GainQ,       // QK-norm gain partials, queries
-  GainK,       // QK-norm gain partials, keys
-  ModePart,    // GOAT alpha/beta partials
-  DeltaPart,   // PoPE delta partials
-  KeyPart,     // GOAT key-bias parameter partials
-  Alibi,       // ALiBi slopes [H]
-  FoxScratch,  // FoX segment sums (double)
-  FoxRowSums,  // FoX query lane under softcap: the SDPA's row sums A, C, D [3, B, Lq, H]
+  Q2,            // q' [B, Lq, H, dp] bf16
+  K2,            // k' [B, Lk, Hkv, dp] bf16
+  OF32,          // o before the sink [B, Lq, H, dv] fp32
+  Delta,         // <dO, O> [B, H, Lq]
+  DQ2,           // d q' [B, Lq, H, dp] fp32
+  DK2,           // d k' [B, Lk, Hkv, dp] fp32
+  TrigQ,         // position table of the queries [Lq, M] float2
+  TrigK,         // position table of the keys [Lk, M] float2
+  DeltaTrig,     // PoPE (cos, sin)(clamp(delta)) [Hkv, d] float2
+  U,             // GOAT u(j) [Lk, Hkv] double
+  PriorQ,        // GOAT prior lanes of the queries [Lq, H, 2R+2] bf16 (lanes_forward scratch)
+  PriorK,        // GOAT prior lanes of the keys [Lk, Hkv, 2R+2] bf16
+  Phi,           // GOAT key features phi(j) [Lk, 2F+2] double
+  KeySums,       // GOAT key-bias parameter gradients [Hkv, cols] before the scatter
+  DU,            // GOAT d u(j) [Lk, Hkv] fp32
+  DUSums,        // GOAT goat_du_project's per-slice sums (double)
+  GainQ,         // QK-norm gain partials, queries
+  GainK,         // QK-norm gain partials, keys
+  ModePart,      // GOAT alpha/beta partials
+  DeltaPart,     // PoPE delta partials
+  KeyPart,       // GOAT key-bias parameter partials
+  Alibi,         // ALiBi slopes [H]
+  FoxScratch,    // FoX segment sums (double)
+  FoxRowSums,    // FoX query lane under softcap: the SDPA's row sums A, C, D [3, B, Lq, H]
+  GoatLane,      // GOAT recipe "authors": the lane parameters mapped from theirs (fp32)
+  GoatLaneGrad,  // ... and their gradients before the map back
   Count
 };
 
