@@ -402,6 +402,14 @@ TEST(Goat, PriorStatisticsMatchKernelLanes) {
       }
 }
 
+// Root mean square of one slice of a host parameter set.
+double slice_rms(const ParamSet<double, HostSpace>& P, const std::string& name) {
+  const auto& e = P.layout.at(name);
+  double ss = 0;
+  for (int64_t i = 0; i < e.size(); ++i) ss += P.data(e.offset + i) * P.data(e.offset + i);
+  return std::sqrt(ss / double(e.size()));
+}
+
 TEST(Goat, InitParams) {
   AttentionSpec s = goat_spec();
   s.heads = 16;
@@ -421,12 +429,7 @@ TEST(Goat, InitParams) {
   for (const char* n : {"goat.lambda", "goat.bump", "goat.mlp_b1", "goat.mlp_w2"})
     EXPECT_TRUE(all_equal(n, 0.0)) << n;
   EXPECT_TRUE(all_equal("sink", 7.0));
-  auto rms = [&](const std::string& n) {
-    const auto& e = P.layout.at(n);
-    double ss = 0;
-    for (int64_t i = 0; i < e.size(); ++i) ss += P.data(e.offset + i) * P.data(e.offset + i);
-    return std::sqrt(ss / e.size());
-  };
+  auto rms = [&](const std::string& n) { return slice_rms(P, n); };
   // 128 draws per alpha/beta (rms sd ~6%), 4*16*10 per W1 (~3%): 4-sigma bands.
   EXPECT_NEAR(rms("goat.alpha"), 0.02, 0.005);
   EXPECT_NEAR(rms("goat.beta"), 0.02, 0.005);
@@ -491,12 +494,7 @@ TEST(GoatAuthors, InitParamsAsTheirPackage) {
   const auto beta = P.v2("goat.kv_beta");
   for (int hk = 0; hk < 6; ++hk)
     for (int r = 0; r < 4; ++r) EXPECT_EQ(beta(hk, r), 0.0);
-  auto rms = [&](const std::string& n) {
-    const auto& e = P.layout.at(n);
-    double ss = 0;
-    for (int64_t i = 0; i < e.size(); ++i) ss += P.data(e.offset + i) * P.data(e.offset + i);
-    return std::sqrt(ss / e.size());
-  };
+  auto rms = [&](const std::string& n) { return slice_rms(P, n); };
   // 24 alpha draws (rms sd ~15%), 16 x 10 W1 draws (~6%): 4-sigma bands.
   EXPECT_NEAR(rms("goat.kv_alpha"), 0.01, 0.006);
   EXPECT_NEAR(rms("goat.shared_w1"), 1e-3, 0.25e-3);

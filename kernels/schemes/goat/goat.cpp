@@ -185,37 +185,31 @@ struct GoatParams {
   PView1<T> gate_scale, gate_bias;  // [H], with goat.query_gate
 };
 
-// |q_c| of every query row [B, Lq, H], in double.
+// The query gate of every query row [B, Lq, H] (goat.hpp) and the |q_c| it came from, in
+// double; both empty without goat.query_gate.
+struct QueryGate {
+  View3<double> norm, gate;
+};
+
 template <class T>
-View3<double> query_norms(const LaneArgs<T>& a, int dc) {
+QueryGate query_gate(const LaneArgs<T>& a, const GoatParams<T>& P, int dc) {
+  if (!a.spec->goat.query_gate) return {};
   const int B = a.q.extent(0), Lq = a.q.extent(1), H = a.spec->heads;
   const auto q = a.q;
-  View3<double> n("lcr::goat_query_norms", B, Lq, H);
+  QueryGate out{View3<double>("lcr::goat_query_norms", B, Lq, H),
+                View3<double>("lcr::goat_query_gate", B, Lq, H)};
+  const auto n = out.norm, g = out.gate;
   Kokkos::parallel_for(
-      "lcr::goat_query_norms",
+      "lcr::goat_query_gate",
       Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lq, H}),
       KOKKOS_LAMBDA(int b, int i, int h) {
         double ss = 0;
         for (int c = 0; c < dc; ++c) ss += double(q(b, i, h, c)) * double(q(b, i, h, c));
         n(b, i, h) = kmath::sqrt(ss);
-      });
-  return n;
-}
-
-// The query gate g [B, Lq, H] from the norms (goat.hpp); empty without goat.query_gate.
-template <class T>
-View3<double> query_gate(const LaneArgs<T>& a, const GoatParams<T>& P, const View3<double>& n) {
-  if (!a.spec->goat.query_gate) return {};
-  const int B = n.extent(0), Lq = n.extent(1), H = n.extent(2);
-  View3<double> g("lcr::goat_query_gate", B, Lq, H);
-  Kokkos::parallel_for(
-      "lcr::goat_query_gate",
-      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, Lq, H}),
-      KOKKOS_LAMBDA(int b, int i, int h) {
         g(b, i, h) = recipe_sigmoid(double(P.gate_bias(h)) -
                                     recipe_softplus(double(P.gate_scale(h))) * n(b, i, h));
       });
-  return g;
+  return out;
 }
 
 // The gate's backward. dg = sum over the prior lanes of dq' times the ungated lane
@@ -225,8 +219,8 @@ View3<double> query_gate(const LaneArgs<T>& a, const GoatParams<T>& P, const Vie
 // -d pre |q_c| sigmoid(gate_scale) (scale) over the rows, one team per element.
 template <class T>
 void gate_backward(const LaneArgs<T>& a, const GoatParams<T>& P, const View4<const T>& dq2,
-                   const View3<double>& qtab, const View3<double>& norms, const View3<double>& gate,
-                   const View4<T>& dq, ParamSet<T>& dparams) {
+                   const View3<double>& qtab, const QueryGate& qg, const View4<T>& dq,
+                   ParamSet<T>& dparams) {
   using Team = Kokkos::TeamPolicy<ExecSpace>;
   using Member = Team::member_type;
   const AttentionSpec& s = *a.spec;
@@ -234,6 +228,7 @@ void gate_backward(const LaneArgs<T>& a, const GoatParams<T>& P, const View4<con
   const int dc = content_dim(s);
   const double ls = std::sqrt(double(s.head_dim));
   const auto q = a.q;
+  const auto norms = qg.norm, gate = qg.gate;
   View3<double> dpre("lcr::goat_dgate", B, Lq, H);
   Kokkos::parallel_for(
       "lcr::goat_gate_backward",
@@ -294,7 +289,7 @@ void forward_on_lanes(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& 
   const auto q = a.q, k = a.k;
   const int64_t k_pos0 = a.k_pos0;
   const bool gated = s.goat.query_gate;
-  const auto gate = gated ? query_gate(a, P, query_norms(a, dc)) : View3<double>();
+  const auto gate = query_gate(a, P, dc).gate;
 
   // q' = [sqrt(d_h/d_c) q_c, g sqrt(d_h) q_rel, g sqrt(d_h), 0]   (g = 1 without the gate)
   Kokkos::parallel_for(
@@ -380,8 +375,8 @@ void backward_on_lanes(const LaneArgs<T>& a, const View4<const T>& dq2, const Vi
   // e = (h, r, which), summing over the B * Lq rows in double.
   const auto qtab = mode_table(s, a.q_pos0, Lq);
   const bool gated = s.goat.query_gate;
-  const auto norms = gated ? query_norms(a, dc) : View3<double>();
-  const auto gate = gated ? query_gate(a, P, norms) : View3<double>();
+  const QueryGate qg = query_gate(a, P, dc);
+  const auto gate = qg.gate;
   Kokkos::parallel_for(
       "lcr::goat_dalpha_dbeta", Team(H * R * 2, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int e = m.league_rank(), which = e % 2, r = (e / 2) % R, h = e / (2 * R);
@@ -405,7 +400,7 @@ void backward_on_lanes(const LaneArgs<T>& a, const View4<const T>& dq2, const Vi
         });
       });
 
-  if (gated) gate_backward(a, P, dq2, qtab, norms, gate, dq, dparams);
+  if (gated) gate_backward(a, P, dq2, qtab, qg, dq, dparams);
 
   // du(j, hk) = sum_b dk'(b, j, hk, u lane): u does not depend on the batch row.
   View2<double> du("lcr::goat_dkey_bias", Lk, Hkv);
