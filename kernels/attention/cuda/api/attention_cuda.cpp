@@ -207,30 +207,6 @@ lanes::RowLaneArgs side_args(const AttentionSpec& s, const ParamLayout& l, const
   return a;
 }
 
-// GOAT's query gate from the queries' lane arguments (their table, lane parameters, norm).
-lanes::GoatGateArgs gate_args(const ParamLayout& l, const DeviceParams& prm,
-                              const lanes::RowLaneArgs& qa) {
-  lanes::GoatGateArgs g;
-  g.B = qa.B;
-  g.L = qa.L;
-  g.H = qa.Hx;
-  g.d = qa.d;
-  g.dp = qa.dp;
-  g.R = qa.R;
-  g.M = qa.M;
-  g.x = qa.x;
-  g.gain = qa.gain;
-  g.eps = qa.eps;
-  g.content_scale = qa.scale;
-  g.lane_scale = qa.lane_scale;
-  g.alpha = qa.alpha;
-  g.beta = qa.beta;
-  g.trig = qa.trig;
-  g.gate_scale = slice(prm.data, l, "goat.gate_scale");
-  g.gate_bias = slice(prm.data, l, "goat.gate_bias");
-  return g;
-}
-
 // Identifies a forward call (spec, tensors, positions, parameters, lane buffers).
 std::string call_key(const AttentionSpec& s, const DeviceParams& p, const AttentionInputs& in,
                      const Workspace::Impl& w) {
@@ -292,11 +268,15 @@ void check_inputs(const AttentionSpec& s, const AttentionInputs& in, const Devic
           s.scheme == Scheme::PoPE ? "; PoPE's QK width is 2*head_dim: use head_dim <= 128" : "");
   require(s.v_dim() % 8 == 0, "cuda attention: value width ", s.v_dim(),
           " is not a multiple of 8; the CUDA SDPA needs dv % 8 == 0 (pad v with zero columns)");
-  if (is_goat(s.scheme))
+  if (is_goat(s.scheme)) {
     require(s.goat.feature_freqs <= 16,
             "cuda attention: GOAT supports goat.feature_freqs <= 16,"
             " got ",
             s.goat.feature_freqs, "; lower it");
+    require(!s.goat.query_gate,
+            "cuda attention: goat.query_gate runs on the Kokkos kernels only; train on the CPU "
+            "path (train.device = \"cpu\") or set goat.query_gate = false");
+  }
   const bool fox = uses_fox(s.scheme);
   require(!fox || ((in.fox_cq || in.Lq == 0) && (in.fox_ck || in.Lk == 0)),
           "cuda attention: scheme 'fox' needs fox_cq [B, Lq, H] and fox_ck [B, Lk, H] "
@@ -398,9 +378,7 @@ PreparedAttention prepare_attention(const AttentionSpec& s, const DeviceParams& 
   const bool two = is_goat(s.scheme);
   const cudaStream_t ks = two ? w.fork(st) : st;
   lanes::lanes_forward(side_args(s, l, prm, in, false, false, w, ks), k2, ks);
-  const lanes::RowLaneArgs qa = side_args(s, l, prm, in, true, false, w, st);
-  lanes::lanes_forward(qa, q2, st);
-  if (two && s.goat.query_gate) lanes::goat_gate_forward(gate_args(l, prm, qa), q2, st);
+  lanes::lanes_forward(side_args(s, l, prm, in, true, false, w, st), q2, st);
   if (two) w.join(st);
   return P;
 }
@@ -502,17 +480,6 @@ void lanes_backward_impl(const AttentionSpec& s, const DeviceParams& prm, const 
   lanes::lanes_backward(ka, gk, st);
   const cudaStream_t ks = goat ? w.fork(st) : st;
   if (goat) goat_key_backward(s, l, prm, in, gk.du, dparams, w, ks, kt);
-  if (goat && s.goat.query_gate) {  // the gate's share first; the query lanes read dz
-    const lanes::GoatGateArgs ga = gate_args(l, prm, qa);
-    const int64_t rows = int64_t(in.B) * in.Lq * H;
-    float* dz = w.get<float>(Slot::GateDZ, rows * qa.dp);
-    float* gr = w.get<float>(Slot::GateRows, 2 * rows);
-    lanes::goat_gate_backward(ga, gq.dy, gq.dy16, dz, gr, st);
-    lanes::goat_gate_param_grads(ga, gr, slice(dparams, l, "goat.gate_scale"),
-                                 slice(dparams, l, "goat.gate_bias"), st);
-    gq.dy = dz;
-    gq.dy16 = nullptr;
-  }
   lanes::lanes_backward(qa, gq, st);
 
   if (norm) {
