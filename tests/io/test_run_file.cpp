@@ -53,8 +53,12 @@ TEST(RunLayout, SchemeColumns) {
   s.scheme = "alibi";
   EXPECT_EQ(prior_tables(s)[0].columns.size(), 3u);
   s.scheme = "goat";
-  s.goat_modes = 0;
-  EXPECT_NE(error_of([&] { prior_tables(s); }).find("goat_modes > 0"), std::string::npos);
+  s.goat_modes = 0;  // no relative prior: no per-mode columns
+  EXPECT_EQ(names(prior_tables(s)[0]),
+            (std::vector<std::string>{"entropy[4]", "max_logit[4]", "first_token_mass[4]",
+                                      "prior_curve[4, 5]", "u[2, 3]"}));
+  s.goat_modes = -1;
+  EXPECT_NE(error_of([&] { prior_tables(s); }).find("goat_modes >= 0"), std::string::npos);
   EXPECT_NE(error_of([&] { test_layout().at("priors/layer_9"); }).find("tables: metrics"),
             std::string::npos);
 }
