@@ -122,5 +122,34 @@ TEST(TrainPrior, ProbeEveryThinsThePriorRowsOnly) {
       << out;
 }
 
+// The authors' GPT recipe (goat.recipe = "authors", R = 0): the run file has the key prior
+// u(j) and no per-mode columns, and u starts as ALiBi's recency term: for 2 KV heads the
+// published slopes are 2^-4 and 2^-8, which 20 steps at lr 1e-3 move by far less than 1%.
+TEST(TrainPrior, AuthorsGptRecipeLogsTheKeyPriorFromAlibiSlopes) {
+  const std::string dir = scratch() + "/authors_gpt";
+  std::string out;
+  auto args = tiny_args(dir, "goat");
+  args.insert(args.end(), {"attention.goat.recipe=authors", "attention.goat.modes=0",
+                           "train.lr=1e-3", "train.min_lr=1e-4"});
+  ASSERT_EQ(run_lcr(train_args(args), 0, "authors_gpt", &out), 0) << out;
+  io::RunReader r = io::RunReader::open(dir + "/run.h5");
+  const auto cols = r.columns("priors/layer_0");
+  EXPECT_EQ(std::count(cols.begin(), cols.end(), "alpha"), 0);
+  ASSERT_EQ(std::count(cols.begin(), cols.end(), "u"), 1);
+  std::vector<int64_t> shape;
+  const auto all = r.column("priors/layer_0", "u", &shape);  // [rows, Hkv, positions]
+  ASSERT_EQ(shape.size(), 2u);
+  const int64_t np = shape[1], last = r.rows("priors/layer_0") - 1;
+  ASSERT_GE(np, 32);  // the position axis starts with 0 .. 31
+  const double* u = all.data() + last * shape[0] * np;
+  const double slopes[2] = {0.0625, 0.00390625};
+  for (int hk = 0; hk < 2; ++hk) {
+    const double per_key = (u[hk * np + 31] - u[hk * np + 11]) / 20.0;
+    EXPECT_NEAR(per_key, slopes[hk], 0.01 * slopes[hk]) << "KV head " << hk;
+  }
+  ASSERT_EQ(run_lcr({"inspect", dir}, 0, "authors_gpt_inspect", &out), 0) << out;
+  EXPECT_NE(out.find("u0_bump"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace lcr::test
