@@ -206,8 +206,8 @@ QueryGate query_gate(const LaneArgs<T>& a, const GoatParams<T>& P, int dc) {
         double ss = 0;
         for (int c = 0; c < dc; ++c) ss += double(q(b, i, h, c)) * double(q(b, i, h, c));
         n(b, i, h) = kmath::sqrt(ss);
-        g(b, i, h) = recipe_sigmoid(double(P.gate_bias(h)) -
-                                    recipe_softplus(double(P.gate_scale(h))) * n(b, i, h));
+        g(b, i, h) = kmath::sigmoid(double(P.gate_bias(h)) -
+                                    kmath::softplus(double(P.gate_scale(h))) * n(b, i, h));
       });
   return out;
 }
@@ -245,7 +245,7 @@ void gate_backward(const LaneArgs<T>& a, const GoatParams<T>& P, const View4<con
         dpre(b, i, h) = d;
         const double n = norms(b, i, h);
         if (n > 0) {
-          const double f = -d * recipe_softplus(double(P.gate_scale(h))) / n;
+          const double f = -d * kmath::softplus(double(P.gate_scale(h))) / n;
           for (int c = 0; c < dc; ++c) dq(b, i, h, c) += T(f * double(q(b, i, h, c)));
         }
       });
@@ -253,7 +253,7 @@ void gate_backward(const LaneArgs<T>& a, const GoatParams<T>& P, const View4<con
   Kokkos::parallel_for(
       "lcr::goat_dgate_params", Team(2 * H, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
         const int h = m.league_rank() / 2, which = m.league_rank() % 2;
-        const double sig = recipe_sigmoid(double(P.gate_scale(h)));
+        const double sig = kmath::sigmoid(double(P.gate_scale(h)));
         double sum = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(m, B * Lq),
@@ -471,8 +471,7 @@ namespace {
 
 // The authors' parameters mapped onto the lane layout (goat_recipe.hpp), on the device.
 template <class T>
-ParamSet<T> lane_params(const AttentionSpec& s, const ParamSet<T>& p) {
-  const RecipeMap m = recipe_map(s);
+ParamSet<T> lane_params(const AttentionSpec& s, const RecipeMap& m, const ParamSet<T>& p) {
   ParamSet<T> out(attention_param_layout(lane_spec(s)), "lcr::goat_lane_params");
   const auto o = out.data;
   const T* src = p.data.data();
@@ -487,7 +486,7 @@ ParamSet<T> lane_params(const AttentionSpec& s, const ParamSet<T>& p) {
 template <class T>
 void lanes_forward(const LaneArgs<T>& a, const View4<T>& q2, const View4<T>& k2) {
   if (a.spec->goat.recipe != GoatRecipe::Authors) return forward_on_lanes(a, q2, k2);
-  const ParamSet<T> lane = lane_params(*a.spec, *a.params);
+  const ParamSet<T> lane = lane_params(*a.spec, recipe_map(*a.spec), *a.params);
   LaneArgs<T> b = a;
   b.params = &lane;
   forward_on_lanes(b, q2, k2);
@@ -499,7 +498,7 @@ void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4
   if (a.spec->goat.recipe != GoatRecipe::Authors)
     return backward_on_lanes(a, dq2, dk2, dq, dk, dparams);
   const RecipeMap m = recipe_map(*a.spec);
-  const ParamSet<T> lane = lane_params(*a.spec, *a.params);
+  const ParamSet<T> lane = lane_params(*a.spec, m, *a.params);
   ParamSet<T> dlane(lane.layout, "lcr::goat_lane_grads");  // zeroed
   LaneArgs<T> b = a;
   b.params = &lane;
