@@ -127,11 +127,14 @@ cmd_pack() {
       "rows will say so; -DLCR_ENABLE_NCCL=ON builds them)"
   fi
   if ((${#want[@]} > 0)); then  # only the executables named
-    local sel=() w
+    local sel=() w k
     for w in "${want[@]}"; do
-      e=$(printf '%s\n' "${PACK_EXES[@]}" "${PACK_NCCL[@]}" "${PACK_CPU[@]}" "${PACK_KOKKOS[@]}" |
-        grep -m1 "/$w\$") ||
-        { echo "pack: $w is not one of the packed executables" >&2; return 2; }
+      # A loop, not grep -m1: under pipefail printf's SIGPIPE would fail a found name.
+      e=""
+      for k in "${PACK_EXES[@]}" "${PACK_NCCL[@]}" "${PACK_CPU[@]}" "${PACK_KOKKOS[@]}"; do
+        [[ $k == */$w ]] && { e=$k; break; }
+      done
+      [[ -n $e ]] || { echo "pack: $w is not one of the packed executables" >&2; return 2; }
       sel+=("$e")
     done
     exes=("${sel[@]}")
