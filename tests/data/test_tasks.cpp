@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/data/tasks/a5.hpp"
+#include "core/data/tasks/longctx.hpp"
 #include "core/data/tasks/task.hpp"
 #include "kernels/base/error.hpp"
 
@@ -57,6 +58,7 @@ void expect_well_formed(const Task& task, const Batch& b) {
 TaskOptions options_for(const std::string& name) {
   TaskOptions o;
   o.seq_len = name == "indirect_indexing" ? 40 : name == "a5" ? 20 : 128;
+  if (is_long_task(name)) o.seq_len = 4096;  // cwe's defaults need ~3.7K bytes
   return o;
 }
 
@@ -64,7 +66,7 @@ TaskOptions options_for(const std::string& name) {
 // Factory, determinism and indexing: every task.
 
 TEST(Tasks, FactoryKnowsEveryTaskAndListsThemOnError) {
-  EXPECT_EQ(task_names().size(), 6u);
+  EXPECT_EQ(task_names().size(), 6u + long_task_names().size());
   for (const std::string& name : task_names()) {
     auto task = make_task(name, options_for(name));
     EXPECT_EQ(task->name(), name);

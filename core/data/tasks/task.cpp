@@ -1,18 +1,23 @@
 #include "core/data/tasks/task.hpp"
 
+#include "core/data/tasks/longctx.hpp"
 #include "core/data/tasks/task_list.hpp"
 #include "kernels/base/error.hpp"
 
 namespace lcr::tasks {
 
-data::Batch Task::samples(uint64_t seed, data::Split split, uint64_t first, int64_t count) const {
-  require(count >= 1, name(), ": sample count must be >= 1, got ", count);
+data::Rng Task::sample_rng(uint64_t seed, data::Split split, uint64_t index) const {
   // The task's name is part of the key, so two tasks with one seed draw unrelated streams.
   const uint64_t stream =
       data::derive_key(seed, data::fnv1a64(name()), static_cast<uint64_t>(split));
+  return data::Rng(data::derive_key(stream, index));
+}
+
+data::Batch Task::samples(uint64_t seed, data::Split split, uint64_t first, int64_t count) const {
+  require(count >= 1, name(), ": sample count must be >= 1, got ", count);
   data::Batch out(count, seq_len_, vocab_size());
   for (int64_t b = 0; b < count; ++b) {
-    data::Rng rng(data::derive_key(stream, first + static_cast<uint64_t>(b)));
+    data::Rng rng = sample_rng(seed, split, first + static_cast<uint64_t>(b));
     generate(rng, out.tokens_row(b), out.labels_row(b));
   }
   return out;
@@ -29,8 +34,12 @@ data::Batch Task::batch(uint64_t seed, int64_t step, int dp_rank, int dp_size, i
 }
 
 const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names = {"copy_mixture", "passkey", "indirect_indexing",
-                                                 "flip_flop",    "mqar",    "a5"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n = {"copy_mixture", "passkey", "indirect_indexing",
+                                  "flip_flop",    "mqar",    "a5"};
+    for (const std::string& l : long_task_names()) n.push_back(l);
+    return n;
+  }();
   return names;
 }
 
@@ -42,6 +51,7 @@ std::unique_ptr<Task> make_task(const std::string& name, const TaskOptions& o) {
   if (name == "flip_flop") return make_flip_flop(o.seq_len, o.flip_flop);
   if (name == "mqar") return make_mqar(o.seq_len, o.mqar);
   if (name == "a5") return make_a5(o.seq_len, o.a5);
+  if (is_long_task(name)) return make_long_task(name, o);
   std::string list;
   for (const std::string& n : task_names()) list += (list.empty() ? "" : ", ") + n;
   throw_error("unknown task '", name, "'; valid tasks: ", list);

@@ -21,6 +21,7 @@
 
 #include "core/data/batch.hpp"
 #include "core/data/rng.hpp"
+#include "core/data/tasks/longctx_options.hpp"
 
 namespace lcr::tasks {
 
@@ -81,6 +82,15 @@ struct TaskOptions {
   FlipFlopOptions flip_flop;
   MqarOptions mqar;
   A5Options a5;
+  // The long-context evaluation tasks (longctx.hpp), one options struct per task name.
+  NiahOptions niah_single;
+  NiahOptions niah_multikey;
+  NiahOptions niah_multivalue;
+  NiahOptions niah_multiquery;
+  VariableTrackingOptions variable_tracking;
+  CweOptions cwe;
+  FweOptions fwe;
+  PhonebookOptions phonebook;
 };
 
 class Task {
@@ -95,6 +105,10 @@ class Task {
   // only `rng` for randomness.
   virtual void generate(data::Rng& rng, int32_t* tokens, int32_t* labels) const = 0;
 
+  // The generator of sample `index` of the (seed, split) stream: keyed by the seed, the
+  // task's name, the split and the index.
+  data::Rng sample_rng(uint64_t seed, data::Split split, uint64_t index) const;
+
   // Samples [first, first + count) of the (seed, split) stream as one batch.
   data::Batch samples(uint64_t seed, data::Split split, uint64_t first, int64_t count) const;
 
@@ -108,7 +122,9 @@ class Task {
   int64_t seq_len_;
 };
 
-// "copy_mixture", "passkey", "indirect_indexing", "flip_flop", "mqar", "a5".
+// "copy_mixture", "passkey", "indirect_indexing", "flip_flop", "mqar", "a5", then the
+// long-context tasks of longctx.hpp: "niah_single", "niah_multikey", "niah_multivalue",
+// "niah_multiquery", "variable_tracking", "cwe", "fwe", "phonebook".
 const std::vector<std::string>& task_names();
 
 // Builds a task from its name; throws for an unknown name (listing the valid ones) or

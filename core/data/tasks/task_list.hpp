@@ -3,6 +3,7 @@
 // options and throws an lcr::Error naming the bad option ("task.flip_flop.p_ignore").
 #include <memory>
 
+#include "core/data/tasks/longctx.hpp"
 #include "core/data/tasks/task.hpp"
 
 namespace lcr::tasks {
@@ -13,5 +14,12 @@ std::unique_ptr<Task> make_indirect_indexing(int64_t seq_len, const IndirectInde
 std::unique_ptr<Task> make_flip_flop(int64_t seq_len, const FlipFlopOptions& o);
 std::unique_ptr<Task> make_mqar(int64_t seq_len, const MqarOptions& o);
 std::unique_ptr<Task> make_a5(int64_t seq_len, const A5Options& o);
+
+// The long-context tasks (longctx.hpp). make_niah serves the four niah_* names.
+std::unique_ptr<LongTask> make_niah(const std::string& name, int64_t seq_len, const NiahOptions& o);
+std::unique_ptr<LongTask> make_variable_tracking(int64_t seq_len, const VariableTrackingOptions& o);
+std::unique_ptr<LongTask> make_cwe(int64_t seq_len, const CweOptions& o);
+std::unique_ptr<LongTask> make_fwe(int64_t seq_len, const FweOptions& o);
+std::unique_ptr<LongTask> make_phonebook(int64_t seq_len, const PhonebookOptions& o);
 
 }  // namespace lcr::tasks
