@@ -176,12 +176,15 @@ KOKKOS_INLINE_FUNCTION void gemm_nt(const Member& t, T* KOKKOS_RESTRICT C, int l
 }
 #endif
 
-// Below this exponent exp() is subnormal: such a probability is treated as 0. Its terms
-// would be below half an ulp of any normal accumulator, and subnormal arithmetic runs tens
-// of times slower on CPUs (GOAT's long-range prior pushes most logits there at L >= 4K).
+// Below this exponent a probability is treated as 0. float: 2^-64, so a row's dropped terms
+// (each below 2^-64 of its largest, which is 1 in the forward and at least 1/L in the
+// backward) stay below 2^-24 of its sum up to L = 2^40, and no product of a kept one with
+// an operand above 2^-62 is subnormal: subnormal arithmetic runs tens of times slower on
+// x86 CPUs (microcode assists), and GOAT's long-range prior pushes most logits down there
+// at L >= 4K. double: the smallest normal (the reference tests' exactness).
 template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T exp_floor() {
-  return std::is_same_v<T, float> ? T(-87.33) : T(-708.39);  // ln of the smallest normal
+  return std::is_same_v<T, float> ? T(-44.36) : T(-708.39);  // ln 2^-64; ln of DBL_MIN
 }
 
 // x[c] = x[c] >= exp_floor ? exp(x[c]) : 0 for c < n (x <= 0 or -inf, as softmax
