@@ -412,54 +412,63 @@ void backward_on_lanes(const LaneArgs<T>& a, const View4<const T>& dq2, const Vi
         du(j, hk) = acc;
       });
 
-  // Key-bias parameters, one team per element, summing du(j) * d u(j)/d theta over keys.
-  // Per KV head the elements are [lambda, bump, then per hidden unit n: w2_n, b1_n,
-  // W1_n,0 .. W1_n,NF-1]. The hidden pre-activation is recomputed per key (NF flops)
-  // rather than stored ([Lk, Hkv, hidden] would dominate memory at long contexts).
+  // Key-bias parameters: du(j) * d u(j)/d theta summed over keys. lambda and bump: one team
+  // each per KV head. The MLP's (per hidden unit n: w2_n, b1_n, W1_n,0 .. W1_n,NF-1): the
+  // keys in chunks; one work item per (KV head, unit, chunk) recomputes the unit's
+  // pre-activation once per key (NF flops, rather than storing [Lk, Hkv, hidden], which
+  // would dominate memory at long contexts) and adds all 2 + NF of its terms to partial
+  // sums of its own; then one item per parameter adds the chunks in order (no atomics).
   const auto phi = feature_table(s, a.k_pos0, Lk);
-  const int per_head = 2 + N * (2 + NF);
   Kokkos::parallel_for(
-      "lcr::goat_dkey_params", Team(Hkv * per_head, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
-        const int hk = m.league_rank() / per_head, e = m.league_rank() % per_head;
-        const int n = e < 2 ? 0 : (e - 2) / (2 + NF), kind = e < 2 ? e : 2 + (e - 2) % (2 + NF);
-        // kind: 0 lambda, 1 bump, 2 w2_n, 3 b1_n, 4 + c: W1_n,c
+      "lcr::goat_dkey_lambda_bump", Team(Hkv * 2, Kokkos::AUTO), KOKKOS_LAMBDA(const Member& m) {
+        const int hk = m.league_rank() / 2, kind = m.league_rank() % 2;  // 0 lambda, 1 bump
         double sum = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(m, Lk),
             [&](int j, double& acc) {
               const int64_t p = k_pos0 + j;
-              if (kind == 0) {
-                acc += du(j, hk) * double(p);
-                return;
-              }
-              if (kind == 1) {
-                if (p == 0) acc += du(j, hk);
-                return;
-              }
-              double pre = double(P.b1(hk, n));
-              for (int c = 0; c < NF; ++c) pre += double(P.w1(hk, n, c)) * phi(j, c);
-              const double sg = kmath::sigmoid(pre);
-              if (kind == 2) {
-                acc += du(j, hk) * pre * sg;  // silu(pre)
-                return;
-              }
-              // silu'(x) = sigmoid(x) (1 + x (1 - sigmoid(x)))
-              const double back = du(j, hk) * double(P.w2(hk, n)) * sg * (1.0 + pre * (1.0 - sg));
-              acc += kind == 3 ? back : back * phi(j, kind - 4);
+              acc += kind == 0 ? du(j, hk) * double(p) : (p == 0 ? du(j, hk) : 0.0);
             },
             sum);
         Kokkos::single(Kokkos::PerTeam(m), [&] {
           if (kind == 0)
             dP.lambda(hk) += T(sum);
-          else if (kind == 1)
-            dP.bump(hk) += T(sum);
-          else if (kind == 2)
-            dP.w2(hk, n) += T(sum);
-          else if (kind == 3)
-            dP.b1(hk, n) += T(sum);
           else
-            dP.w1(hk, n, kind - 4) += T(sum);
+            dP.bump(hk) += T(sum);
         });
+      });
+  constexpr int kKeyChunk = 128;
+  const int nch = (Lk + kKeyChunk - 1) / kKeyChunk, nt = 2 + NF;
+  View4<double> part("lcr::goat_dkey_mlp_part", Hkv, N, nch, nt);  // zeroed: [w2, b1, W1_c]
+  Kokkos::parallel_for(
+      "lcr::goat_dkey_mlp_chunks",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {Hkv, N, nch}),
+      KOKKOS_LAMBDA(int hk, int n, int ch) {
+        const int j1 = (ch + 1) * kKeyChunk < Lk ? (ch + 1) * kKeyChunk : Lk;
+        const double w2 = double(P.w2(hk, n));
+        for (int j = ch * kKeyChunk; j < j1; ++j) {
+          double pre = double(P.b1(hk, n));
+          for (int c = 0; c < NF; ++c) pre += double(P.w1(hk, n, c)) * phi(j, c);
+          const double sg = kmath::sigmoid(pre);
+          part(hk, n, ch, 0) += du(j, hk) * pre * sg;  // silu(pre)
+          // silu'(x) = sigmoid(x) (1 + x (1 - sigmoid(x)))
+          const double back = du(j, hk) * w2 * sg * (1.0 + pre * (1.0 - sg));
+          part(hk, n, ch, 1) += back;
+          for (int c = 0; c < NF; ++c) part(hk, n, ch, 2 + c) += back * phi(j, c);
+        }
+      });
+  Kokkos::parallel_for(
+      "lcr::goat_dkey_mlp",
+      Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {Hkv, N, nt}),
+      KOKKOS_LAMBDA(int hk, int n, int t) {
+        double sum = 0;
+        for (int ch = 0; ch < nch; ++ch) sum += part(hk, n, ch, t);
+        if (t == 0)
+          dP.w2(hk, n) += T(sum);
+        else if (t == 1)
+          dP.b1(hk, n) += T(sum);
+        else
+          dP.w1(hk, n, t - 2) += T(sum);
       });
 }
 
