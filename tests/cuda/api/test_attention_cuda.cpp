@@ -59,13 +59,19 @@ std::vector<NamedCase> all_cases() {
   // A sink without softcap: GOAT's du is projected onto its known total -sum dsink
   // (lanes::goat_du_project), which is nonzero only here.
   add("goat_sink", Scheme::GOAT, [](AttentionSpec& s) { s.numerics.sink = true; });
-  // The authors' recipe (their parameters mapped onto the lanes, goat_recipe.hpp), and their
-  // GPT recipe without relative modes, with a sink so du's projection runs through the map.
+  // The authors' recipe (their parameters mapped onto the lanes, goat_recipe.hpp); their GPT
+  // recipe without relative modes, with their query gate and a sink (du's projection runs
+  // through the map); the gate with lcr's recipe after QK-RMSNorm.
   add("goat_authors", Scheme::GOAT, [](AttentionSpec& s) { s.goat.recipe = GoatRecipe::Authors; });
-  add("goat_authors_r0_sink", Scheme::GOAT, [](AttentionSpec& s) {
+  add("goat_authors_r0_gate_sink", Scheme::GOAT, [](AttentionSpec& s) {
     s.goat.recipe = GoatRecipe::Authors;
     s.goat.modes = 0;
+    s.goat.query_gate = true;
     s.numerics.sink = true;
+  });
+  add("goat_gate_qknorm", Scheme::GOAT, [](AttentionSpec& s) {
+    s.goat.query_gate = true;
+    s.numerics.qk_norm = true;
   });
   add("pope", Scheme::PoPE, none);
   add("fox", Scheme::FoX, none);

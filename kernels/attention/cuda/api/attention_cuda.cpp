@@ -207,6 +207,30 @@ lanes::RowLaneArgs side_args(const AttentionSpec& s, const ParamLayout& l, const
   return a;
 }
 
+// GOAT's query gate from the queries' lane arguments (their table, lane parameters, norm).
+lanes::GoatGateArgs gate_args(const ParamLayout& l, const DeviceParams& prm,
+                              const lanes::RowLaneArgs& qa) {
+  lanes::GoatGateArgs g;
+  g.B = qa.B;
+  g.L = qa.L;
+  g.H = qa.Hx;
+  g.d = qa.d;
+  g.dp = qa.dp;
+  g.R = qa.R;
+  g.M = qa.M;
+  g.x = qa.x;
+  g.gain = qa.gain;
+  g.eps = qa.eps;
+  g.content_scale = qa.scale;
+  g.lane_scale = qa.lane_scale;
+  g.alpha = qa.alpha;
+  g.beta = qa.beta;
+  g.trig = qa.trig;
+  g.gate_scale = slice(prm.data, l, "goat.gate_scale");
+  g.gate_bias = slice(prm.data, l, "goat.gate_bias");
+  return g;
+}
+
 // Identifies a forward call (spec, tensors, positions, parameters, lane buffers).
 std::string call_key(const AttentionSpec& s, const DeviceParams& p, const AttentionInputs& in,
                      const Workspace::Impl& w) {
@@ -268,15 +292,11 @@ void check_inputs(const AttentionSpec& s, const AttentionInputs& in, const Devic
           s.scheme == Scheme::PoPE ? "; PoPE's QK width is 2*head_dim: use head_dim <= 128" : "");
   require(s.v_dim() % 8 == 0, "cuda attention: value width ", s.v_dim(),
           " is not a multiple of 8; the CUDA SDPA needs dv % 8 == 0 (pad v with zero columns)");
-  if (is_goat(s.scheme)) {
+  if (is_goat(s.scheme))
     require(s.goat.feature_freqs <= 16,
             "cuda attention: GOAT supports goat.feature_freqs <= 16,"
             " got ",
             s.goat.feature_freqs, "; lower it");
-    require(!s.goat.query_gate,
-            "cuda attention: goat.query_gate runs on the Kokkos kernels only; train on the CPU "
-            "path (train.device = \"cpu\") or set goat.query_gate = false");
-  }
   const bool fox = uses_fox(s.scheme);
   require(!fox || ((in.fox_cq || in.Lq == 0) && (in.fox_ck || in.Lk == 0)),
           "cuda attention: scheme 'fox' needs fox_cq [B, Lq, H] and fox_ck [B, Lk, H] "
@@ -378,7 +398,9 @@ PreparedAttention prepare_attention(const AttentionSpec& s, const DeviceParams& 
   const bool two = is_goat(s.scheme);
   const cudaStream_t ks = two ? w.fork(st) : st;
   lanes::lanes_forward(side_args(s, l, prm, in, false, false, w, ks), k2, ks);
-  lanes::lanes_forward(side_args(s, l, prm, in, true, false, w, st), q2, st);
+  const lanes::RowLaneArgs qa = side_args(s, l, prm, in, true, false, w, st);
+  lanes::lanes_forward(qa, q2, st);
+  if (two && s.goat.query_gate) lanes::goat_gate_forward(gate_args(l, prm, qa), q2, st);
   if (two) w.join(st);
   return P;
 }
@@ -388,10 +410,13 @@ namespace {
 // What lanes_backward_impl knows about the keys of the call: `complete` when they are every
 // key its queries see (one attention_backward, not a ring chunk) and there is no softcap,
 // so GOAT's du sums to a known total (goat_du_project); dsink: the sink gradient of the call
-// (the total's source), null without a sink.
+// (the total's source), null without a sink. Under GOAT's query gate row i's u lanes are
+// g_i, not 1, so the total weighs row i's share of dsink by g_i: sink, lse [B, H, Lq] and
+// delta let lanes_backward_impl form it.
 struct KeyTotal {
   bool complete = false;
   const float* dsink = nullptr;
+  const float *sink = nullptr, *lse = nullptr, *delta = nullptr;
 };
 
 // The lane gradients d q', d k' the lane maps' backward reads: fp32 (lcr's kernels, the
@@ -478,8 +503,27 @@ void lanes_backward_impl(const AttentionSpec& s, const DeviceParams& prm, const 
   // Keys first: GOAT's key-bias parameter chain starts from du and runs beside the queries'
   // lane backward.
   lanes::lanes_backward(ka, gk, st);
+  KeyTotal kg = kt;
+  if (goat && s.goat.query_gate && kt.complete && kt.dsink) {
+    float* g = w.get<float>(Slot::GateValues, int64_t(in.B) * in.Lq * H);
+    float* total = w.get<float>(Slot::GateTotal, H);
+    lanes::goat_gate_values(gate_args(l, prm, qa), g, st);
+    lanes::sink_backward(in.B, in.Lq, H, kt.sink, kt.lse, kt.delta, total, st, g);
+    kg.dsink = total;
+  }
   const cudaStream_t ks = goat ? w.fork(st) : st;
-  if (goat) goat_key_backward(s, l, prm, in, gk.du, dparams, w, ks, kt);
+  if (goat) goat_key_backward(s, l, prm, in, gk.du, dparams, w, ks, kg);
+  if (goat && s.goat.query_gate) {  // the gate's share first; the query lanes read dz
+    const lanes::GoatGateArgs ga = gate_args(l, prm, qa);
+    const int64_t rows = int64_t(in.B) * in.Lq * H;
+    float* dz = w.get<float>(Slot::GateDZ, rows * qa.dp);
+    float* gr = w.get<float>(Slot::GateRows, 2 * rows);
+    lanes::goat_gate_backward(ga, gq.dy, gq.dy16, dz, gr, st);
+    lanes::goat_gate_param_grads(ga, gr, slice(dparams, l, "goat.gate_scale"),
+                                 slice(dparams, l, "goat.gate_bias"), st);
+    gq.dy = dz;
+    gq.dy16 = nullptr;
+  }
   lanes::lanes_backward(qa, gq, st);
 
   if (norm) {
@@ -668,6 +712,9 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
   if (sink) sink_backward(s, prm, in.B, in.Lq, out.lse, delta, g.dparams, st);
   if (!P.lanes_are_inputs) {
     kt.dsink = sink ? slice(g.dparams, l, "sink") : nullptr;
+    kt.sink = sink;
+    kt.lse = out.lse;
+    kt.delta = delta;
     lanes_backward_impl(s, prm, in, LaneGradsIn{dq2, dk2}, g.dq, g.dk, g.dparams, ws, st, kt);
   }
 }

@@ -153,13 +153,14 @@ __global__ void fox_query_grad_from_sums_kernel(int64_t n, const float* sums, fl
 }
 
 __global__ void sink_backward_kernel(int B, int Lq, int H, const float* sink, const float* lse,
-                                     const float* delta, float* dsink) {
+                                     const float* delta, const float* weight, float* dsink) {
   __shared__ double red[32];
   const int h = blockIdx.x;
   double acc = 0;
   for (int64_t e = threadIdx.x; e < int64_t(B) * Lq; e += blockDim.x) {
     const int64_t idx = (e / Lq * H + h) * Lq + e % Lq;  // [b, h, i]
-    acc += exp(double(sink[h]) - double(lse[idx])) * double(delta[idx]);
+    const double t = exp(double(sink[h]) - double(lse[idx])) * double(delta[idx]);
+    acc += weight ? t * double(weight[e * H + h]) : t;  // weight [b, i, h]
   }
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(kFull, acc, o);
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
@@ -317,9 +318,9 @@ void fox_query_grad_from_sums(int B, int Lq, int H, const float* sums, float* dc
 }
 
 void sink_backward(int B, int Lq, int H, const float* sink, const float* lse, const float* delta,
-                   float* dsink, cudaStream_t s) {
+                   float* dsink, cudaStream_t s, const float* weight) {
   if (H == 0) return;
-  sink_backward_kernel<<<H, 256, 0, s>>>(B, Lq, H, sink, lse, delta, dsink);
+  sink_backward_kernel<<<H, 256, 0, s>>>(B, Lq, H, sink, lse, delta, weight, dsink);
   LCR_CUDA_CHECK_LAUNCH();
 }
 
@@ -356,6 +357,124 @@ void fox_cumulative_backward(int B, int L, int H, const float* x, const float* d
 
 namespace {
 
+constexpr int kGateThreads = 256;  // 8 rows (warps) a block
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+// |q_c| of one row (every lane gets it) and the normed content's factor: xn_c = x_c r gain_c
+// (r = 1 / rms(x)) with QK-RMSNorm, x_c without.
+__device__ __forceinline__ float gate_norm(const GoatGateArgs& a, int64_t row, int lane, float& r) {
+  const __nv_bfloat16* x = a.x + row * a.d;
+  float sx = 0, sg = 0;
+  for (int c = lane; c < a.d; c += 32) {
+    const float v = __bfloat162float(x[c]), vg = a.gain ? v * a.gain[c] : v;
+    sx += v * v;
+    sg += vg * vg;
+  }
+  sx = warp_sum(sx);
+  sg = warp_sum(sg);
+  r = a.gain ? rsqrtf(sx / float(a.d) + a.eps) : 1.f;
+  return sqrtf(sg) * r;
+}
+
+__device__ __forceinline__ float gate_value(const GoatGateArgs& a, int h, float n) {
+  return float(sigmoid_d(double(a.gate_bias[h]) - softplus_d(double(a.gate_scale[h])) * n));
+}
+
+__global__ void goat_gate_fwd_kernel(GoatGateArgs a, __nv_bfloat16* q2) {
+  const int lane = threadIdx.x % 32, np = 2 * a.R + 2;
+  const int64_t rows = int64_t(a.B) * a.L * a.H, step = int64_t(gridDim.x) * blockDim.x / 32;
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
+       row += step) {
+    float r;
+    const float g = gate_value(a, int(row % a.H), gate_norm(a, row, lane, r));
+    __nv_bfloat16* y = q2 + row * a.dp + a.d;
+    for (int l = lane; l < np; l += 32) y[l] = __float2bfloat16(g * __bfloat162float(y[l]));
+  }
+}
+
+__global__ void goat_gate_values_kernel(GoatGateArgs a, float* g) {
+  const int lane = threadIdx.x % 32;
+  const int64_t rows = int64_t(a.B) * a.L * a.H, step = int64_t(gridDim.x) * blockDim.x / 32;
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
+       row += step) {
+    float r;
+    const float v = gate_value(a, int(row % a.H), gate_norm(a, row, lane, r));
+    if (lane == 0) g[row] = v;
+  }
+}
+
+__global__ void goat_gate_bwd_kernel(GoatGateArgs a, const float* dy, const __nv_bfloat16* dy16,
+                                     float* dz, float* rows_out) {
+  const int lane = threadIdx.x % 32, np = 2 * a.R + 2;
+  const int64_t rows = int64_t(a.B) * a.L * a.H, step = int64_t(gridDim.x) * blockDim.x / 32;
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; row < rows;
+       row += step) {
+    const int h = int(row % a.H), t = int((row / a.H) % a.L);
+    auto in = [&](int c) {
+      const int64_t i = row * a.dp + c;
+      return dy16 ? __bfloat162float(dy16[i]) : dy[i];
+    };
+    float r;
+    const float n = gate_norm(a, row, lane, r), g = gate_value(a, h, n);
+    // dg: the prior lanes' gradients against the ungated lanes.
+    float acc = 0;
+    for (int m = lane; m < a.R; m += 32) {
+      const float2 cs = a.trig[int64_t(t) * a.M + m];
+      const float al = a.alpha[h * a.R + m], be = a.beta[h * a.R + m];
+      acc += a.lane_scale * (in(a.d + 2 * m) * (al * cs.x + be * cs.y) +
+                             in(a.d + 2 * m + 1) * (al * cs.y - be * cs.x));
+    }
+    if (lane == 0) acc += in(a.d + 2 * a.R) + in(a.d + 2 * a.R + 1);
+    const float dpre = warp_sum(acc) * g * (1.f - g);
+    float* z = dz + row * a.dp;
+    for (int l = lane; l < np; l += 32) z[a.d + l] = g * in(a.d + l);
+    for (int l = a.d + np + lane; l < a.dp; l += 32) z[l] = 0.f;
+    const float f =
+        n > 0 ? -dpre * float(softplus_d(double(a.gate_scale[h]))) / (n * a.content_scale) : 0.f;
+    const __nv_bfloat16* x = a.x + row * a.d;
+    for (int c = lane; c < a.d; c += 32) {
+      const float xn = __bfloat162float(x[c]) * r * (a.gain ? a.gain[c] : 1.f);
+      z[c] = in(c) + f * xn;
+    }
+    if (lane == 0) {
+      rows_out[2 * row] = dpre;
+      rows_out[2 * row + 1] = n;
+    }
+  }
+}
+
+__global__ void goat_gate_param_kernel(GoatGateArgs a, const float* rows, float* dscale,
+                                       float* dbias) {
+  __shared__ double red[2][kGateThreads];
+  const int h = blockIdx.x;
+  const int64_t n = int64_t(a.B) * a.L;
+  const double sig = sigmoid_d(double(a.gate_scale[h]));
+  double sb = 0, ss = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float* rw = rows + 2 * (i * a.H + h);
+    sb += rw[0];
+    ss -= double(rw[0]) * rw[1] * sig;
+  }
+  red[0][threadIdx.x] = sb;
+  red[1][threadIdx.x] = ss;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if (int(threadIdx.x) < w) {
+      red[0][threadIdx.x] += red[0][threadIdx.x + w];
+      red[1][threadIdx.x] += red[1][threadIdx.x + w];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    dbias[h] += float(red[0][0]);
+    dscale[h] += float(red[1][0]);
+  }
+}
+
 __global__ void goat_recipe_expand_kernel(goat::RecipeMap m, const float* a, float* lane) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < m.lane_total();
        e += int64_t(gridDim.x) * blockDim.x)
@@ -370,6 +489,36 @@ __global__ void goat_recipe_contract_kernel(goat::RecipeMap m, const float* a, c
 }
 
 }  // namespace
+
+void goat_gate_forward(const GoatGateArgs& a, __nv_bfloat16* q2, cudaStream_t s) {
+  const int64_t rows = int64_t(a.B) * a.L * a.H;
+  if (rows == 0) return;
+  goat_gate_fwd_kernel<<<blocks_for(rows * 32, kGateThreads), kGateThreads, 0, s>>>(a, q2);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void goat_gate_values(const GoatGateArgs& a, float* g, cudaStream_t s) {
+  const int64_t rows = int64_t(a.B) * a.L * a.H;
+  if (rows == 0) return;
+  goat_gate_values_kernel<<<blocks_for(rows * 32, kGateThreads), kGateThreads, 0, s>>>(a, g);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void goat_gate_backward(const GoatGateArgs& a, const float* dy, const __nv_bfloat16* dy16,
+                        float* dz, float* rows, cudaStream_t s) {
+  const int64_t n = int64_t(a.B) * a.L * a.H;
+  if (n == 0) return;
+  goat_gate_bwd_kernel<<<blocks_for(n * 32, kGateThreads), kGateThreads, 0, s>>>(a, dy, dy16, dz,
+                                                                                 rows);
+  LCR_CUDA_CHECK_LAUNCH();
+}
+
+void goat_gate_param_grads(const GoatGateArgs& a, const float* rows, float* dscale, float* dbias,
+                           cudaStream_t s) {
+  if (a.H == 0 || int64_t(a.B) * a.L == 0) return;
+  goat_gate_param_kernel<<<a.H, kGateThreads, 0, s>>>(a, rows, dscale, dbias);
+  LCR_CUDA_CHECK_LAUNCH();
+}
 
 void goat_recipe_expand(const goat::RecipeMap& m, const float* a, float* lane, cudaStream_t s) {
   if (m.lane_total() == 0) return;

@@ -112,6 +112,36 @@ void lanes_backward(const RowLaneArgs& a, const RowLaneGrads& g, cudaStream_t s)
 void reduce_partials(const float* part, int chunks, int Hx, int stride, int col0, int ncols,
                      bool sum_heads, double out_scale, float* out, cudaStream_t s);
 
+// ---- GOAT's query gate (goat.query_gate; kernels/schemes/goat/goat.hpp) ----
+// g = sigmoid(gate_bias_h - softplus(gate_scale_h) |q_c|) per query row, q_c the content
+// after QK-RMSNorm. A row of q' is [content_scale q_c (d), the prior lanes (2R + 2: per mode
+// lane_scale (al cos + be sin, al sin - be cos), then 1, 1 against u's two key lanes),
+// padding to dp]. One warp a row.
+struct GoatGateArgs {
+  int B = 0, L = 0, H = 0, d = 0, dp = 0, R = 0, M = 0;
+  const __nv_bfloat16* x = nullptr;  // q [B, L, H, d]
+  const float* gain = nullptr;       // QK-RMSNorm gain [d], or null
+  float eps = 1e-6f;
+  float content_scale = 1.f, lane_scale = 1.f;
+  const float *gate_scale = nullptr, *gate_bias = nullptr;  // [H]
+  const float *alpha = nullptr, *beta = nullptr;            // [H, R], the lane parameters
+  const float2* trig = nullptr;                             // [L, M] the queries' table
+};
+// g [B, L, H]: the gate of every query row.
+void goat_gate_values(const GoatGateArgs& a, float* g, cudaStream_t s);
+// q' [B, L, H, dp]: the prior lanes times g, in place.
+void goat_gate_forward(const GoatGateArgs& a, __nv_bfloat16* q2, cudaStream_t s);
+// From d q' (dy fp32, or dy16 bf16 when set) into dz [B, L, H, dp] fp32 for the query lanes'
+// backward: the prior lanes times g, the content lanes plus the gate's share
+// -d pre softplus(gate_scale) q_c / (|q_c| content_scale), where d pre = dg g (1 - g) and dg
+// = sum over the prior lanes of d q' times the ungated lane. rows [B, L, H, 2] = (d pre, |q_c|).
+void goat_gate_backward(const GoatGateArgs& a, const float* dy, const __nv_bfloat16* dy16,
+                        float* dz, float* rows, cudaStream_t s);
+// dscale_h += sum -d pre |q_c| sigmoid(gate_scale_h), dbias_h += sum d pre over the rows of
+// head h: one block a head, doubles, a fixed order.
+void goat_gate_param_grads(const GoatGateArgs& a, const float* rows, float* dscale, float* dbias,
+                           cudaStream_t s);
+
 // ---- GOAT recipe "authors" (kernels/schemes/goat/goat_recipe.hpp), one thread an element ----
 // lane [m.lane_total()] = the lane parameters of the authors' buffer a [m.authors_total()].
 void goat_recipe_expand(const goat::RecipeMap& m, const float* a, float* lane, cudaStream_t s);
@@ -176,9 +206,10 @@ void finish_output(int B, int Lq, int H, int Dv, const float* sink, float* o_f32
 // delta [B, H, Lq] = <dO_i, O_i> from the fp32 output (sdpa_row_delta reads the bf16 one).
 void row_delta_f32(int B, int Lq, int H, int Dv, const float* o_f32, const __nv_bfloat16* dout,
                    float* delta, cudaStream_t s);
-// dsink[h] = -sum_{b,i} exp(sink[h] - lse) delta (overwritten); lse is the final one.
+// dsink[h] = -sum_{b,i} exp(sink[h] - lse) delta (overwritten); lse is the final one. With
+// weight [B, Lq, H], each row's term times its weight (GOAT's du total under the query gate).
 void sink_backward(int B, int Lq, int H, const float* sink, const float* lse, const float* delta,
-                   float* dsink, cudaStream_t s);
+                   float* dsink, cudaStream_t s, const float* weight = nullptr);
 // FoX query lane without softcap, exactly: a per-row shift of the logits leaves the softmax
 // unchanged, so d c_i = sum_j dS_ij = delta_i (1 - sum_j P_ij) = delta_i exp(sink_h - lse_i),
 // 0 without a sink. dcq [B, Lq, H] overwritten.

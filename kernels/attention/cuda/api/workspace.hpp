@@ -39,6 +39,10 @@ enum class Slot : int {
   FoxRowSums,    // FoX query lane under softcap: the SDPA's row sums A, C, D [3, B, Lq, H]
   GoatLane,      // GOAT recipe "authors": the lane parameters mapped from theirs (fp32)
   GoatLaneGrad,  // ... and their gradients before the map back
+  GateDZ,        // GOAT query gate: d q' with the gate's share [B, Lq, H, dp] fp32
+  GateRows,      // GOAT query gate: (d pre, |q_c|) per query row [B, Lq, H, 2]
+  GateValues,    // GOAT query gate under a sink: g per query row [B, Lq, H]
+  GateTotal,     // ... and du's gated total per head [H] (goat_du_project)
   Count
 };
 
