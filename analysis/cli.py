@@ -69,6 +69,7 @@ def cmd_report(args):
     import evals
     import freq_usage
     import goat_plots
+    import longctx
     import report
     import scaling_plots
     from scaling_results import read_points
@@ -80,6 +81,8 @@ def cmd_report(args):
             report.guarded("Perplexity versus length", "ppl", evals.ppl_section, runs, labels,
                            d),
             report.guarded("Passkey retrieval grids", "passkey", evals.passkey_section, runs,
+                           labels, d),
+            report.guarded("Long-context tasks", "longctx", longctx.longctx_section, runs,
                            labels, d)]
     per_run = (("GOAT prior heatmaps", "goat-heatmap",
                 lambda r: goat_plots.heatmap_section(r, d, positions=args.positions,
@@ -164,6 +167,12 @@ def cmd_passkey(args):
     import evals
     runs = open_runs(args.runs)
     print_section(evals.passkey_section(runs, labels_for(runs, args.labels), out_dir(args)))
+
+
+def cmd_longctx(args):
+    import longctx
+    runs = open_runs(args.runs)
+    print_section(longctx.longctx_section(runs, labels_for(runs, args.labels), out_dir(args)))
 
 
 def cmd_export(args):
@@ -297,7 +306,9 @@ def parser():
             s.add_argument("--step", type=int)
 
     for name, fn, h in (("ppl", cmd_ppl, "perplexity versus length, several runs"),
-                        ("passkey", cmd_passkey, "passkey grids, several runs")):
+                        ("passkey", cmd_passkey, "passkey grids, several runs"),
+                        ("longctx", cmd_longctx, "long-context tasks: score per category and "
+                         "length, depth heatmaps, effective length, several runs")):
         s = add(name, fn, h)
         s.add_argument("runs", nargs="+", metavar="RUN")
         s.add_argument("-o", "--out", required=True, metavar="DIR")

@@ -12,7 +12,9 @@ Files go to DIR (DIR/<run name>/ for each of several runs):
                             array columns as nested lists
   events.out.tfevents.*     TensorBoard scalars (needs PyPI's `tensorboard` package):
                             metrics/<column>; eval tables per length (eval/perplexity/ppl/
-                            L=512), passkey per (length, depth); prior columns per head
+                            L=512), passkey per (length, depth), eval/longctx per task,
+                            length and depth (eval/longctx/part_match/fwe/L=512/D=None);
+                            prior columns per head
                             (priors/layer_0/entropy/h3); wider arrays only in CSV/JSONL.
 """
 import csv
@@ -102,6 +104,7 @@ class TensorBoardSink:
                 "jsonl") from None
         self.event_pb2, self.summary_pb2 = event_pb2, summary_pb2
         self.writer = EventFileWriter(out)
+        self.task_names = []  # eval/longctx's task_names (Exporter sets them)
 
     def scalar(self, tag, step, value, wall):
         v = float(value)
@@ -115,11 +118,17 @@ class TensorBoardSink:
         wall = time.time()
         step = cols["step"]
         keys = [k for k in ("length", "depth") if k in cols and table.startswith("eval/")]
+        # eval/longctx: one curve per task, length and depth (the task by name).
+        skip = {"task", "category"} if table == "eval/longctx" else set()
+        tasks = self.task_names if table == "eval/longctx" else None
         for name, a in cols.items():
-            if name == "step" or name in keys or a.ndim > 2:
+            if name == "step" or name in keys or name in skip or a.ndim > 2:
                 continue
             for i in range(len(step)):
                 where = "".join(f"/{k[0].upper()}={plain(cols[k][i])}" for k in keys)
+                if tasks is not None:
+                    c = int(cols["task"][i])
+                    where = f"/{tasks[c] if 0 <= c < len(tasks) else c}{where}"
                 if a.ndim == 1:
                     self.scalar(f"{table}/{name}{where}", step[i], a[i], wall)
                 else:  # [rows, H]: one curve per head
@@ -153,6 +162,11 @@ class Exporter:
     def __init__(self, run, sinks):
         self.run, self.sinks = run, sinks
         self.done = {}  # table -> rows written
+        if run.has_table("eval/longctx"):
+            names = run.f["eval/longctx"].attrs.get("task_names", b"")
+            names = names.decode() if isinstance(names, bytes) else str(names)
+            for s in sinks:
+                s.task_names = names.rstrip("\0").split(",")
         self.update()
 
     def update(self):

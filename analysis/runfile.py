@@ -281,6 +281,20 @@ class RunFile:
     def passkey(self):
         return self.table("eval/passkey")
 
+    def longctx(self):
+        """eval/longctx rows with the codes decoded: 'task' and 'category' as arrays of names
+        (the group's task_names / category_names attributes; docs/run-file.md), the numeric
+        codes kept as 'task_code' and 'category_code'."""
+        t = self.table("eval/longctx")
+        attrs = self.f["eval/longctx"].attrs
+        for col, key in (("task", "task_names"), ("category", "category_names")):
+            names = _text(attrs[key]).split(",")
+            codes = t[col].astype(np.int64)
+            t[col + "_code"] = codes
+            t[col] = np.array([names[c] if 0 <= c < len(names) else f"code {c}" for c in codes],
+                              dtype=object)
+        return t
+
     def layers(self):
         return sorted(int(t.split("_")[-1]) for t in self._tables if t.startswith("priors/layer_"))
 

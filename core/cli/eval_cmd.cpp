@@ -1,6 +1,6 @@
 // `lcr eval --run runs/<name> [--step N] [eval.key=value ...]`: evaluates a checkpoint of a
 // run with its own config (core/train/eval_run.hpp); prints perplexity per length, task
-// accuracy and the passkey grid. Runs under mpirun like training.
+// accuracy, the passkey grid and the long-context tables. Runs under mpirun like training.
 #include <iostream>
 
 #include "core/cli/verbs.hpp"
@@ -11,7 +11,9 @@ namespace lcr::cli {
 void add_eval_verb(CLI::App& app, Runner& run) {
   auto o = std::make_shared<train::EvalCommand>();
   CLI::App* sub = app.add_subcommand(
-      "eval", "Evaluate a run's checkpoint: perplexity vs length, task accuracy, passkey grid");
+      "eval",
+      "Evaluate a run's checkpoint: perplexity vs length, task accuracy, passkey grid, "
+      "long-context tasks (eval.longctx)");
   sub->add_option("-r,--run", o->run_dir, "run directory, e.g. runs/default")
       ->required()
       ->check(CLI::ExistingDirectory);

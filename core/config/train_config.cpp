@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/config/attention_config.hpp"
+#include "core/config/longctx_config.hpp"
 #include "core/data/sampler.hpp"
 
 namespace lcr {
@@ -133,14 +134,15 @@ void bind_tasks(Table& root, tasks::TaskOptions& o) {
   m.field("assignments", o.mqar.assignments, "assignments per variable");
   m.field("recall_n", o.mqar.recall_n, "N: recall the N-th most recent value");
   t.table("a5").field("final_only", o.a5.final_only, "score the last position only");
+  bind_longctx_tasks(t, o);  // niah_single, ..., phonebook (longctx_config.hpp)
 }
 
 void bind_eval(Table& root, EvalOptions& o) {
-  Table& t = root.table("eval", "perplexity vs length and the passkey grid");
+  Table& t = root.table("eval", "perplexity vs length, the passkey grid, long-context tasks");
   t.field("every", o.every, "evaluate every this many steps; 0 = only at the end");
   t.field("at_end", o.at_end, "evaluate after the last step");
   t.field("max_length_factor", o.max_length_factor,
-          "evaluate at L, 2L, 4L, ... up to this multiple of train.seq_len (1, 2, 4, 8 or 16)");
+          "evaluate at L, 2L, 4L, ... up to this multiple of train.seq_len (1, 2, 4, ..., 64)");
   t.field("windows", o.windows, "text/shards: validation windows per length");
   t.field("task_samples", o.task_samples, "tasks: validation sequences per length");
   t.field("batch", o.batch, "sequences per evaluation forward pass");
@@ -148,6 +150,7 @@ void bind_eval(Table& root, EvalOptions& o) {
   t.field("passkey_depths", o.passkey_depths, "needle depths, evenly spaced over [0, 1]");
   t.field("passkey_samples", o.passkey_samples, "samples per (length, depth) cell");
   t.field("passkey_digits", o.passkey_digits, "digits of the key");
+  bind_longctx_eval(t, o);
 }
 
 void bind_parallel(Table& root, ParallelOptions& o) {
@@ -244,8 +247,8 @@ void check_train_config(const TrainConfig& c) {
 
   const EvalOptions& e = c.eval;
   const int64_t f = e.max_length_factor;
-  require(f >= 1 && f <= 16 && (f & (f - 1)) == 0,
-          "eval.max_length_factor must be 1, 2, 4, 8 or 16, got ", f);
+  require(f >= 1 && f <= 64 && (f & (f - 1)) == 0,
+          "eval.max_length_factor must be 1, 2, 4, 8, 16, 32 or 64, got ", f);
   require(e.every >= 0, "eval.every must be >= 0 (0 = only at the end), got ", e.every);
   positive(e.windows, "eval.windows", "validation windows per length");
   positive(e.task_samples, "eval.task_samples", "validation sequences per length");
@@ -254,6 +257,7 @@ void check_train_config(const TrainConfig& c) {
   positive(e.passkey_samples, "eval.passkey_samples", "samples per cell");
   require(e.passkey_digits >= 1 && e.passkey_digits <= 32,
           "eval.passkey_digits must be in [1, 32], got ", e.passkey_digits);
+  check_longctx_config(c);
 
   require(c.parallel.cp >= 1, "parallel.cp must be >= 1, got ", c.parallel.cp);
   require(c.parallel.dp >= 0, "parallel.dp must be >= 0 (0 = world size / cp), got ",

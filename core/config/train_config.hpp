@@ -78,7 +78,8 @@ struct TrainOptions {
 
 struct DataOptions {
   // "text" (byte-level; no paths = the built-in corpus), "shards" (token shards at paths),
-  // or a task name (copy_mixture, passkey, indirect_indexing, flip_flop, mqar, a5).
+  // or a task name (copy_mixture, passkey, indirect_indexing, flip_flop, mqar, a5, or a
+  // long-context task: niah_single, ..., phonebook).
   std::string source = "text";
   std::string paths;                 // comma-separated files or directories (text, shards)
   bool end_of_document = false;      // text: token 256 after each file (vocabulary 257)
@@ -89,7 +90,7 @@ struct DataOptions {
 struct EvalOptions {
   int64_t every = 0;              // evaluate every this many steps (0 = only at the end)
   bool at_end = true;             // evaluate after the last step
-  int64_t max_length_factor = 4;  // lengths L, 2L, 4L, ... up to this multiple (<= 16)
+  int64_t max_length_factor = 4;  // lengths L, 2L, 4L, ... up to this multiple (<= 64)
   int64_t windows = 4;            // text: validation windows per length
   int64_t task_samples = 64;      // tasks: validation sequences per length
   int64_t batch = 4;              // sequences per evaluation forward pass
@@ -97,6 +98,13 @@ struct EvalOptions {
   int passkey_depths = 5;         // depths evenly spaced over [0, 1]
   int64_t passkey_samples = 4;    // samples per (length, depth) cell
   int passkey_digits = 8;         // digits of the key
+  // Long-context tasks (core/config/longctx_config.hpp, docs/training.md): "" = off, "all",
+  // or comma-separated task names (niah_single, ..., phonebook).
+  std::string longctx;
+  std::string longctx_form = "auto";  // "auto" (the model's), "byte" or "token"
+  int longctx_depths = 11;            // needle depths evenly spaced over [0, 1]
+  int64_t longctx_samples = 8;        // samples per (task, length, depth) cell
+  double longctx_threshold = 0.5;     // effective length: category-average score >= this
 };
 
 struct ParallelOptions {
@@ -139,7 +147,7 @@ void check_train_config(const TrainConfig& cfg);
 // The whole config as TOML, every default filled in.
 std::string train_config_toml(const TrainConfig& cfg);
 
-// The evaluation lengths: L * {1, 2, 4, 8, 16} up to eval.max_length_factor.
+// The evaluation lengths: L * {1, 2, 4, ..., 64} up to eval.max_length_factor.
 std::vector<int64_t> eval_lengths(const TrainConfig& cfg);
 
 // Comma-separated data.paths split into paths (blanks trimmed, empty entries dropped).

@@ -431,6 +431,12 @@ std::map<std::string, std::string> RunReader::provenance() const {
   return h5u::attrs_as_text(cfg.id(), impl_->path);
 }
 
+std::map<std::string, std::string> RunReader::attributes(const std::string& group) const {
+  Handle g(H5Gopen2(impl_->file.id(), group.c_str(), H5P_DEFAULT), H5Gclose);
+  if (g.id() < 0) throw_error(impl_->path, ": no group /", group);
+  return h5u::attrs_as_text(g.id(), impl_->path);
+}
+
 // ---- Recovery ------------------------------------------------------------------------
 
 namespace {

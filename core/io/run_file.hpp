@@ -110,6 +110,8 @@ class RunReader {
                              std::vector<int64_t>* row_shape = nullptr) const;
   std::string config_toml() const;
   std::map<std::string, std::string> provenance() const;  // /config attributes as text
+  // Attributes of a group ("eval/longctx") as text; Error naming a missing group.
+  std::map<std::string, std::string> attributes(const std::string& group) const;
   const std::string& path() const;
 
  private:

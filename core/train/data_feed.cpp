@@ -1,5 +1,7 @@
 #include "core/train/data_feed.hpp"
 
+#include <algorithm>
+
 #include "core/data/dataset.hpp"
 #include "core/data/eval_windows.hpp"
 #include "core/data/sampler.hpp"
@@ -94,6 +96,17 @@ std::vector<EvalSet> DataFeed::eval_sets(const std::vector<int64_t>& lengths) co
   }
   for (auto& x : w) out.push_back({x.length, std::move(x.batch)});
   return out;
+}
+
+std::shared_ptr<const std::string> DataFeed::validation_text(int64_t max_bytes) const {
+  if (task_ || cfg_.data.source != "text") return nullptr;
+  const int64_t n = std::min(validation_->size(), max_bytes);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  validation_->read(0, n, ids.data());
+  auto text = std::make_shared<std::string>(size_t(n), '\n');
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[size_t(i)] < 256) (*text)[size_t(i)] = char(ids[size_t(i)]);
+  return text;
 }
 
 }  // namespace lcr::train

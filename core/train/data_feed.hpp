@@ -41,6 +41,11 @@ class DataFeed {
   // the task option when a length cannot be served.
   std::vector<EvalSet> eval_sets(const std::vector<int64_t>& lengths) const;
 
+  // Byte text (data.source = "text"): the first max_bytes of the validation split as text,
+  // the end-of-document token as '\n' (the long-context tasks' essay haystacks); null for
+  // token shards and tasks.
+  std::shared_ptr<const std::string> validation_text(int64_t max_bytes) const;
+
  private:
   TrainConfig cfg_;
   data::SourcePtr train_, validation_;       // text / shards

@@ -21,12 +21,12 @@ namespace lcr::train {
 namespace {
 
 template <class T>
-EvalResults run_eval(Setup& s, const io::Checkpoint& c) {
+EvalResults run_eval(Setup& s, const io::Checkpoint& c, const LongCtxPlan& longctx) {
   Model<T> model(s.cfg.model, 0);
   restore_checkpoint(c, s.cfg, model, static_cast<AdamW<T>*>(nullptr));
   const auto sets = s.feed->eval_sets(config::eval_lengths(s.cfg));
   const auto passkey = passkey_sets(s.cfg, s.cfg.model.vocab_size);
-  return evaluate(model, sets, passkey, *s.grid, s.cfg.parallel.layout, s.cfg.eval.batch);
+  return evaluate(model, sets, passkey, longctx, *s.grid, s.cfg.parallel.layout, s.cfg.eval.batch);
 }
 
 }  // namespace
@@ -46,7 +46,8 @@ EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
   bool cp_given = false;
   for (const auto& o : cmd.overrides) cp_given = cp_given || o.rfind("parallel.cp=", 0) == 0;
   if (!cp_given && world % cfg.parallel.cp != 0) cfg.parallel.cp = 1;
-  Setup s = prepare(cfg);
+  Setup s = prepare(cfg);  // refuses a model whose vocabulary cannot hold eval.longctx's form
+  const LongCtxPlan longctx = longctx_plan(s.cfg, *s.feed);
 
   io::CheckpointStore store(cmd.run_dir + "/ckpt");
   io::Checkpoint c;
@@ -66,17 +67,22 @@ EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
     io::check_tmp_path(cmd.output + ".tmp");
   }
   if (s.writer())
-    spdlog::info("evaluating {} at step {}: lengths {}{} ...", cmd.run_dir, c.step,
+    spdlog::info("evaluating {} at step {}: lengths {}{}{} ...", cmd.run_dir, c.step,
                  fmt::join(config::eval_lengths(s.cfg), ", "),
-                 s.cfg.eval.passkey ? ", and the passkey grid" : "");
-  const EvalResults res =
-      s.cfg.train.precision == Precision::Float64 ? run_eval<double>(s, c) : run_eval<float>(s, c);
+                 s.cfg.eval.passkey ? ", and the passkey grid" : "",
+                 longctx.empty() ? ""
+                                 : fmt::format(", {} long-context cells ({} form)",
+                                               longctx.cells.size(), longctx.form));
+  if (s.writer() && !longctx.haystack.empty()) spdlog::info("eval.longctx: {}", longctx.haystack);
+  const EvalResults res = s.cfg.train.precision == Precision::Float64
+                              ? run_eval<double>(s, c, longctx)
+                              : run_eval<float>(s, c, longctx);
   if (!s.writer()) return res;
   if (!cmd.output.empty()) {
     const std::string tmp = cmd.output + ".tmp";
     {
       std::ofstream f(tmp);
-      f << eval_json(cmd, c.step, res);
+      f << eval_json(cmd, c.step, res, s.cfg.eval.longctx_threshold);
       require(bool(f.flush()), "cannot write ", tmp, " (--output)");
     }
     require(std::rename(tmp.c_str(), cmd.output.c_str()) == 0, "cannot rename ", tmp, " to ",
@@ -102,6 +108,9 @@ EvalResults eval_checkpoint(const EvalCommand& cmd, std::ostream& out) {
       out << "\n";
     }
   }
+  if (!res.longctx.empty())
+    out << format_longctx(
+        summarize_longctx(longctx_rows(res.longctx), s.cfg.eval.longctx_threshold), "  ");
   return res;
 }
 
@@ -111,9 +120,54 @@ std::string json_number(double x) {
   return std::isfinite(x) ? fmt::format("{:.17g}", x) : std::string("null");
 }
 
+// {"form", "threshold", "effective_length", "cells": [...], "tasks": [...], "categories":
+// [...], "average": [...]}: the cells and the summaries of longctx_summary.hpp.
+std::string longctx_json(const EvalResults& res, double threshold) {
+  const std::vector<LongRow> rows = longctx_rows(res.longctx);
+  const LongSummary s = summarize_longctx(rows, threshold);
+  std::string out = fmt::format(
+      "{{\"form\": \"{}\", \"threshold\": {}, \"effective_length\": {},\n  \"cells\": [",
+      res.longctx_form, json_number(threshold), s.effective_length);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const LongRow& r = rows[i];
+    out += fmt::format(
+        "{}\n   {{\"task\": \"{}\", \"category\": \"{}\", \"length\": {}, \"depth\": {}, "
+        "\"samples\": {}, \"token_accuracy\": {}, \"all_match\": {}, \"part_match\": {}}}",
+        i ? "," : "", r.task, r.category, r.length, json_number(r.depth), r.samples,
+        json_number(r.token_accuracy), json_number(r.all_match), json_number(r.part_match));
+  }
+  out += "],\n  \"tasks\": [";
+  bool first = true;
+  for (const std::string& t : s.tasks)
+    for (size_t i = 0; i < s.lengths.size(); ++i) {
+      if (!std::isfinite(s.task_score.at(t)[i])) continue;
+      out += fmt::format(
+          "{}\n   {{\"task\": \"{}\", \"length\": {}, \"score\": {}, \"all_match\": {}, "
+          "\"token_accuracy\": {}}}",
+          first ? "" : ",", t, s.lengths[i], json_number(s.task_score.at(t)[i]),
+          json_number(s.task_all_match.at(t)[i]), json_number(s.task_token_accuracy.at(t)[i]));
+      first = false;
+    }
+  out += "],\n  \"categories\": [";
+  first = true;
+  for (const std::string& c : s.categories)
+    for (size_t i = 0; i < s.lengths.size(); ++i) {
+      if (!std::isfinite(s.category_score.at(c)[i])) continue;
+      out += fmt::format("{}\n   {{\"category\": \"{}\", \"length\": {}, \"score\": {}}}",
+                         first ? "" : ",", c, s.lengths[i], json_number(s.category_score.at(c)[i]));
+      first = false;
+    }
+  out += "],\n  \"average\": [";
+  for (size_t i = 0; i < s.lengths.size(); ++i)
+    out += fmt::format("{}\n   {{\"length\": {}, \"score\": {}}}", i ? "," : "", s.lengths[i],
+                       json_number(s.average[i]));
+  return out + "]}";
+}
+
 }  // namespace
 
-std::string eval_json(const EvalCommand& cmd, int64_t step, const EvalResults& res) {
+std::string eval_json(const EvalCommand& cmd, int64_t step, const EvalResults& res,
+                      double longctx_threshold) {
   // TOML's basic-string escapes (\", \\, \uXXXX) are JSON's too.
   std::string out = fmt::format("{{\"run\": {}, \"step\": {}, \"overrides\": [",
                                 config::format_value(cmd.run_dir), step);
@@ -134,7 +188,9 @@ std::string eval_json(const EvalCommand& cmd, int64_t step, const EvalResults& r
     out += fmt::format("{}\n  {{\"length\": {}, \"depth\": {}, \"accuracy\": {}}}", i ? "," : "",
                        p.length, json_number(p.depth), json_number(p.accuracy));
   }
-  return out + "]}\n";
+  out += "]";
+  if (!res.longctx.empty()) out += ",\n \"longctx\": " + longctx_json(res, longctx_threshold);
+  return out + "}\n";
 }
 
 }  // namespace lcr::train

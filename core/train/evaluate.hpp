@@ -6,6 +6,8 @@
 //                          sequences entirely right, per length
 //   passkey grid           byte-level models: fraction of samples whose key digits are all
 //                          predicted (argmax) right, per (length, depth)
+//   long-context tasks     eval.longctx: per (task, length, depth) cell, span-level scores
+//                          (eval_longctx.hpp)
 // Collective over the world: the DP replicas split the sequences (row i goes to replica
 // i % dp), each replica's CP ranks run the sequence through the ring (every length is a
 // multiple of the training length, so the layout always fits), and one all-reduce sums
@@ -15,6 +17,7 @@
 
 #include "core/model/model.hpp"
 #include "core/train/data_feed.hpp"
+#include "core/train/eval_longctx.hpp"
 #include "parallel/comm/process_grid.hpp"
 #include "parallel/ring/layout.hpp"
 
@@ -36,6 +39,8 @@ struct PasskeyResult {
 struct EvalResults {
   std::vector<LengthResult> lengths;
   std::vector<PasskeyResult> passkey;
+  std::vector<LongCellResult> longctx;  // in the plan's cell order
+  std::string longctx_form;             // "byte" or "token" ("" when off)
 };
 
 struct PasskeyCellSet {
@@ -50,7 +55,7 @@ std::vector<PasskeyCellSet> passkey_sets(const TrainConfig& cfg, int32_t model_v
 
 template <class T>
 EvalResults evaluate(Model<T>& model, const std::vector<EvalSet>& sets,
-                     const std::vector<PasskeyCellSet>& passkey, const ProcessGrid& grid,
-                     LayoutKind layout, int64_t batch_rows);
+                     const std::vector<PasskeyCellSet>& passkey, const LongCtxPlan& longctx,
+                     const ProcessGrid& grid, LayoutKind layout, int64_t batch_rows);
 
 }  // namespace lcr::train

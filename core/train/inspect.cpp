@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/io/run_file.hpp"
+#include "core/train/longctx_io.hpp"
 #include "core/train/prior_stats.hpp"
 #include "core/train/run_io.hpp"
 #include "kernels/base/error.hpp"
@@ -131,6 +132,15 @@ void print_eval(const io::RunReader& r, std::ostream& out) {
   }
 }
 
+// The long-context tables of the newest evaluation that wrote eval/longctx rows.
+void print_longctx(const io::RunReader& r, const TrainConfig& cfg, std::ostream& out) {
+  int64_t step = 0;
+  const std::vector<LongRow> rows = read_longctx_rows(r, -1, &step);
+  if (rows.empty()) return;
+  out << fmt::format("  long-context tasks (step {}, {} cells)\n", step, rows.size());
+  out << format_longctx(summarize_longctx(rows, cfg.eval.longctx_threshold), "  ");
+}
+
 void print_priors(const io::RunReader& r, const TrainConfig& cfg, std::ostream& out) {
   const AttentionSpec& a = cfg.model.attention;
   const int H = a.heads, group = a.heads / a.kv_heads;
@@ -252,6 +262,7 @@ void inspect_run(const std::string& run_or_file, std::ostream& out) {
   print_config(r, out, cfg);
   print_metrics(r, out);
   print_eval(r, out);
+  print_longctx(r, cfg, out);
   print_priors(r, cfg, out);
 }
 

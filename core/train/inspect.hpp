@@ -4,7 +4,9 @@
 //   config      run name, model, data, steps, parallel grid, provenance, resumes
 //   metrics     rows logged, the loss curve's first / min / last values and a few points
 //               between, the last row (lr, grad norm, tokens/s, memory)
-//   evaluation  the newest evaluation: perplexity per length, task accuracy, passkey
+//   evaluation  the newest evaluation: perplexity per length, task accuracy, passkey; the
+//               long-context tables (score per task and length, per category, the
+//               effective length; longctx_summary.hpp)
 //   priors      per layer and head, from the newest prior row: entropy, max logit and
 //               first-token mass; GOAT: strongest mode (amplitude, |beta|/|alpha|), the
 //               relative prior's peak lag within the training length and its height above

@@ -5,6 +5,8 @@
 #include <map>
 #include <sstream>
 
+#include "core/config/longctx_config.hpp"
+#include "core/train/longctx_io.hpp"
 #include "core/train/prior_stats.hpp"
 #include "core/train/setup.hpp"
 #include "kernels/base/error.hpp"
@@ -42,6 +44,7 @@ io::RunLayout run_layout(const TrainConfig& cfg) {
            {},
            io::DType::F64,
            "fraction of sequences whose scored positions are all right"}}});
+  if (!config::longctx_tasks(cfg.eval).empty()) add_longctx_table(layout);
   return layout;
 }
 
@@ -197,14 +200,19 @@ const std::vector<std::string>& resume_changeable_keys() {
 
 std::vector<ConfigChange> config_changes(const std::string& old_toml, const std::string& new_toml) {
   const auto a = flat_config(old_toml, "checkpoint's config"), b = flat_config(new_toml, "config");
+  // A key the checkpoint's config lacks (written before the key existed) that is at its
+  // default now is no change: the run computed what the default computes.
+  static const auto defaults = flat_config(config::train_config_toml(TrainConfig()), "default");
   std::vector<ConfigChange> out;
   for (const auto& [k, v] : a) {
     const auto it = b.find(k);
     const std::string nv = it == b.end() ? "(absent)" : it->second;
     if (nv != v) out.push_back({k, v, nv});
   }
-  for (const auto& [k, v] : b)
-    if (!a.count(k)) out.push_back({k, "(absent)", v});
+  for (const auto& [k, v] : b) {
+    const auto d = defaults.find(k);
+    if (!a.count(k) && (d == defaults.end() || d->second != v)) out.push_back({k, "(absent)", v});
+  }
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "core/train/evaluate.hpp"
 #include "core/train/flops.hpp"
 #include "core/train/gpu_engine.hpp"
+#include "core/train/longctx_io.hpp"
 #include "core/train/prior_stats.hpp"
 #include "core/train/progress.hpp"
 #include "core/train/run_io.hpp"
@@ -67,6 +68,9 @@ class Trainer {
     // Evaluation inputs are fixed now, so bad eval settings fail before the first step.
     eval_sets_ = s.feed->eval_sets(config::eval_lengths(cfg_));
     passkey_ = passkey_sets(cfg_, cfg_.model.vocab_size);
+    longctx_ = longctx_plan(cfg_, *s.feed);
+    if (s_.writer() && !longctx_.haystack.empty())
+      spdlog::info("eval.longctx: {}", longctx_.haystack);
     shapes_ = prior_shapes(cfg_);
     layout_ = run_layout(cfg_);
     flops_ = model_flops_per_token(model_.config(), cfg_.train.seq_len);
@@ -522,11 +526,13 @@ class Trainer {
   void run_eval(int64_t done) {
     const auto t0 = Clock::now();
     if (s_.writer())
-      spdlog::info("eval at step {}: {} length(s){}, ETA of the run {}", done, eval_sets_.size(),
-                   passkey_.empty() ? "" : fmt::format(", {} passkey cells", passkey_.size()),
-                   progress_.eta(done, evals_left(done)));
-    const EvalResults res =
-        evaluate(eval_model(), eval_sets_, passkey_, grid_, cfg_.parallel.layout, cfg_.eval.batch);
+      spdlog::info(
+          "eval at step {}: {} length(s){}{}, ETA of the run {}", done, eval_sets_.size(),
+          passkey_.empty() ? "" : fmt::format(", {} passkey cells", passkey_.size()),
+          longctx_.empty() ? "" : fmt::format(", {} long-context cells", longctx_.cells.size()),
+          progress_.eta(done, evals_left(done)));
+    const EvalResults res = evaluate(eval_model(), eval_sets_, passkey_, longctx_, grid_,
+                                     cfg_.parallel.layout, cfg_.eval.batch);
     on_writer([&] {
       std::string line = "eval at step " + std::to_string(done) + ":";
       for (const LengthResult& x : res.lengths) {
@@ -551,6 +557,11 @@ class Trainer {
         for (const auto& p : res.passkey) mean += p.accuracy;
         line += fmt::format(" | passkey {:.3f} over {} cells", mean / double(res.passkey.size()),
                             res.passkey.size());
+      }
+      if (!res.longctx.empty()) {
+        const std::vector<LongRow> rows = longctx_rows(res.longctx);
+        for (const LongRow& x : rows) run_file_->append("eval/longctx", done, longctx_row(x));
+        line += " | " + longctx_line(summarize_longctx(rows, cfg_.eval.longctx_threshold));
       }
       spdlog::info("{} ({:.1f} s)", line, seconds_since(t0));
       last_eval_ = line;
@@ -581,6 +592,7 @@ class Trainer {
   std::unique_ptr<Model<T>> eval_model_;
   std::vector<EvalSet> eval_sets_;
   std::vector<PasskeyCellSet> passkey_;
+  LongCtxPlan longctx_;
   io::PriorShapes shapes_;
   io::RunLayout layout_;
   std::optional<io::RunFile> run_file_;

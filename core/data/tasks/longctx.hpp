@@ -127,8 +127,8 @@ std::vector<LongCell> long_grid(const std::string& task, const TaskOptions& base
 // Scores of predictions under teacher forcing (argmax token per position, greedy decoding of
 // each answer span given the right prefix). Per row: token accuracy over the answer
 // positions; all-match = 1 if every span is entirely right; part-match = the fraction of
-// spans entirely right (RULER's string_match_all / string_match_part, on spans). Sums, so
-// ranks and cells merge with +=.
+// spans entirely right (RULER's string_match_all, on spans: the fraction of a sample's
+// reference answers found). Sums, so ranks and cells merge with +=.
 struct LongScore {
   int64_t rows = 0;
   int64_t scored_tokens = 0;
