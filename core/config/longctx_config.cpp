@@ -68,6 +68,11 @@ void bind_longctx_tasks(Table& task, tasks::TaskOptions& o) {
   fwe.field("alpha", o.fwe.alpha, "Zipf exponent: P(rank r) proportional to r^-alpha");
   fwe.field("answers", o.fwe.answers, "the most frequent words asked for");
   bind_common(task.table("phonebook"), o.phonebook, true);
+  Table& mix = task.table("longctx_mix");
+  mix.field("tasks", o.longctx_mix.tasks,
+            "the tasks mixed, comma-separated, or \"all\" (those that fit train.seq_len)");
+  mix.choice("form", o.longctx_mix.form, choices({"token", "byte"}),
+             "the form of every task of the mixture");
 }
 
 void bind_longctx_eval(Table& t, EvalOptions& e) {
@@ -110,17 +115,10 @@ std::vector<std::string> longctx_tasks(const EvalOptions& e) {
 
 std::string longctx_form(const TrainConfig& cfg) {
   if (cfg.eval.longctx_form != "auto") return cfg.eval.longctx_form;
+  if (cfg.data.source == "longctx_mix") return cfg.data.task.longctx_mix.form;
   if (tasks::is_long_task(cfg.data.source)) {
     tasks::TaskOptions o = cfg.data.task;
-    const std::string& src = cfg.data.source;
-    if (src == "niah_single") return o.niah_single.form;
-    if (src == "niah_multikey") return o.niah_multikey.form;
-    if (src == "niah_multivalue") return o.niah_multivalue.form;
-    if (src == "niah_multiquery") return o.niah_multiquery.form;
-    if (src == "variable_tracking") return o.variable_tracking.form;
-    if (src == "cwe") return o.cwe.form;
-    if (src == "fwe") return o.fwe.form;
-    return o.phonebook.form;
+    return tasks::long_task_options(o, cfg.data.source).form;
   }
   if (cfg.data.source == "text") return "byte";
   const int64_t v = cfg.model.vocab_size;

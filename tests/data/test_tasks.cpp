@@ -66,7 +66,7 @@ TaskOptions options_for(const std::string& name) {
 // Factory, determinism and indexing: every task.
 
 TEST(Tasks, FactoryKnowsEveryTaskAndListsThemOnError) {
-  EXPECT_EQ(task_names().size(), 6u + long_task_names().size());
+  EXPECT_EQ(task_names().size(), 6u + long_task_names().size() + 1);  // + longctx_mix
   for (const std::string& name : task_names()) {
     auto task = make_task(name, options_for(name));
     EXPECT_EQ(task->name(), name);
@@ -74,7 +74,7 @@ TEST(Tasks, FactoryKnowsEveryTaskAndListsThemOnError) {
   }
   expect_error("copy", TaskOptions{},
                {"unknown task 'copy'", "copy_mixture", "passkey", "indirect_indexing", "flip_flop",
-                "mqar", "a5"});
+                "mqar", "a5", "longctx_mix"});
 }
 
 TEST(Tasks, DeterministicUnderTheSeedAndDistinctAcrossRanksAndSteps) {

@@ -68,8 +68,9 @@ namespace {
   throw_error("unknown long-context task '", name, "'; valid tasks: ", list);
 }
 
-// The options struct of a long-context task, as its common part.
-LongContextOptions& common_options(TaskOptions& o, const std::string& name) {
+}  // namespace
+
+LongContextOptions& long_task_options(TaskOptions& o, const std::string& name) {
   if (name == "niah_single") return o.niah_single;
   if (name == "niah_multikey") return o.niah_multikey;
   if (name == "niah_multivalue") return o.niah_multivalue;
@@ -80,8 +81,6 @@ LongContextOptions& common_options(TaskOptions& o, const std::string& name) {
   if (name == "phonebook") return o.phonebook;
   unknown_long_task(name);
 }
-
-}  // namespace
 
 std::unique_ptr<LongTask> make_long_task(const std::string& name, const TaskOptions& o) {
   if (!is_long_task(name)) unknown_long_task(name);
@@ -102,7 +101,7 @@ LongCell long_cell(const std::string& task, const TaskOptions& base, int64_t len
   require(samples >= 1, "long_cell: samples per cell must be >= 1, got ", samples);
   TaskOptions o = base;
   o.seq_len = length;
-  LongContextOptions& common = common_options(o, task);
+  LongContextOptions& common = long_task_options(o, task);
   common.random_depth = false;
   common.depth = depth;
   const std::unique_ptr<LongTask> t = make_long_task(task, o);

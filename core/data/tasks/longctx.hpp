@@ -106,6 +106,9 @@ bool is_long_task(const std::string& name);
 // that is not one (listing them) or invalid options (naming task.<name>.<option>).
 std::unique_ptr<LongTask> make_long_task(const std::string& name, const TaskOptions& options);
 
+// The options of long-context task `name` in `o`, as their common part (form, depth).
+LongContextOptions& long_task_options(TaskOptions& o, const std::string& name);
+
 // One evaluation cell: `samples` sequences of the validation stream of `seed` at one length
 // and depth, with their spans. Sample k uses the same generator key in every cell, so its
 // keys and values agree across cells: cells differ by length and depth.

@@ -38,6 +38,7 @@ const std::vector<std::string>& task_names() {
     std::vector<std::string> n = {"copy_mixture", "passkey", "indirect_indexing",
                                   "flip_flop",    "mqar",    "a5"};
     for (const std::string& l : long_task_names()) n.push_back(l);
+    n.push_back("longctx_mix");
     return n;
   }();
   return names;
@@ -52,6 +53,7 @@ std::unique_ptr<Task> make_task(const std::string& name, const TaskOptions& o) {
   if (name == "mqar") return make_mqar(o.seq_len, o.mqar);
   if (name == "a5") return make_a5(o.seq_len, o.a5);
   if (is_long_task(name)) return make_long_task(name, o);
+  if (name == "longctx_mix") return make_longctx_mix(o);
   std::string list;
   for (const std::string& n : task_names()) list += (list.empty() ? "" : ", ") + n;
   throw_error("unknown task '", name, "'; valid tasks: ", list);

@@ -91,6 +91,7 @@ struct TaskOptions {
   CweOptions cwe;
   FweOptions fwe;
   PhonebookOptions phonebook;
+  LongMixOptions longctx_mix;  // longctx_mix.cpp
 };
 
 class Task {

@@ -22,4 +22,7 @@ std::unique_ptr<LongTask> make_cwe(int64_t seq_len, const CweOptions& o);
 std::unique_ptr<LongTask> make_fwe(int64_t seq_len, const FweOptions& o);
 std::unique_ptr<LongTask> make_phonebook(int64_t seq_len, const PhonebookOptions& o);
 
+// A mixture of long-context tasks (longctx_mix.cpp); `o` holds every task's options.
+std::unique_ptr<Task> make_longctx_mix(const TaskOptions& o);
+
 }  // namespace lcr::tasks
