@@ -67,8 +67,8 @@ struct PhonebookOptions : LongContextOptions {};
 // longctx_mix: training on several long-context tasks at once; each sample is one task's,
 // drawn uniformly. The tasks keep their own [task.<name>] options but take this form.
 struct LongMixOptions {
-  std::string tasks = "all";  // comma-separated names, or "all": every long-context task
-                              // whose fixed parts fit seq_len
+  std::string tasks = "all";   // comma-separated names, or "all": every long-context task
+                               // whose fixed parts fit seq_len
   std::string form = "token";  // of every task: "token" (one shared vocabulary) or "byte"
 };
 
