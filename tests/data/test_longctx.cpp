@@ -26,21 +26,10 @@ void expect_error(const std::string& name, const TaskOptions& o,
   }
 }
 
-LongContextOptions& common(TaskOptions& o, const std::string& task) {
-  if (task == "niah_single") return o.niah_single;
-  if (task == "niah_multikey") return o.niah_multikey;
-  if (task == "niah_multivalue") return o.niah_multivalue;
-  if (task == "niah_multiquery") return o.niah_multiquery;
-  if (task == "variable_tracking") return o.variable_tracking;
-  if (task == "cwe") return o.cwe;
-  if (task == "fwe") return o.fwe;
-  return o.phonebook;
-}
-
 TaskOptions options(const std::string& task, const std::string& form, int64_t L = 4096) {
   TaskOptions o;
   o.seq_len = L;
-  common(o, task).form = form;
+  long_task_options(o, task).form = form;
   return o;
 }
 
@@ -112,11 +101,11 @@ TEST(LongTasks, DeterministicAndGenerateAgreesWithGenerateSpans) {
       for (int64_t r = 1; r < 4; ++r)  // different indices differ
         EXPECT_NE(text_of(a, r), text_of(a, r - 1));
       // Task::samples (generate) at the option's fixed depth = generate_spans at it.
-      common(o, name).random_depth = false;
-      common(o, name).depth = 0.4;
+      long_task_options(o, name).random_depth = false;
+      long_task_options(o, name).depth = 0.4;
       EXPECT_EQ(make_task(name, o)->samples(5, Split::validation, 7, 4).tokens, a.tokens);
       // Drawn depth: generate() draws exactly as generate_spans(rng, -1).
-      common(o, name).random_depth = true;
+      long_task_options(o, name).random_depth = true;
       std::vector<AnswerSpans> s3;
       const Batch c = t->samples_with_spans(5, Split::train, 7, 4, -1.0, s3);
       const Batch d = make_task(name, o)->samples(5, Split::train, 7, 4);
