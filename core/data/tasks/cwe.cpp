@@ -35,7 +35,7 @@ class Cwe : public LongTask {
             o.rare_freq, " (the common words must be strictly more frequent)");
     const int64_t fixed =
         static_cast<int64_t>(question().size()) +
-        answers_size(std::vector<Seq>(o.common, syllable_word(form_, 0)), separator());
+        answers_size(std::vector<Seq>(o.common, syllable_word(form_, 0)), answer_separator(form_));
     const int64_t budget = context_budget(form_, seq_len, fixed, 0);
     const int64_t need_items = static_cast<int64_t>(o.common) * o.common_freq;
     items_ = items_fitting(budget);
@@ -97,8 +97,8 @@ class Cwe : public LongTask {
         answers.push_back(word);
       }
     }
-    write_sequence(form_, context, question(), answers, separator(), seq_len(), tokens, labels,
-                   spans);
+    write_sequence(form_, context, question(), answers, answer_separator(form_), seq_len(), tokens,
+                   labels, spans);
   }
 
  private:
@@ -126,7 +126,6 @@ class Cwe : public LongTask {
     return bytes("What are the " + n + " most common words in the list above? The " + n +
                  " most common words in the list above are: ");
   }
-  Seq separator() const { return form_ == Form::Byte ? bytes(", ") : Seq{token_ids::kSep}; }
 
   Form form_;
   CweOptions o_;

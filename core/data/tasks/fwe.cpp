@@ -36,8 +36,9 @@ class Fwe : public LongTask {
     require(o.answers >= 1 && o.answers <= 100, "task.fwe.answers must be in [1, 100], got ",
             o.answers);
     const int64_t a = o.answers;
-    const int64_t fixed = static_cast<int64_t>(question().size()) +
-                          answers_size(std::vector<Seq>(a, syllable_word(form_, 0)), separator());
+    const int64_t fixed =
+        static_cast<int64_t>(question().size()) +
+        answers_size(std::vector<Seq>(a, syllable_word(form_, 0)), answer_separator(form_));
     const int64_t budget = context_budget(form_, seq_len, fixed, 0);
     const int64_t item = form_ == Form::Byte ? 7 : 4;  // "bakodi " or ITEM s s s
     words_ = std::max<int64_t>(budget, 0) / item;
@@ -100,8 +101,8 @@ class Fwe : public LongTask {
     }
     std::vector<Seq> answers;
     for (int64_t k = 0; k < a; ++k) answers.push_back(syllable_word(form_, word_of_rank[rank[k]]));
-    write_sequence(form_, context, question(), answers, separator(), seq_len(), tokens, labels,
-                   spans);
+    write_sequence(form_, context, question(), answers, answer_separator(form_), seq_len(), tokens,
+                   labels, spans);
   }
 
  private:
@@ -133,7 +134,6 @@ class Fwe : public LongTask {
     return bytes("What are the " + n + " most frequent words in the text above? The " + n +
                  " most frequent words in the text above, most frequent first, are: ");
   }
-  Seq separator() const { return form_ == Form::Byte ? bytes(", ") : Seq{token_ids::kSep}; }
 
   Form form_;
   FweOptions o_;

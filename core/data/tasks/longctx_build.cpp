@@ -202,6 +202,8 @@ Seq weave(const Haystack& h, const std::vector<Insert>& inserts, std::vector<int
 // ---------------------------------------------------------------------------------------
 // Sequences
 
+Seq answer_separator(Form form) { return form == Form::Byte ? bytes(", ") : Seq{token_ids::kSep}; }
+
 int64_t answers_size(const std::vector<Seq>& answers, const Seq& separator) {
   int64_t n = 0;
   for (size_t i = 0; i < answers.size(); ++i)

@@ -84,6 +84,9 @@ struct Insert {
 // The haystack with the needles in; `order` (if given) receives the tags in text order.
 Seq weave(const Haystack& h, const std::vector<Insert>& inserts, std::vector<int64_t>* order);
 
+// What separates answers: ", " (byte form) or SEP (token form); never scored.
+Seq answer_separator(Form form);
+
 // Size of the answer region: the answers separated by `separator`.
 int64_t answers_size(const std::vector<Seq>& answers, const Seq& separator);
 

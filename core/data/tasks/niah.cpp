@@ -112,7 +112,7 @@ class Niah : public LongTask {
     const std::vector<Seq> asked = kind_ == Kind::MultiQuery ? keys : std::vector<Seq>{keys[0]};
     const Seq q = question(asked);
     std::vector<Seq> answers = kind_ == Kind::MultiKey ? std::vector<Seq>{values[0]} : values;
-    const Seq sep = separator();
+    const Seq sep = answer_separator(form_);
     int64_t budget = context_budget(form_, seq_len(), static_cast<int64_t>(q.size()),
                                     answers_size(answers, sep));
     for (const Insert& n : needles) budget -= static_cast<int64_t>(n.content.size());
@@ -151,7 +151,7 @@ class Niah : public LongTask {
     const std::vector<Seq> answer_list(answers, value);
     return needles_ * static_cast<int64_t>(needle(key, value).size()) +
            static_cast<int64_t>(question(std::vector<Seq>(one_key ? 1 : needles_, key)).size()) +
-           answers_size(answer_list, separator());
+           answers_size(answer_list, answer_separator(form_));
   }
 
   Seq render_key(int64_t k) const {
@@ -227,8 +227,6 @@ class Niah : public LongTask {
                               : " mentioned in the provided text is "));
     return out;
   }
-
-  Seq separator() const { return form_ == Form::Byte ? bytes(", ") : Seq{token_ids::kSep}; }
 
   std::string name_;
   Form form_;

@@ -47,7 +47,7 @@ class VariableTracking : public LongTask {
                          chains_ * static_cast<int64_t>(assign_value(name, value).size() +
                                                         hops_ * assign_copy(name, name).size()) +
                          static_cast<int64_t>(question(value).size()) +
-                         answers_size(std::vector<Seq>(hops_ + 1, name), separator());
+                         answers_size(std::vector<Seq>(hops_ + 1, name), answer_separator(form_));
     if (seq_len < need) {
       std::ostringstream what;
       what << "variable_tracking (" << form_name(form_) << " form, " << chains_ << " chains of "
@@ -90,7 +90,7 @@ class VariableTracking : public LongTask {
     std::vector<Seq> answers;
     for (int64_t j = 0; j < links; ++j) answers.push_back(render_variable(names[j]));
     const Seq q = question(render_value(values[0]));
-    const Seq sep = separator();
+    const Seq sep = answer_separator(form_);
     budget = context_budget(form_, seq_len(), static_cast<int64_t>(q.size()),
                             answers_size(answers, sep)) -
              budget;
@@ -162,8 +162,6 @@ class VariableTracking : public LongTask {
     append(out, bytes(" are: "));
     return out;
   }
-
-  Seq separator() const { return form_ == Form::Byte ? bytes(", ") : Seq{token_ids::kSep}; }
 
   Form form_;
   HaystackMaker haystack_;
