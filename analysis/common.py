@@ -106,6 +106,23 @@ def save_figure(fig, out_dir, name, scale=1.0):
     return name
 
 
+def depth_length_map(ax, grid, lengths, depths, fontsize=7, annotate_max=None):
+    """Draws a [depth, length] score grid in [0, 1] on ax (passkey, long-context needles),
+    each cell's value written in it unless there are more than annotate_max cells."""
+    import numpy as np
+
+    im = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto", origin="upper")
+    if annotate_max is None or len(depths) * len(lengths) <= annotate_max:
+        for i in range(len(depths)):
+            for j in range(len(lengths)):
+                if not np.isnan(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center",
+                            fontsize=fontsize, color="white" if grid[i, j] < 0.6 else "black")
+    ax.set_xticks(range(len(lengths)), [str(L) for L in lengths], fontsize=7)
+    ax.set_yticks(range(len(depths)), [f"{D:.2f}" for D in depths], fontsize=7)
+    return im
+
+
 def write_json(path, obj):
     with open(path, "w") as f:
         json.dump(obj, f, indent=1, allow_nan=True)

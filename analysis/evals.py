@@ -7,7 +7,7 @@ each run's newest evaluation.
 import numpy as np
 from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
-from common import AnalysisError, Section, Table, plt, save_figure, slug
+from common import AnalysisError, Section, Table, depth_length_map, plt, save_figure, slug
 
 
 def latest_eval(run, table):
@@ -120,14 +120,7 @@ def passkey_section(runs, labels, out_dir):
         for L, D, a in zip(e["length"], e["depth"], e["accuracy"]):
             grid[Ds.index(D), Ls.index(L)] = a
             t.add(lab, s, int(L), float(D), float(a))
-        im = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto", origin="upper")
-        for i in range(len(Ds)):
-            for j in range(len(Ls)):
-                if not np.isnan(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7,
-                            color="white" if grid[i, j] < 0.6 else "black")
-        ax.set_xticks(range(len(Ls)), [str(L) for L in Ls], fontsize=7)
-        ax.set_yticks(range(len(Ds)), [f"{D:.2f}" for D in Ds], fontsize=7)
+        im = depth_length_map(ax, grid, Ls, Ds)
         ax.set_xlabel("context length")
         ax.set_ylabel("needle depth (0 = start)")
         ax.set_title(f"{lab} (step {s})", fontsize=9)

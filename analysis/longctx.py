@@ -17,7 +17,7 @@ import math
 import numpy as np
 from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
 
-from common import AnalysisError, Section, Table, plt, save_figure, slug
+from common import AnalysisError, Section, Table, depth_length_map, plt, save_figure, slug
 
 TASKS = ("niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery",
          "variable_tracking", "cwe", "fwe", "phonebook")
@@ -131,15 +131,7 @@ def _heatmap_figure(lab, step, cells, out_dir):
         grid = np.full((len(Ds), len(Ls)), np.nan)
         for c in mine:
             grid[Ds.index(c["depth"]), Ls.index(int(c["length"]))] = c["part_match"]
-        im = ax.imshow(grid, cmap="viridis", vmin=0, vmax=1, aspect="auto", origin="upper")
-        if len(Ds) * len(Ls) <= 120:
-            for i in range(len(Ds)):
-                for j in range(len(Ls)):
-                    if not np.isnan(grid[i, j]):
-                        ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=6,
-                                color="white" if grid[i, j] < 0.6 else "black")
-        ax.set_xticks(range(len(Ls)), [str(L) for L in Ls], fontsize=7)
-        ax.set_yticks(range(len(Ds)), [f"{D:.2f}" for D in Ds], fontsize=7)
+        im = depth_length_map(ax, grid, Ls, Ds, fontsize=6, annotate_max=120)
         if k + ncol >= len(tasks):  # the bottom panel of its column
             ax.set_xlabel("context length")
         if k % ncol == 0:
