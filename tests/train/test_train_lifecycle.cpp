@@ -143,6 +143,23 @@ TEST(TrainLifecycle, Sigusr1UnderMpirunCheckpointsAndExitsCleanly) {
   EXPECT_NE(read_text(c.log).find("signal 10"), std::string::npos) << read_text(c.log);
 }
 
+// A launcher may start lcr with the stop signals blocked (the mask survives exec); lcr
+// unblocks them, so the scheduler's warning still reaches it.
+TEST(TrainLifecycle, Sigusr1ReachesARunStartedWithItBlocked) {
+  const std::string dir = scratch() + "/usr1_blocked";
+  const auto args = with(tiny_args(dir, "nope"), {"train.steps=100000"});
+  const Child c = start_lcr(train_args(args), 0, "usr1_blocked", {SIGUSR1, SIGTERM});
+  const bool ready = wait_until([&] { return losses(dir).size() >= 3; }, 120);
+  ::kill(c.pid, SIGUSR1);
+  const int rc = wait_child(c);
+  ASSERT_TRUE(ready) << read_text(c.log);
+  EXPECT_EQ(rc, 0) << read_text(c.log);
+  std::vector<int64_t> steps;
+  losses(dir, &steps);
+  EXPECT_EQ(io::CheckpointStore(dir + "/ckpt").marker().value_or(-1), steps.back());
+  EXPECT_NE(read_text(c.log).find("signal 10"), std::string::npos) << read_text(c.log);
+}
+
 TEST(TrainLifecycle, SigtermCheckpointsAndExitsCleanly) {
   const std::string dir = scratch() + "/term";
   const Child c =

@@ -76,8 +76,10 @@ struct Child {
   std::string log;  // stdout + stderr
 };
 
-// Starts `lcr train args...` (under mpirun -np ranks when ranks > 0) with output to a log.
-inline Child start_lcr(const std::vector<std::string>& args, int ranks, const std::string& tag) {
+// Starts `lcr train args...` (under mpirun -np ranks when ranks > 0) with output to a log;
+// `blocked`: the signals the child starts with blocked (none by default).
+inline Child start_lcr(const std::vector<std::string>& args, int ranks, const std::string& tag,
+                       const std::vector<int>& blocked = {}) {
   std::vector<std::string> argv;
   if (ranks > 0)
     argv = {LCR_MPIEXEC, "-np", std::to_string(ranks), "--oversubscribe", "--allow-run-as-root"};
@@ -89,10 +91,24 @@ inline Child start_lcr(const std::vector<std::string>& args, int ranks, const st
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  // The child's signal mask is `blocked` and its stop signals are at their defaults, whatever
+  // the test's own launcher left: a blocked SIGUSR1 is inherited through exec, and mpirun
+  // then never sees (or forwards) the SIGUSR1 that the lifecycle tests send it.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t mask, stops;
+  sigemptyset(&mask);
+  for (int sig : blocked) sigaddset(&mask, sig);
+  sigemptyset(&stops);
+  for (int sig : {SIGTERM, SIGUSR1, SIGINT}) sigaddset(&stops, sig);
+  posix_spawnattr_setsigmask(&attr, &mask);
+  posix_spawnattr_setsigdefault(&attr, &stops);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   std::vector<char*> cargv;
   for (auto& s : argv) cargv.push_back(s.data());
   cargv.push_back(nullptr);
-  const int rc = posix_spawn(&c.pid, cargv[0], &fa, nullptr, cargv.data(), environ);
+  const int rc = posix_spawn(&c.pid, cargv[0], &fa, &attr, cargv.data(), environ);
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) c.pid = -1;
   return c;
