@@ -23,6 +23,7 @@
 #include <cmath>
 
 #include "kernels/attention/kokkos/math.hpp"
+#include "kernels/attention/kokkos/tile.hpp"
 #include "kernels/base/error.hpp"
 
 namespace lcr::pope {
@@ -43,23 +44,35 @@ View1<const double> theta_table(const AttentionSpec& spec) {
 // i < L), from few trigonometric evaluations: with i = 64 a + k, the phase is the sum of
 // (p0 + 64 a) theta_c, k theta_c and delta[h, c], and cos/sin of a sum come from those of
 // its terms by the angle-addition formulas, each adding about an ulp in double. Tables of
-// [L / 64, d] block starts, [64, d] offsets and [Hx, d] deltas replace B L Hx d evaluations.
+// [L / 64, 2, d] block starts, [64, 2, d] offsets and [Hx, 2, d] deltas (cos then sin, each
+// contiguous over c so a row's channels vectorise) replace B L Hx d evaluations.
 struct Phases {
-  View3<double> block;   // [ceil(L / 64), d, 2]: cos, sin of (p0 + 64 a) theta_c
-  View3<double> offset;  // [64, d, 2]: cos, sin of k theta_c
-  View3<double> delta;   // [Hx, d, 2]: cos, sin of clamp(delta[h, c]); empty without delta
+  View3<double> block;   // [ceil(L / 64), 2, d]: cos, sin of (p0 + 64 a) theta_c
+  View3<double> offset;  // [64, 2, d]: cos, sin of k theta_c
+  View3<double> delta;   // [Hx, 2, d]: cos, sin of clamp(delta[h, c]); empty without delta
 
-  // (cos, sin) of the phase of row i, head h, channel c.
-  KOKKOS_INLINE_FUNCTION void at(int i, int h, int c, double& cs, double& sn) const {
-    const int a = i / 64, k = i % 64;
-    const double cb = block(a, c, 0), sb = block(a, c, 1);
-    const double co = offset(k, c, 0), so = offset(k, c, 1);
-    cs = cb * co - sb * so;
-    sn = sb * co + cb * so;
+  // (cos, sin) of the phase of row i, head h, channels c0 + k for k < n, as T.
+  template <class T>
+  KOKKOS_INLINE_FUNCTION void at(int i, int h, int c0, int n, T* KOKKOS_RESTRICT cs,
+                                 T* KOKKOS_RESTRICT sn) const {
+    const int a = i / 64, o = i % 64;
+    const double* cb = &block(a, 0, c0);
+    const double* sb = &block(a, 1, c0);
+    const double* co = &offset(o, 0, c0);
+    const double* so = &offset(o, 1, c0);
     if (delta.extent(0) > 0) {
-      const double cd = delta(h, c, 0), sd = delta(h, c, 1), c0 = cs;
-      cs = c0 * cd - sn * sd;
-      sn = sn * cd + c0 * sd;
+      const double* cd = &delta(h, 0, c0);
+      const double* sd = &delta(h, 1, c0);
+      for (int k = 0; k < n; ++k) {
+        const double c1 = cb[k] * co[k] - sb[k] * so[k], s1 = sb[k] * co[k] + cb[k] * so[k];
+        cs[k] = T(c1 * cd[k] - s1 * sd[k]);
+        sn[k] = T(s1 * cd[k] + c1 * sd[k]);
+      }
+    } else {
+      for (int k = 0; k < n; ++k) {
+        cs[k] = T(cb[k] * co[k] - sb[k] * so[k]);
+        sn[k] = T(sb[k] * co[k] + cb[k] * so[k]);
+      }
     }
   }
 };
@@ -67,35 +80,54 @@ struct Phases {
 template <class T>
 Phases phases(const View1<const double>& theta, int64_t pos0, int L, const PView2<T>& delta) {
   const int d = theta.extent(0), nblk = (L + 63) / 64;
-  Phases p{View3<double>("lcr::pope_block", nblk, d, 2),
-           View3<double>("lcr::pope_offset", 64, d, 2), View3<double>()};
+  Phases p{View3<double>("lcr::pope_block", nblk, 2, d),
+           View3<double>("lcr::pope_offset", 64, 2, d), View3<double>()};
   const auto block = p.block, offset = p.offset;
   Kokkos::parallel_for(
       "lcr::pope_block", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {nblk, d}),
       KOKKOS_LAMBDA(int a, int c) {
         const double ph = double(pos0 + 64 * int64_t(a)) * theta(c);
-        block(a, c, 0) = kmath::cos(ph);
-        block(a, c, 1) = kmath::sin(ph);
+        block(a, 0, c) = kmath::cos(ph);
+        block(a, 1, c) = kmath::sin(ph);
       });
   Kokkos::parallel_for(
       "lcr::pope_offset", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {64, d}),
       KOKKOS_LAMBDA(int k, int c) {
-        offset(k, c, 0) = kmath::cos(double(k) * theta(c));
-        offset(k, c, 1) = kmath::sin(double(k) * theta(c));
+        offset(k, 0, c) = kmath::cos(double(k) * theta(c));
+        offset(k, 1, c) = kmath::sin(double(k) * theta(c));
       });
   if (delta.extent(0) > 0) {
     const int Hx = delta.extent(0);
-    p.delta = View3<double>("lcr::pope_delta_cs", Hx, d, 2);
+    p.delta = View3<double>("lcr::pope_delta_cs", Hx, 2, d);
     const auto dcs = p.delta;
     Kokkos::parallel_for(
         "lcr::pope_delta", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<2>>({0, 0}, {Hx, d}),
         KOKKOS_LAMBDA(int h, int c) {
           const double dl = clamp_delta(double(delta(h, c)));
-          dcs(h, c, 0) = kmath::cos(dl);
-          dcs(h, c, 1) = kmath::sin(dl);
+          dcs(h, 0, c) = kmath::cos(dl);
+          dcs(h, 1, c) = kmath::sin(dl);
         });
   }
   return p;
+}
+
+// A row's channels go in chunks of kChunk through small local arrays, so that on a SIMD CPU
+// every step (the exp, the softplus series, the phase products) is a loop over contiguous
+// data that the compiler vectorises; on a GPU a thread walks its row the same way.
+constexpr int kChunk = 16;
+
+// e[k] = e^(-|x[k]|) for k < n (0 below tile::exp_floor: softplus(x) and sigmoid(x) are then
+// max(x, 0) and 0 or 1 within 2^-64 absolute), then mu = softplus(x) and, with sg,
+// sigmoid(x) = softplus'(x).
+template <class T>
+KOKKOS_INLINE_FUNCTION void softplus_chunk(const T* KOKKOS_RESTRICT x, int n, T* KOKKOS_RESTRICT mu,
+                                           T* KOKKOS_RESTRICT sg) {
+  T e[kChunk];
+  for (int k = 0; k < n; ++k) e[k] = x[k] > T(0) ? -x[k] : x[k];
+  tile::exp_or_zero(e, n);
+  for (int k = 0; k < n; ++k) mu[k] = (x[k] > T(0) ? x[k] : T(0)) + kmath::log1p_unit(e[k]);
+  if (sg)
+    for (int k = 0; k < n; ++k) sg[k] = (x[k] >= T(0) ? T(1) : e[k]) / (T(1) + e[k]);
 }
 
 // x [B, L, Hx, d] -> y [B, L, Hx, 2d]: y = mu [cos(p theta + delta), sin(...)], where delta
@@ -108,12 +140,18 @@ void polar_forward(const View4<const T>& x, const View4<T>& y, const View1<const
   Kokkos::parallel_for(
       "lcr::pope_forward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, L, H}),
       KOKKOS_LAMBDA(int b, int i, int h) {
-        for (int c = 0; c < d; ++c) {
-          double cs, sn;
-          ph.at(i, h, c, cs, sn);
-          const T mu = kmath::softplus(x(b, i, h, c));
-          y(b, i, h, c) = mu * T(cs);
-          y(b, i, h, d + c) = mu * T(sn);
+        const T* xr = &x(b, i, h, 0);
+        T* KOKKOS_RESTRICT re = &y(b, i, h, 0);
+        T* KOKKOS_RESTRICT im = &y(b, i, h, d);
+        for (int c0 = 0; c0 < d; c0 += kChunk) {
+          const int n = d - c0 < kChunk ? d - c0 : kChunk;
+          T mu[kChunk], cs[kChunk], sn[kChunk];
+          softplus_chunk(xr + c0, n, mu, static_cast<T*>(nullptr));
+          ph.at(i, h, c0, n, cs, sn);
+          for (int k = 0; k < n; ++k) {
+            re[c0 + k] = mu[k] * cs[k];
+            im[c0 + k] = mu[k] * sn[k];
+          }
         }
       });
 }
@@ -130,15 +168,20 @@ void polar_backward(const View4<const T>& x, const View4<const T>& dy, const Vie
   Kokkos::parallel_for(
       "lcr::pope_backward", Kokkos::MDRangePolicy<ExecSpace, Kokkos::Rank<3>>({0, 0, 0}, {B, L, H}),
       KOKKOS_LAMBDA(int b, int i, int h) {
-        for (int c = 0; c < d; ++c) {
-          double csd, snd;
-          ph.at(i, h, c, csd, snd);
-          const T cs = T(csd), sn = T(snd);
-          const T dre = dy(b, i, h, c), dim = dy(b, i, h, d + c);
-          T mu, sg;
-          kmath::softplus_sigmoid(x(b, i, h, c), mu, sg);
-          dx(b, i, h, c) = (dre * cs + dim * sn) * sg;
-          if (has_delta) dpsi(h, c, b * L + i) = mu * (dim * cs - dre * sn);
+        const T* xr = &x(b, i, h, 0);
+        const T* dre = &dy(b, i, h, 0);
+        const T* dim = &dy(b, i, h, d);
+        T* KOKKOS_RESTRICT dxr = &dx(b, i, h, 0);
+        for (int c0 = 0; c0 < d; c0 += kChunk) {
+          const int n = d - c0 < kChunk ? d - c0 : kChunk;
+          T mu[kChunk], sg[kChunk], cs[kChunk], sn[kChunk];
+          softplus_chunk(xr + c0, n, mu, sg);
+          ph.at(i, h, c0, n, cs, sn);
+          for (int k = 0; k < n; ++k)
+            dxr[c0 + k] = (dre[c0 + k] * cs[k] + dim[c0 + k] * sn[k]) * sg[k];
+          if (has_delta)
+            for (int k = 0; k < n; ++k)
+              dpsi(h, c0 + k, b * L + i) = mu[k] * (dim[c0 + k] * cs[k] - dre[c0 + k] * sn[k]);
         }
       });
 }
