@@ -69,7 +69,6 @@ class Fwe : public LongTask {
     return os.str();
   }
   int32_t vocab_size() const override { return vocab_of(form_); }
-  LongCategory category() const override { return LongCategory::Aggregation; }
 
   void generate_spans(data::Rng& rng, double /*depth: no needle*/, int32_t* tokens, int32_t* labels,
                       AnswerSpans& spans) const override {

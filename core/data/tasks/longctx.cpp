@@ -27,6 +27,8 @@ std::string long_category_name(LongCategory category) {
 LongTask::LongTask(int64_t seq_len, const LongContextOptions& o)
     : Task(seq_len), random_depth_(o.random_depth), depth_(o.depth) {}
 
+LongCategory LongTask::category() const { return long_task_category(name()); }
+
 void LongTask::generate(data::Rng& rng, int32_t* tokens, int32_t* labels) const {
   AnswerSpans spans;
   generate_spans(rng, option_depth(), tokens, labels, spans);
@@ -69,6 +71,16 @@ namespace {
 }
 
 }  // namespace
+
+LongCategory long_task_category(const std::string& name) {
+  if (name == "niah_single") return LongCategory::SingleNeedle;
+  if (name == "niah_multikey" || name == "niah_multivalue" || name == "niah_multiquery")
+    return LongCategory::MultiNeedle;
+  if (name == "variable_tracking") return LongCategory::Tracking;
+  if (name == "cwe" || name == "fwe") return LongCategory::Aggregation;
+  if (name == "phonebook") return LongCategory::PhoneBook;
+  unknown_long_task(name);
+}
 
 LongContextOptions& long_task_options(TaskOptions& o, const std::string& name) {
   if (name == "niah_single") return o.niah_single;

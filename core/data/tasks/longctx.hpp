@@ -71,7 +71,7 @@ using AnswerSpans = std::vector<AnswerSpan>;
 
 class LongTask : public Task {
  public:
-  virtual LongCategory category() const = 0;
+  LongCategory category() const;  // long_task_category(name())
 
   // One sequence and its answer spans, in answer order, using only `rng`. depth < 0: drawn
   // uniform in [0, 1) from rng (training); else the needle depth in [0, 1]. cwe and fwe
@@ -101,6 +101,8 @@ class LongTask : public Task {
 // The eight task names, in the order above.
 const std::vector<std::string>& long_task_names();
 bool is_long_task(const std::string& name);
+// The task's category; throws for a name that is not a long-context task.
+LongCategory long_task_category(const std::string& name);
 
 // Builds a long-context task from its name and its options in `options`; throws for a name
 // that is not one (listing them) or invalid options (naming task.<name>.<option>).

@@ -60,7 +60,6 @@ class Phonebook : public LongTask {
     return os.str();
   }
   int32_t vocab_size() const override { return vocab_of(form_); }
-  LongCategory category() const override { return LongCategory::PhoneBook; }
 
   void generate_spans(data::Rng& rng, double depth, int32_t* tokens, int32_t* labels,
                       AnswerSpans& spans) const override {

@@ -67,7 +67,6 @@ class VariableTracking : public LongTask {
     return os.str();
   }
   int32_t vocab_size() const override { return vocab_of(form_); }
-  LongCategory category() const override { return LongCategory::Tracking; }
 
   void generate_spans(data::Rng& rng, double depth, int32_t* tokens, int32_t* labels,
                       AnswerSpans& spans) const override {
