@@ -89,6 +89,9 @@ void bind_longctx_eval(Table& t, EvalOptions& e) {
   t.field("longctx_threshold", e.longctx_threshold,
           "effective context length: the longest length whose category-average score, and "
           "every shorter length's, is >= this");
+  t.field("longctx_set", e.longctx_set,
+          "an HDF5 set of the text form (experiments/data/prepare_longctx.py, made with the "
+          "shards' tokenizer): its cells are evaluated instead of eval.longctx's; \"\" = none");
 }
 
 std::vector<std::string> longctx_tasks(const EvalOptions& e) {
@@ -111,6 +114,10 @@ std::vector<std::string> longctx_tasks(const EvalOptions& e) {
   for (const auto& n : all)
     if (std::find(out.begin(), out.end(), n) != out.end()) ordered.push_back(n);
   return ordered;
+}
+
+bool longctx_on(const EvalOptions& e) {
+  return !e.longctx_set.empty() || !longctx_tasks(e).empty();
 }
 
 std::string longctx_form(const TrainConfig& cfg) {
@@ -180,7 +187,7 @@ void check_longctx_config(const TrainConfig& cfg) {
   require(
       std::isfinite(e.longctx_threshold) && e.longctx_threshold >= 0 && e.longctx_threshold <= 1,
       "eval.longctx_threshold must be in [0, 1] (a score), got ", e.longctx_threshold);
-  if (names.empty()) return;
+  if (names.empty() || !e.longctx_set.empty()) return;  // a set is checked when it is opened
   const std::string form = longctx_form(cfg);
   const int32_t need = longctx_form_vocab(form);
   const int64_t have = cfg.model.vocab_size;

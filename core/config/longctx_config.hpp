@@ -3,7 +3,8 @@
 //   [task.<name>]     the options of the eight tasks (niah_single, ..., phonebook), for
 //                     training on them (data.source = "<name>") and for evaluating on them
 //   eval.longctx*     which tasks to evaluate, in which form, at how many depths and
-//                     samples, and the effective-length threshold
+//                     samples, and the effective-length threshold; or (eval.longctx_set)
+//                     a text-form set to evaluate instead (core/train/eval_longctx.hpp)
 //
 //   std::vector<std::string> t = config::longctx_tasks(cfg.eval);   // {} when off
 //   tasks::TaskOptions o = config::longctx_task_options(cfg);        // form applied
@@ -28,6 +29,9 @@ void bind_longctx_eval(Table& eval, EvalOptions& e);
 // Error naming eval.longctx for an unknown or repeated name.
 std::vector<std::string> longctx_tasks(const EvalOptions& e);
 
+// Whether there is a long-context evaluation: eval.longctx_set or eval.longctx is set.
+bool longctx_on(const EvalOptions& e);
+
 // The form the tasks are evaluated in, "byte" or "token": eval.longctx_form, or for "auto"
 // the model's: the form of data.source when it is a long-context task; "byte" for byte text
 // (data.source = "text") and for models of 256 or 257 tokens; "token" otherwise.
@@ -48,6 +52,8 @@ bool longctx_has_depth(const std::string& task);
 
 // check_train_config's part: the eval.longctx* values, each task's options and lengths,
 // and (once model.vocab_size is known, > 0) that the model's vocabulary holds the form's.
+// With eval.longctx_set the tasks are not generated and not checked here: the set is
+// checked when longctx_plan opens it.
 void check_longctx_config(const TrainConfig& cfg);
 
 }  // namespace lcr::config

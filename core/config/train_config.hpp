@@ -105,6 +105,9 @@ struct EvalOptions {
   int longctx_depths = 11;            // needle depths evenly spaced over [0, 1]
   int64_t longctx_samples = 8;        // samples per (task, length, depth) cell
   double longctx_threshold = 0.5;     // effective length: category-average score >= this
+  // A text-form set (experiments/data/prepare_longctx.py): its cells are evaluated instead
+  // of eval.longctx's generated ones; "" = none.
+  std::string longctx_set;
 };
 
 struct ParallelOptions {

@@ -50,9 +50,33 @@ void set_haystacks(const TrainConfig& cfg, const DataFeed& feed,
   }
 }
 
+// eval.longctx_set: the set's cells, after every check the run allows before compute.
+LongCtxPlan set_plan(const TrainConfig& cfg) {
+  const std::string& path = cfg.eval.longctx_set;
+  LongCtxPlan plan;
+  plan.form = "text";
+  plan.set = std::make_shared<const data::LongSet>(data::LongSet::open(path, cfg.model.vocab_size));
+  const int cp = cfg.parallel.cp;
+  for (int64_t L : plan.set->lengths()) {
+    try {
+      SeqLayout check(cfg.parallel.layout, L, cp);
+    } catch (const Error& e) {
+      throw_error(path, ": its length ", L, " cannot be split over parallel.cp = ", cp,
+                  " ranks: ", e.what(), "; or make the set with longer --lengths");
+    }
+  }
+  const auto& cells = plan.set->cells();
+  for (size_t k = 0; k < cells.size(); ++k)
+    plan.cells.push_back({cells[k].task, cells[k].length, cells[k].depth, int64_t(k)});
+  plan.haystack =
+      fmt::format("the text-form set {} ({} cells; {})", path, cells.size(), plan.set->source());
+  return plan;
+}
+
 }  // namespace
 
 LongCtxPlan longctx_plan(const TrainConfig& cfg, const DataFeed& feed) {
+  if (!cfg.eval.longctx_set.empty()) return set_plan(cfg);
   LongCtxPlan plan;
   const std::vector<std::string> names = config::longctx_tasks(cfg.eval);
   if (names.empty()) return plan;
@@ -75,6 +99,7 @@ LongCtxPlan longctx_plan(const TrainConfig& cfg, const DataFeed& feed) {
 }
 
 tasks::LongCell longctx_cell(const LongCtxPlan& plan, const LongCellSpec& spec) {
+  if (spec.set_cell >= 0) return plan.set->read(size_t(spec.set_cell));
   // cwe and fwe ignore the depth (and draw nothing for it): any value gives the same cell.
   const double depth = std::isnan(spec.depth) ? 0.5 : spec.depth;
   return tasks::long_cell(spec.task, plan.options, spec.length, depth, plan.samples, plan.seed);

@@ -2,7 +2,8 @@
 // Evaluation on the long-context tasks (eval.longctx; docs/training.md, "Long-context
 // evaluation"): cells (task, length, depth) of eval.longctx_samples validation samples,
 // scored per answer span under teacher forcing (argmax), collectively like every evaluation
-// (eval_rows.hpp). Under context parallelism each rank sees only its shard of a row, so
+// (eval_rows.hpp); or the cells of a text-form set (eval.longctx_set, read with
+// core/data/longctx_set.hpp). Under context parallelism each rank sees only its shard of a row, so
 // each rank counts the right tokens of every answer span on its positions and the per-span
 // counts are all-reduced: integers, so the cell's numbers are those of one rank exactly
 // (given the same argmax at every position).
@@ -12,9 +13,11 @@
 //   LongSummary s = summarize_longctx(longctx_rows(cells), cfg.eval.longctx_threshold);
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/data/longctx_set.hpp"
 #include "core/data/tasks/longctx.hpp"
 #include "core/model/model.hpp"
 #include "core/train/data_feed.hpp"
@@ -27,18 +30,20 @@ namespace lcr::train {
 struct LongCellSpec {
   std::string task;
   int64_t length = 0;
-  double depth = 0;  // NaN for cwe and fwe (no needle)
+  double depth = 0;       // NaN for cwe and fwe (no needle)
+  int64_t set_cell = -1;  // the cell's index in plan.set (text form), -1 when generated
 };
 
-// What to evaluate; the cells' samples are generated when they are scored (every rank
-// generates the same ones), so a long grid is never held in memory at once.
+// What to evaluate; the cells' samples are generated (or read from the set) when they are
+// scored (every rank makes the same ones), so a long grid is never held in memory at once.
 struct LongCtxPlan {
   tasks::TaskOptions options;  // [task.<name>], the form applied, haystack_text where used
-  std::string form;            // "byte" or "token"
+  std::string form;            // "byte", "token", or "text" (cells read from `set`)
   std::vector<LongCellSpec> cells;
-  int64_t samples = 0;
+  int64_t samples = 0;  // per generated cell (a set's cells have their own)
   uint64_t seed = 0;
-  std::string haystack;  // one line: where essay haystacks come from ("" = no essay task)
+  std::string haystack;  // one line: where the haystacks come from ("" = no essay task)
+  std::shared_ptr<const data::LongSet> set;  // eval.longctx_set, opened and checked
   bool empty() const { return cells.empty(); }
 };
 
@@ -46,7 +51,10 @@ struct LongCtxPlan {
 // (needle tasks) the depths of eval.longctx_depths. Byte-form essay haystacks of a byte-text
 // run (data.source = "text") are cut from the run's validation text when it holds the
 // longest evaluation length, else from the built-in sentences (plan.haystack says which).
-// Empty when eval.longctx is off. Errors name eval.longctx... and the fix.
+// With eval.longctx_set, the set's cells instead, in the file's order: the set is checked
+// whole against the model's vocabulary (data::LongSet::open) and its every length against
+// the ring (parallel.layout over parallel.cp ranks). Empty when both are off. Errors name
+// eval.longctx... or the set's file, and the fix.
 LongCtxPlan longctx_plan(const TrainConfig& cfg, const DataFeed& feed);
 
 struct LongCellResult {

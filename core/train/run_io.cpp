@@ -44,7 +44,7 @@ io::RunLayout run_layout(const TrainConfig& cfg) {
            {},
            io::DType::F64,
            "fraction of sequences whose scored positions are all right"}}});
-  if (!config::longctx_tasks(cfg.eval).empty()) add_longctx_table(layout);
+  if (config::longctx_on(cfg.eval)) add_longctx_table(layout);
   return layout;
 }
 
