@@ -101,9 +101,9 @@ LongSetCell load(const h5::File& f, size_t k, int64_t vocab, tasks::LongCell* ou
         refuse(file, fmt::format("/{}: sample {} answer {} has the label span [{}, {}), which is "
                                  "{}; spans must be non-empty, in order, inside [0, {})",
                                  name, b, s, lo, hi,
-                                 lo >= hi     ? "empty"
-                                 : lo < after ? "before the end of the previous one"
-                                              : "out of range",
+                                 lo < 0 || hi > c.length - 1 ? "out of range"
+                                 : lo >= hi                  ? "empty"
+                                                             : "before the end of the previous one",
                                  c.length - 1));
       after = hi;
     }
