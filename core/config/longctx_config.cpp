@@ -158,17 +158,21 @@ std::vector<int64_t> longctx_task_lengths(const TrainConfig& cfg, const std::str
     try {
       tasks::make_long_task(task, o);
       out.push_back(n);
+    } catch (const tasks::TooShort& e) {
+      // Too short is left out, up to the first length that fits; after one, it is an error.
+      if (!out.empty())
+        throw_error("eval.longctx: ", task, " (", longctx_form(cfg), " form) fits length ",
+                    out.back(), " but not ", n, ": ", e.what());
+      last_error = e.what();
     } catch (const Error& e) {
-      // Too short is left out; a failure after a length that fitted is not (too long).
+      // Any other refusal (too long: a list runs out of names or words) names the length.
       if (!out.empty())
         throw_error("eval.longctx: ", task, " (", longctx_form(cfg), " form) fits length ",
                     out.back(), " but not ", n, ": ", e.what(),
                     "; lower eval.max_length_factor or drop ", task, " from eval.longctx");
-      last_error = e.what();
+      throw_error("eval.longctx: ", task, " (", longctx_form(cfg), " form): ", e.what());
     }
   }
-  if (out.empty() && last_error.find(" is too short for ") == std::string::npos)
-    throw_error("eval.longctx: ", task, " (", longctx_form(cfg), " form): ", last_error);
   if (out.empty())
     throw_error(
         "eval.longctx: ", task, " (", longctx_form(cfg), " form) fits no evaluation length (",

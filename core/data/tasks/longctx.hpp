@@ -43,6 +43,7 @@
 #include "core/data/batch.hpp"
 #include "core/data/rng.hpp"
 #include "core/data/tasks/task.hpp"
+#include "kernels/base/error.hpp"
 
 namespace lcr::tasks {
 
@@ -96,6 +97,19 @@ class LongTask : public Task {
  private:
   bool random_depth_;
   double depth_;
+};
+
+// What a long-context task's constructor throws when seq_len cannot hold its fixed parts
+// (needles, question, answers; list tasks: the fewest items): the length it needs. Callers
+// that try lengths in turn ("all" in a mixture, the evaluation lengths) leave such a task
+// out at that length and rethrow every other error.
+class TooShort : public Error {
+ public:
+  TooShort(const std::string& what, int64_t need) : Error(what), need_(need) {}
+  int64_t need() const { return need_; }
+
+ private:
+  int64_t need_;
 };
 
 // The eight task names, in the order above.

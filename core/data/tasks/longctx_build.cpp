@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <sstream>
 
 #include "kernels/base/error.hpp"
 
@@ -243,8 +244,10 @@ void write_sequence(Form form, const Seq& context, const Seq& question,
 
 void too_short(int64_t seq_len, const std::string& what, const std::string& parts, Form form,
                int64_t need) {
-  throw_error("task.seq_len ", seq_len, " is too short for ", what, ": ", parts, " ", need,
-              form == Form::Byte ? " bytes" : " tokens", "; use seq_len >= ", need);
+  std::ostringstream os;
+  os << "task.seq_len " << seq_len << " is too short for " << what << ": " << parts << " " << need
+     << (form == Form::Byte ? " bytes" : " tokens") << "; use seq_len >= " << need;
+  throw TooShort(os.str(), need);
 }
 
 }  // namespace lcr::tasks::longctx

@@ -100,8 +100,8 @@ void write_sequence(Form form, const Seq& context, const Seq& question,
 // The context budget: seq_len minus BOS (token form), the question and the answers.
 int64_t context_budget(Form form, int64_t seq_len, int64_t question, int64_t answers);
 
-// The "too short" error: "task.seq_len <L> is too short for <what>: <parts> take <need>
-// <units>; use seq_len >= <need>".
+// Throws TooShort: "task.seq_len <L> is too short for <what>: <parts> take <need> <units>;
+// use seq_len >= <need>".
 [[noreturn]] void too_short(int64_t seq_len, const std::string& what, const std::string& parts,
                             Form form, int64_t need);
 
