@@ -6,7 +6,6 @@ the set refused for a run of another vocabulary. Skipped (77) without PyPI's tok
 
     python3 test_prepare_longctx.py SOURCE_DIR LCR_EXE WORK_DIR
 """
-import importlib.util
 import os
 import re
 import shutil
@@ -16,12 +15,7 @@ import sys
 import h5py
 import numpy as np
 
-
-def check(cond, msg):
-    if not cond:
-        print(f"FAIL: {msg}", flush=True)
-        sys.exit(1)
-    print(f"ok: {msg}", flush=True)
+from tokenizer_test_util import check, require_tokenizers
 
 
 def run(cmd, timeout=120):
@@ -31,9 +25,7 @@ def run(cmd, timeout=120):
 
 def main():
     src, lcr, work = sys.argv[1:4]
-    if importlib.util.find_spec("tokenizers") is None:
-        print("skip: PyPI's tokenizers is not importable (docs/data.md says how to add it)")
-        sys.exit(77)
+    require_tokenizers()
     from tokenizers import Tokenizer
     shutil.rmtree(work, ignore_errors=True)
     text, held = os.path.join(work, "text"), os.path.join(work, "held")

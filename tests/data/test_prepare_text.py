@@ -4,7 +4,6 @@ Skipped (77) where PyPI's tokenizers is not importable.
 
     python3 test_prepare_text.py SOURCE_DIR LCR_EXE WORK_DIR
 """
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -12,19 +11,12 @@ import sys
 
 import numpy as np
 
-
-def check(cond, msg):
-    if not cond:
-        print(f"FAIL: {msg}", flush=True)
-        sys.exit(1)
-    print(f"ok: {msg}", flush=True)
+from tokenizer_test_util import check, require_tokenizers
 
 
 def main():
     src, lcr, work = sys.argv[1:4]
-    if importlib.util.find_spec("tokenizers") is None:
-        print("skip: PyPI's tokenizers is not importable (docs/data.md says how to add it)")
-        sys.exit(77)
+    require_tokenizers()
     from tokenizers import Tokenizer
     shutil.rmtree(work, ignore_errors=True)
     text = os.path.join(work, "text")
