@@ -146,8 +146,6 @@ tasks::TaskOptions longctx_task_options(const TrainConfig& cfg) {
   return o;
 }
 
-bool longctx_has_depth(const std::string& task) { return task != "cwe" && task != "fwe"; }
-
 std::vector<int64_t> longctx_task_lengths(const TrainConfig& cfg, const std::string& task) {
   const std::vector<int64_t> lengths = eval_lengths(cfg);
   tasks::TaskOptions o = longctx_task_options(cfg);
@@ -158,14 +156,13 @@ std::vector<int64_t> longctx_task_lengths(const TrainConfig& cfg, const std::str
     try {
       tasks::make_long_task(task, o);
       out.push_back(n);
-    } catch (const tasks::TooShort& e) {
-      // Too short is left out, up to the first length that fits; after one, it is an error.
-      if (!out.empty())
-        throw_error("eval.longctx: ", task, " (", longctx_form(cfg), " form) fits length ",
-                    out.back(), " but not ", n, ": ", e.what());
-      last_error = e.what();
     } catch (const Error& e) {
-      // Any other refusal (too long: a list runs out of names or words) names the length.
+      // Too short is left out below the first length that fits. Any other refusal, or one
+      // after a length that fitted (too long: a list runs out of names or words), stops.
+      if (out.empty() && dynamic_cast<const tasks::TooShort*>(&e)) {
+        last_error = e.what();
+        continue;
+      }
       if (!out.empty())
         throw_error("eval.longctx: ", task, " (", longctx_form(cfg), " form) fits length ",
                     out.back(), " but not ", n, ": ", e.what(),

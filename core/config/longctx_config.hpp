@@ -46,10 +46,6 @@ tasks::TaskOptions longctx_task_options(const TrainConfig& cfg);
 // and the fix when it fits none, or fits a length but not a longer one.
 std::vector<int64_t> longctx_task_lengths(const TrainConfig& cfg, const std::string& task);
 
-// Needle tasks (niah_*, variable_tracking, phonebook) are evaluated at every depth of
-// eval.longctx_depths; cwe and fwe (no needle) at one.
-bool longctx_has_depth(const std::string& task);
-
 // check_train_config's part: the eval.longctx* values, each task's options and lengths,
 // and (once model.vocab_size is known, > 0) that the model's vocabulary holds the form's.
 // With eval.longctx_set the tasks are not generated and not checked here: the set is

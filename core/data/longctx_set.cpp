@@ -61,7 +61,7 @@ LongSetCell load(const h5::File& f, size_t k, int64_t vocab, tasks::LongCell* ou
                              tasks::long_category_name(c.category), category));
   c.length = int_attr(g, "length");
   c.depth = real_attr(g, "depth");
-  const bool needle = c.task != "cwe" && c.task != "fwe";
+  const bool needle = tasks::long_task_has_depth(c.task);
   if (c.length < 2)
     refuse(file,
            fmt::format("/{} has length {}; a sequence needs at least 2 tokens", name, c.length));

@@ -89,7 +89,7 @@ LongCtxPlan longctx_plan(const TrainConfig& cfg, const DataFeed& feed) {
   const std::vector<double> depths = tasks::evenly_spaced_depths(cfg.eval.longctx_depths);
   for (const std::string& t : names)
     for (int64_t L : config::longctx_task_lengths(cfg, t)) {
-      if (!config::longctx_has_depth(t)) {
+      if (!tasks::long_task_has_depth(t)) {
         plan.cells.push_back({t, L, std::numeric_limits<double>::quiet_NaN()});
         continue;
       }

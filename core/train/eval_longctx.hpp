@@ -3,10 +3,10 @@
 // evaluation"): cells (task, length, depth) of eval.longctx_samples validation samples,
 // scored per answer span under teacher forcing (argmax), collectively like every evaluation
 // (eval_rows.hpp); or the cells of a text-form set (eval.longctx_set, read with
-// core/data/longctx_set.hpp). Under context parallelism each rank sees only its shard of a row, so
-// each rank counts the right tokens of every answer span on its positions and the per-span
-// counts are all-reduced: integers, so the cell's numbers are those of one rank exactly
-// (given the same argmax at every position).
+// core/data/longctx_set.hpp). Under context parallelism each rank sees only its shard of a
+// row, so each rank counts the right tokens of every answer span on its positions and the
+// per-span counts are all-reduced: integers, so the cell's numbers are those of one rank
+// exactly (given the same argmax at every position).
 //
 //   LongCtxPlan plan = longctx_plan(cfg, feed);     // at setup: Errors before any compute
 //   auto cells = evaluate_longctx(model, plan, grid, layout, batch_rows, on_cell);

@@ -84,8 +84,8 @@ TEST(LongctxConfig, LengthsSkipWhatIsTooShort) {
   EXPECT_EQ(config::longctx_task_lengths(c, "cwe"), (std::vector<int64_t>{2048}));
   EXPECT_EQ(config::longctx_task_lengths(c, "niah_single"),
             (std::vector<int64_t>{256, 512, 1024, 2048}));
-  EXPECT_TRUE(config::longctx_has_depth("phonebook"));
-  EXPECT_FALSE(config::longctx_has_depth("fwe"));
+  EXPECT_TRUE(tasks::long_task_has_depth("phonebook"));
+  EXPECT_FALSE(tasks::long_task_has_depth("fwe"));
 }
 
 struct Bad {

@@ -82,6 +82,10 @@ LongCategory long_task_category(const std::string& name) {
   unknown_long_task(name);
 }
 
+bool long_task_has_depth(const std::string& name) {
+  return long_task_category(name) != LongCategory::Aggregation;
+}
+
 LongContextOptions& long_task_options(TaskOptions& o, const std::string& name) {
   if (name == "niah_single") return o.niah_single;
   if (name == "niah_multikey") return o.niah_multikey;

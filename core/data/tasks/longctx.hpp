@@ -117,6 +117,9 @@ const std::vector<std::string>& long_task_names();
 bool is_long_task(const std::string& name);
 // The task's category; throws for a name that is not a long-context task.
 LongCategory long_task_category(const std::string& name);
+// Whether task `name` places a needle at a depth: every task but the aggregation ones (cwe,
+// fwe), which are evaluated at one depth-free cell per length.
+bool long_task_has_depth(const std::string& name);
 
 // Builds a long-context task from its name and its options in `options`; throws for a name
 // that is not one (listing them) or invalid options (naming task.<name>.<option>).
