@@ -1,6 +1,7 @@
 #include "kernels/attention/attention.hpp"
 
 #include <cmath>
+#include <string>
 
 #include "kernels/attention/kokkos/sdpa.hpp"
 #include "kernels/base/error.hpp"
@@ -23,9 +24,12 @@ struct Lanes {
 template <class T>
 Lanes<T> build_lanes(const AttentionSpec& spec, const LaneArgs<T>& a) {
   const int B = a.q.extent(0), Lq = a.q.extent(1), Lk = a.k.extent(1);
+  // Every scheme's lanes_forward writes every element: no zero fill (a pass over memory).
   auto alloc = [&](int width, View4<T>& q2, View4<T>& k2) {
-    q2 = View4<T>("lcr::q_lanes", B, Lq, spec.heads, width);
-    k2 = View4<T>("lcr::k_lanes", B, Lk, spec.kv_heads, width);
+    q2 = View4<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "lcr::q_lanes"), B, Lq,
+                  spec.heads, width);
+    k2 = View4<T>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "lcr::k_lanes"), B, Lk,
+                  spec.kv_heads, width);
   };
   Lanes<T> out;
   View4<T> q2, k2;
@@ -230,11 +234,16 @@ void attention_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
   const int B = in.q.extent(0), Lq = in.q.extent(1), H = spec.heads;
   Kokkos::deep_copy(g.dparams.data, T(0));
 
-  View3<T> delta("lcr::delta", B, H, Lq);
+  // delta, dq2 and dk2 are written whole (sdpa_row_delta; sdpa_backward stores every row of
+  // dq and dk, zeros where no pair contributes): no zero fill.
+  const auto no_init = [](const std::string& name) {  // a const char* would be a pointer
+    return Kokkos::view_alloc(Kokkos::WithoutInitializing, name);
+  };
+  View3<T> delta(no_init("lcr::delta"), B, H, Lq);
   sdpa_row_delta<T>(out.o, dout, delta);
-  View4<T> dq2("lcr::dq_lanes", p.sdpa.q.extent(0), p.sdpa.q.extent(1), p.sdpa.q.extent(2),
+  View4<T> dq2(no_init("lcr::dq_lanes"), p.sdpa.q.extent(0), p.sdpa.q.extent(1), p.sdpa.q.extent(2),
                p.sdpa.q.extent(3));
-  View4<T> dk2("lcr::dk_lanes", p.sdpa.k.extent(0), p.sdpa.k.extent(1), p.sdpa.k.extent(2),
+  View4<T> dk2(no_init("lcr::dk_lanes"), p.sdpa.k.extent(0), p.sdpa.k.extent(1), p.sdpa.k.extent(2),
                p.sdpa.k.extent(3));
   sdpa_backward<T>(p.sdpa, out.lse, delta, dout, dq2, dk2, g.dv, g.dfox_cq, g.dfox_ck);
   if (spec.numerics.sink)

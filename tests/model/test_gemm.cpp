@@ -1,12 +1,15 @@
 // gemm against a naive triple loop at odd sizes (1, 7, 33, 129: below, at and across the
-// 32-wide tiles), every transpose combination, alpha/beta, padded leading dimensions.
-// Tolerance: both sum the same K products in increasing k order, the tiled kernel in
-// slabs of 32 with one accumulator, so results agree to a few ulps of sum |a b|:
-// 1e-13 (double) / 1e-5 (float) relative to that sum.
+// 4 x 8 blocks and the vector kernels' 16-, 32- and 64-wide column blocks; 100 and 200 take
+// every count of packs a block), every transpose combination, alpha/beta, padded leading
+// dimensions, with each kernel this build and CPU have.
+// Tolerance: every kernel sums the same K products in increasing k order (the vector ones
+// with FMA), so results agree to a few ulps of sum |a b|: 1e-13 (double) / 1e-5 (float)
+// relative to that sum.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/model/gemm.hpp"
@@ -54,9 +57,18 @@ void check_gemm(Trans ta, Trans tb, int64_t M, int64_t N, int64_t K, T alpha, T 
     for (int64_t j = N; j < ldc; ++j) ASSERT_EQ(out(i * ldc + j), C0[size_t(i * ldc + j)]);
 }
 
-TEST(Gemm, MatchesNaiveAtOddSizesAllTransposes) {
-  const int64_t sizes[][3] = {{1, 1, 1},    {7, 7, 7},  {1, 129, 7}, {129, 1, 33},
-                              {33, 7, 129}, {7, 33, 1}, {65, 31, 40}};
+// Runs the test body with each kernel in turn, then restores the default.
+class GemmKernels : public ::testing::TestWithParam<GemmKernel> {
+ protected:
+  void SetUp() override {
+    if (!gemm_use_kernel(GetParam())) GTEST_SKIP() << "this build or CPU lacks the kernel";
+  }
+  void TearDown() override { gemm_use_kernel(GemmKernel::Best); }
+};
+
+TEST_P(GemmKernels, MatchesNaiveAtOddSizesAllTransposes) {
+  const int64_t sizes[][3] = {{1, 1, 1},  {7, 7, 7},    {1, 129, 7}, {129, 1, 33},  {33, 7, 129},
+                              {7, 33, 1}, {65, 31, 40}, {5, 100, 9}, {37, 200, 70}, {6, 16, 3}};
   for (auto ta : {Trans::No, Trans::Yes})
     for (auto tb : {Trans::No, Trans::Yes})
       for (const auto& s : sizes) {
@@ -65,6 +77,26 @@ TEST(Gemm, MatchesNaiveAtOddSizesAllTransposes) {
         check_gemm<float>(ta, tb, s[0], s[1], s[2], 2.0f, 1.0f, 1, 1e-5);
       }
 }
+
+TEST_P(GemmKernels, BetaZeroIgnoresNaNInC) {
+  View1<float> A("A", 7 * 5), B("B", 5 * 40), C("C", 7 * 40);
+  Kokkos::deep_copy(A, 1.0f);
+  Kokkos::deep_copy(B, 0.5f);
+  Kokkos::deep_copy(C, std::nanf(""));
+  gemm<float>(Trans::No, Trans::No, 7, 40, 5, 1.0f, A.data(), B.data(), 0.0f, C.data());
+  auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), C);
+  for (size_t i = 0; i < h.extent(0); ++i) ASSERT_EQ(h(i), 2.5f) << "at " << i;
+}
+
+std::string kernel_name(const ::testing::TestParamInfo<GemmKernel>& info) {
+  const char* names[] = {"Best", "Portable", "Sse", "Avx2", "Avx512"};
+  return names[int(info.param)];
+}
+
+INSTANTIATE_TEST_SUITE_P(Each, GemmKernels,
+                         ::testing::Values(GemmKernel::Best, GemmKernel::Portable, GemmKernel::Sse,
+                                           GemmKernel::Avx2, GemmKernel::Avx512),
+                         kernel_name);
 
 TEST(Gemm, BetaZeroIgnoresGarbageInC) {
   View1<double> A("A", 4), B("B", 4), C("C", 4);

@@ -242,7 +242,8 @@ void lanes_backward(const LaneArgs<T>& a, const View4<const T>& dq2, const View4
   const auto delta = a.params->v2("pope.delta");
   const int B = a.k.extent(0), Lk = a.k.extent(1), Hk = a.k.extent(2), d = a.k.extent(3);
   detail::polar_backward<T>(a.q, dq2, dq, theta, PView2<T>(), a.q_pos0, View3<T>());
-  View3<T> dpsi("lcr::pope_dpsi", Hk, d, int64_t(B) * Lk);
+  View3<T> dpsi(Kokkos::view_alloc(Kokkos::WithoutInitializing, "lcr::pope_dpsi"), Hk, d,
+                int64_t(B) * Lk);  // polar_backward writes every element
   detail::polar_backward<T>(a.k, dk2, dk, theta, delta, a.k_pos0, dpsi);
   detail::reduce_delta_grad<T>(dpsi, delta, dparams.v2("pope.delta"));
 }
