@@ -226,6 +226,24 @@ KOKKOS_INLINE_FUNCTION void exp_or_zero(T* KOKKOS_RESTRICT x, int n) {
   for (int c = 0; c < n; ++c) x[c] = x[c] >= exp_floor<T>() ? kmath::exp(x[c]) : T(0);
 }
 
+// Row loops that call exp go in chunks of this many elements through a local array, so
+// exp_or_zero vectorises them on a SIMD CPU (on a GPU a thread walks its chunk the same way).
+constexpr int kRowChunk = 16;
+
+// e[k] = e^(-|x[k]|) for k < n: the one exponential sigmoid and softplus need (0 below
+// exp_floor, where sigmoid is 0 or 1 and softplus max(x, 0) within 2^-64 absolute).
+template <class T>
+KOKKOS_INLINE_FUNCTION void exp_neg_abs(const T* KOKKOS_RESTRICT x, int n, T* KOKKOS_RESTRICT e) {
+  for (int k = 0; k < n; ++k) e[k] = x[k] > T(0) ? -x[k] : x[k];
+  exp_or_zero(e, n);
+}
+
+// sigmoid(x) from e = e^(-|x|).
+template <class T>
+KOKKOS_INLINE_FUNCTION T sigmoid_from(T x, T e) {
+  return (x >= T(0) ? T(1) : e) / (T(1) + e);
+}
+
 // max(init, x[0..n)): pack-wise (the maximum does not depend on the order).
 template <class T>
 KOKKOS_INLINE_FUNCTION T max_of(const T* KOKKOS_RESTRICT x, int n, T init) {

@@ -111,23 +111,20 @@ Phases phases(const View1<const double>& theta, int64_t pos0, int L, const PView
   return p;
 }
 
-// A row's channels go in chunks of kChunk through small local arrays, so that on a SIMD CPU
-// every step (the exp, the softplus series, the phase products) is a loop over contiguous
-// data that the compiler vectorises; on a GPU a thread walks its row the same way.
-constexpr int kChunk = 16;
+// A row's channels go in chunks of tile::kRowChunk through small local arrays, so that on a
+// SIMD CPU every step (the exp, the softplus series, the phase products) is a loop over
+// contiguous data that the compiler vectorises; on a GPU a thread walks its row the same way.
+constexpr int kChunk = tile::kRowChunk;
 
-// e[k] = e^(-|x[k]|) for k < n (0 below tile::exp_floor: softplus(x) and sigmoid(x) are then
-// max(x, 0) and 0 or 1 within 2^-64 absolute), then mu = softplus(x) and, with sg,
-// sigmoid(x) = softplus'(x).
+// mu = softplus(x) and, with sg, sigmoid(x) = softplus'(x), for k < n, from one exp each.
 template <class T>
 KOKKOS_INLINE_FUNCTION void softplus_chunk(const T* KOKKOS_RESTRICT x, int n, T* KOKKOS_RESTRICT mu,
                                            T* KOKKOS_RESTRICT sg) {
   T e[kChunk];
-  for (int k = 0; k < n; ++k) e[k] = x[k] > T(0) ? -x[k] : x[k];
-  tile::exp_or_zero(e, n);
+  tile::exp_neg_abs(x, n, e);
   for (int k = 0; k < n; ++k) mu[k] = (x[k] > T(0) ? x[k] : T(0)) + kmath::log1p_unit(e[k]);
   if (sg)
-    for (int k = 0; k < n; ++k) sg[k] = (x[k] >= T(0) ? T(1) : e[k]) / (T(1) + e[k]);
+    for (int k = 0; k < n; ++k) sg[k] = tile::sigmoid_from(x[k], e[k]);
 }
 
 // x [B, L, Hx, d] -> y [B, L, Hx, 2d]: y = mu [cos(p theta + delta), sin(...)], where delta
