@@ -10,8 +10,12 @@ rules as core/train/longctx_summary.hpp):
                        every shorter evaluated length (0: below it at the shortest)
 
 The section plots each category's score against length (one line per run), a depth x
-length heatmap per needle task and run, and one comparison table across runs.
+length heatmap per needle task and run, and one comparison table across runs. Runs whose
+configs differ only in train.seed (and run.name, run.dir) are also summarised together: the
+mean over the seeds, with the lowest and highest seed's value.
 """
+import copy
+import json
 import math
 
 import numpy as np
@@ -143,6 +147,59 @@ def _heatmap_figure(lab, step, cells, out_dir):
     return save_figure(fig, out_dir, f"longctx_depth_{slug(lab)}.png")
 
 
+# Config keys that name or seed a run rather than choose what it trains.
+SEED_KEYS = (("train", "seed"), ("run", "name"), ("run", "dir"))
+
+
+def seed_group_key(config):
+    """The run's config without SEED_KEYS, as a hashable string."""
+    cfg = copy.deepcopy(config)
+    for section, key in SEED_KEYS:
+        cfg.get(section, {}).pop(key, None)
+    return json.dumps(cfg, sort_keys=True, default=str)
+
+
+def _spread(values, fmt):
+    """'mean (min-max)' of the finite values, '-' if none."""
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    if not v:
+        return "-"
+    if len(v) == 1:
+        return format(v[0], fmt)
+    return f"{format(sum(v) / len(v), fmt)} ({format(min(v), fmt)}-{format(max(v), fmt)})"
+
+
+def seed_table(data, lengths):
+    """The comparison table over seeds, or None when no two runs differ only in the seed.
+    data: (label, run, step, summary, cells) per run."""
+    groups = {}
+    for d in data:
+        groups.setdefault(seed_group_key(d[1].config), []).append(d)
+    if all(len(g) < 2 for g in groups.values()):
+        return None
+    t = Table("Long-context comparison over seeds (runs whose configs differ only in "
+              "train.seed): mean score per category and length, lowest-highest seed in "
+              "brackets", ["runs", "seeds", "effective length", "category"] +
+              [str(L) for L in lengths])
+    for g in groups.values():
+        names = ", ".join(d[0] for d in g)
+        seeds = ",".join(str(d[1].config.get("train", {}).get("seed", "?")) for d in g)
+        eff = _spread([float(d[3]["effective_length"]) for d in g], ".0f")
+        for name in g[0][3]["categories"] + ["average"]:
+            cols = []
+            for L in lengths:
+                vals = []
+                for d in g:
+                    s = d[3]
+                    y = s["average"] if name == "average" else s["category_score"].get(name)
+                    if y is not None and L in s["lengths"]:
+                        vals.append(y[s["lengths"].index(L)])
+                cols.append(_spread(vals, ".3f"))
+            t.add(names, seeds, eff, name, *cols)
+    t.note = "effective length 0: below the threshold at the shortest length"
+    return t
+
+
 def longctx_section(runs, labels, out_dir):
     sec = Section("Long-context tasks", "longctx")
     data, missing = [], []
@@ -175,6 +232,9 @@ def longctx_section(runs, labels, out_dir):
                   *[y[idx[L]] if L in idx else None for L in lengths])
     t.note = "effective length '-': below the threshold at the shortest length"
     sec.table(t)
+    ts = seed_table(data, lengths)
+    if ts:
+        sec.table(ts)
     for lab, _, step, s, cells in data:
         tt = Table(f"{lab} (step {step}): score per task and length (all_match in brackets)",
                    ["task"] + [str(L) for L in s["lengths"]])

@@ -3,7 +3,8 @@ read back through runfile.py equal to h5py's values and to `lcr eval`'s JSON of 
 checkpoint; the effective-length rule on hand-made numbers (a dip that recovers stops it);
 the tables of `lcr-analyze longctx` equal to means computed here with numpy, on a copy of a
 run whose scores are set by hand, and the same effective length as `lcr inspect` prints for
-that copy; the report section, its plots and the CSV export.
+that copy; the table over seeds for a second copy that differs only in train.seed; the
+report section, its plots and the CSV export.
 """
 import math
 import os
@@ -49,6 +50,18 @@ def setUpModule():
         g["part_match"][:n] = part
         g["all_match"][:n] = part / 2
     D["lengths"] = lengths
+    # A second seed of the edited run: train.seed changed, every score 0.2 lower.
+    D["seed2"] = f"{root}/edited_seed2"
+    shutil.copytree(D["edited"], D["seed2"])
+    with h5py.File(f"{D['seed2']}/run.h5", "r+") as f:
+        cfg = f["config"].attrs["config"]
+        cfg = cfg.decode() if isinstance(cfg, bytes) else cfg
+        head, train = cfg.split("[train]\n", 1)
+        f["config"].attrs["config"] = head + "[train]\n" + re.sub(
+            r"^seed = \d+", "seed = 12345", train, count=1, flags=re.M)
+        g = f["eval/longctx"]
+        n = g["step"].shape[0]
+        g["part_match"][:n] = g["part_match"][:n] - 0.2
 
 
 def cells_from_h5(path):
@@ -147,6 +160,18 @@ class LongctxRun(unittest.TestCase):
         self.assertEqual(ins.returncode, 0, ins.stderr)
         self.assertIn(f"effective length {L[0]} (", ins.stdout)
         self.assertRegex(ins.stdout, r"average\s+0\.900\s+0\.300\s+0\.800")
+
+    def test_seed_table_means_the_runs_that_differ_only_in_the_seed(self):
+        out = f"{D['root']}/seeds_out"
+        r = lcrtest.analyze("longctx", D["edited"], D["seed2"], D["plain"], "--labels",
+                            "e1,e2,p", "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Long-context comparison over seeds", r.stdout)
+        # Averages by length: e1 0.9, 0.3, 0.8 and e2 0.2 lower; both effective lengths L.
+        L = D["lengths"]
+        self.assertRegex(r.stdout, rf"\n\s*e1, e2\s+\d+,12345\s+{L[0]} \({L[0]}-{L[0]}\)"
+                                   r"\s+average\s+0\.800 \(0\.700-0\.900\)\s+"
+                                   r"0\.200 \(0\.100-0\.300\)\s+0\.700 \(0\.600-0\.800\)")
 
     def test_report_section_and_csv_export(self):
         out = f"{D['root']}/report"
