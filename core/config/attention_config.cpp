@@ -60,6 +60,9 @@ void bind_attention(Table& root, AttentionSpec& s) {
   n.field("qk_norm_eps", s.numerics.qk_norm_eps, "RMSNorm epsilon");
   n.field("softcap", s.numerics.softcap, "logit <- c tanh(logit / c); 0 disables");
   n.field("sink", s.numerics.sink, "learned per-head sink logit");
+  n.field("off_by_one", s.numerics.off_by_one,
+          "softmax-off-by-one: 1 added to the softmax denominator (a sink logit fixed at 0, "
+          "not learned)");
 }
 
 AttentionSpec attention_spec_from(const Document& root) {

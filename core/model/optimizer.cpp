@@ -51,6 +51,8 @@ std::vector<ParamRange> model_param_ranges(const ModelLayout& layout, const Adam
       r.lo = -2.0 * M_PI;
       r.hi = 0.0;
     }
+    r.frozen = layout.config().attention.numerics.off_by_one && e.name.size() >= 5 &&
+               e.name.compare(e.name.size() - 5, 5, ".sink") == 0;
     out.push_back(r);
   }
   return out;
@@ -149,6 +151,15 @@ typename AdamW<T>::StepInfo AdamW<T>::step(const View1<T>& p, const View1<const 
   return info;
 }
 
+template <class T>
+void zero_frozen_grads(const std::vector<ParamRange>& ranges, const View1<T>& grads) {
+  for (const auto& r : ranges)
+    if (r.frozen && r.size > 0)
+      Kokkos::deep_copy(Kokkos::subview(grads, std::make_pair(r.offset, r.offset + r.size)), T(0));
+}
+
+template void zero_frozen_grads<float>(const std::vector<ParamRange>&, const View1<float>&);
+template void zero_frozen_grads<double>(const std::vector<ParamRange>&, const View1<double>&);
 template double global_grad_norm<float>(const View1<const float>&);
 template double global_grad_norm<double>(const View1<const double>&);
 template class AdamW<float>;

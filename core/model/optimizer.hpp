@@ -59,10 +59,17 @@ struct ParamRange {
   bool decay = false;
   bool clamp = false;
   double lo = 0, hi = 0;  // clamp range when clamp
+  bool frozen = false;    // not trained: zero_frozen_grads clears its gradient before a step
 };
 
-// The model's slices with decay and clamps as documented above.
+// The model's slices with decay and clamps as documented above; frozen: the sink logits
+// under numerics.off_by_one (softmax-off-by-one fixes them at their initial 0).
 std::vector<ParamRange> model_param_ranges(const ModelLayout& layout, const AdamWConfig& cfg);
+
+// Zeroes the gradient of every frozen range (after the all-reduce, before the step), so a
+// frozen value stays as initialised, its moments stay 0 and it adds nothing to the norm.
+template <class T>
+void zero_frozen_grads(const std::vector<ParamRange>& ranges, const View1<T>& grads);
 
 // sqrt(sum g^2) in double, deterministic on every backend.
 template <class T>

@@ -102,7 +102,7 @@ std::vector<HeadAttentionStats> layer_stats(const Model<T>& model, int l, const 
   const ParamSet<T> params = model.attention_params(l);
   const RowLogits logits =
       is_path(spec.scheme) ? path_logits(spec, in, params) : dot_product_logits(spec, in, params);
-  const bool sink = spec.numerics.sink;
+  const bool sink = spec.numerics.has_sink();
   std::vector<double> sink_logit(size_t(spec.heads), 0.0);
   if (sink) {
     auto s = Kokkos::create_mirror_view_and_copy(HostSpace(), params.v1("sink"));

@@ -325,6 +325,9 @@ AdamW<float>::StepInfo GpuEngine::allreduce_and_step() {
       LCR_CUDA_CHECK(cudaMemcpy(g.grads(), m.host_grads.data(), n * 4, cudaMemcpyHostToDevice));
     }
   }
+  for (const ParamRange& r : m.opt->ranges())  // zero_frozen_grads, on the device
+    if (r.frozen && r.size > 0)
+      LCR_CUDA_CHECK(cudaMemsetAsync(g.grads() + r.offset, 0, size_t(r.size) * 4, g.stream()));
   return m.opt->step(g.params(), g.grads());
 }
 

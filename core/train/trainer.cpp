@@ -437,6 +437,7 @@ class Trainer {
       if (!gpu_) {
         allreduce_view(world_, model_.grads());
         phase_done("grad all-reduce");
+        zero_frozen_grads(opt_.ranges(), model_.grads());
         info = opt_.step(model_.params(), model_.grads());
       }
       phase_done("optimizer");

@@ -175,6 +175,14 @@ void check_inputs(const AttentionSpec& spec, const AttentionInputs<T>& in,
           "parameter buffer has ", params.data.extent(0), " values; scheme '",
           scheme_name(spec.scheme), "' with these options needs ", want.total(),
           " (build it from attention_param_layout(spec))");
+  if (spec.numerics.off_by_one) {  // the sink machinery with its logits fixed at 0
+    const auto sink = Kokkos::create_mirror_view_and_copy(HostSpace(), params.v1("sink"));
+    for (int h = 0; h < spec.heads; ++h)
+      require(sink(h) == T(0),
+              "numerics.off_by_one fixes the sink logits at 0, but the 'sink' "
+              "parameter of head ",
+              h, " is ", sink(h), "; zero it (the trainer keeps it at 0)");
+  }
   if (is_path(spec.scheme))
     path::check_inputs(spec, in);  // self-attention span, w, beta shapes and values
   else
@@ -220,7 +228,7 @@ void attention_forward(const AttentionSpec& spec, const AttentionInputs<T>& in,
   if (is_path(spec.scheme)) return path::attention_forward<T>(spec, in, params, out);
   const PreparedAttention<T> p = prepare_attention(spec, in, params);
   sdpa_forward(p.sdpa, out.o, out.lse);
-  if (spec.numerics.sink) sdpa_apply_sink<T>(params.v1("sink"), out.o, out.lse);
+  if (spec.numerics.has_sink()) sdpa_apply_sink<T>(params.v1("sink"), out.o, out.lse);
 }
 
 template <class T>
@@ -246,7 +254,7 @@ void attention_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
   View4<T> dk2(no_init("lcr::dk_lanes"), p.sdpa.k.extent(0), p.sdpa.k.extent(1), p.sdpa.k.extent(2),
                p.sdpa.k.extent(3));
   sdpa_backward<T>(p.sdpa, out.lse, delta, dout, dq2, dk2, g.dv, g.dfox_cq, g.dfox_ck);
-  if (spec.numerics.sink)
+  if (spec.numerics.has_sink())
     sdpa_sink_backward<T>(params.v1("sink"), out.lse, delta, g.dparams.v1("sink"));
   prepared_backward<T>(spec, in, params, p, dq2, dk2, g.dq, g.dk, g.dparams);
 }

@@ -31,7 +31,7 @@ ParamLayout attention_param_layout(const AttentionSpec& spec) {
   ParamLayout l;
   if (is_goat(spec.scheme)) goat::add_params(spec, l);
   if (spec.scheme == Scheme::PoPE) pope::add_params(spec, l);
-  if (spec.numerics.sink) l.add("sink", {spec.heads});
+  if (spec.numerics.has_sink()) l.add("sink", {spec.heads});
   if (spec.numerics.qk_norm) {
     l.add("qk_norm.q_gain", {input_qk_dim(spec)});
     l.add("qk_norm.k_gain", {input_qk_dim(spec)});

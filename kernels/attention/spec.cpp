@@ -66,6 +66,9 @@ void validate(const AttentionSpec& s) {
   require(s.numerics.softcap >= 0 && std::isfinite(s.numerics.softcap),
           "softcap must be a finite number >= 0 (0 disables it), got ", s.numerics.softcap);
   require(s.numerics.qk_norm_eps > 0, "qk_norm_eps must be > 0, got ", s.numerics.qk_norm_eps);
+  require(!(s.numerics.sink && s.numerics.off_by_one),
+          "numerics.sink (a learned sink logit) and numerics.off_by_one (one fixed at 0) are "
+          "both set; choose one");
   switch (s.scheme) {
     case Scheme::RoPE:
       rope::validate(s);

@@ -113,6 +113,12 @@ struct NumericsOptions {
   double qk_norm_eps = 1e-6;
   double softcap = 0.0;  // logit <- c tanh(logit / c); 0 disables
   bool sink = false;     // learned per-head logit s_h added to the softmax denominator
+  // Softmax-off-by-one: a unit added to the denominator, i.e. the sink with every s_h fixed
+  // at 0. The "sink" parameter [H] is laid out as for a learned sink and must hold zeros;
+  // the trainer initialises it to 0 and never updates it (its gradient is zeroed).
+  bool off_by_one = false;
+  // Whether a sink logit enters the softmax (learned or fixed at 0): the "sink" parameter.
+  bool has_sink() const { return sink || off_by_one; }
 };
 
 struct AttentionSpec {

@@ -131,7 +131,7 @@ RingStats path_ring_backward(Communicator& comm, const SeqLayout& layout, const 
 
   // On the owner: folds and transitions back to q, k, w, beta; values, FoX, sink.
   const auto tp = Clock::now();
-  View1<T> dsink_tmp("lcr::dsink_chunk", spec.numerics.sink ? size_t(H) : 0);
+  View1<T> dsink_tmp("lcr::dsink_chunk", spec.numerics.has_sink() ? size_t(H) : 0);
   for (size_t ai = 0; ai < chunks.size(); ++ai) {
     const auto& a = chunks[ai];
     Side& q = sides[ai];
@@ -171,7 +171,7 @@ RingStats path_ring_backward(Communicator& comm, const SeqLayout& layout, const 
       copy_rows(grads.dfox_cq, q.dfq);
       copy_rows(grads.dfox_ck, q.dfk);
     }
-    if (spec.numerics.sink) {
+    if (spec.numerics.has_sink()) {
       sdpa_sink_backward<T>(params.v1("sink"), q.lse, q.delta, dsink_tmp);
       accumulate(grads.dparams.v1("sink").data(), dsink_tmp.data(), H);
     }

@@ -80,7 +80,7 @@ RingStats ring_attention_backward(Communicator& comm, const SeqLayout& layout,
 
   // Lane gradients -> dq, dk and parameter gradients; values, FoX lanes, sink.
   const auto tp = Clock::now();
-  View1<T> dsink_tmp("lcr::dsink_chunk", spec.numerics.sink ? size_t(H) : 0);
+  View1<T> dsink_tmp("lcr::dsink_chunk", spec.numerics.has_sink() ? size_t(H) : 0);
   for (size_t ai = 0; ai < chunks.size(); ++ai) {
     const auto& a = chunks[ai];
     const auto hf = chunk_fields<T>(home->data(), msg, plans[size_t(me)], int(ai), layout, 0);
@@ -101,7 +101,7 @@ RingStats ring_attention_backward(Communicator& comm, const SeqLayout& layout,
       dcq.flush();
       dck.flush();
     }
-    if (spec.numerics.sink) {
+    if (spec.numerics.has_sink()) {
       sdpa_sink_backward<T>(params.v1("sink"), qs[ai].lse, qs[ai].delta, dsink_tmp);
       accumulate(grads.dparams.v1("sink").data(), dsink_tmp.data(), H);
     }

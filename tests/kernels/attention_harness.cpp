@@ -122,6 +122,9 @@ Problem make_problem(const Case& c) {
   p.params = ParamSet<double, HostSpace>(attention_param_layout(s), "params");
   for (const auto& e : p.params.layout.entries())
     for (int64_t i = 0; i < e.size(); ++i) p.params.data(e.offset + i) = draw_param(e.name, rng);
+  if (s.numerics.off_by_one)  // the sink logits are fixed at 0: not drawn, not perturbed
+    for (int64_t i = 0; i < p.params.layout.at("sink").size(); ++i)
+      p.params.data(p.params.layout.at("sink").offset + i) = 0;
   return p;
 }
 
@@ -131,7 +134,8 @@ std::vector<std::string> input_names(const Problem& p) {
     n.push_back("fox_cq");
     n.push_back("fox_ck");
   }
-  for (const auto& e : p.params.layout.entries()) n.push_back(e.name);
+  for (const auto& e : p.params.layout.entries())
+    if (!(p.c.spec.numerics.off_by_one && e.name == "sink")) n.push_back(e.name);
   return n;
 }
 

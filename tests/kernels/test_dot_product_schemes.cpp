@@ -39,6 +39,9 @@ std::vector<NamedCase> cases() {
   s.numerics.sink = true;
   add("nope_sink", s);
   s.numerics = {};
+  s.numerics.off_by_one = true;
+  add("nope_off_by_one", s);
+  s.numerics = {};
   s.numerics.softcap = 5.0;
   add("nope_softcap", s);
   s.numerics = {};
@@ -51,6 +54,12 @@ std::vector<NamedCase> cases() {
   add("alibi_all_numerics", s);
   // The GPU form: every option through its transposed backward (FoX: the bias lanes).
   for (const auto& c : in_gpu_form(standard_cases("alibi_all_numerics", s))) all.push_back(c);
+  {
+    AttentionSpec o = s;
+    o.numerics.sink = false;
+    o.numerics.off_by_one = true;
+    for (const auto& c : in_gpu_form(standard_cases("alibi_off_by_one", o))) all.push_back(c);
+  }
   // The CPU form's two-pass backward (BackwardQ: dQ and dbias_q by query tile).
   for (const auto& c : in_two_pass(standard_cases("alibi_all_numerics", s))) all.push_back(c);
   s.scheme = Scheme::FoX;

@@ -4,6 +4,9 @@
 // - bad shapes, unknown names and impossible options raise lcr::Error naming the problem.
 #include <gtest/gtest.h>
 
+#include <Kokkos_Random.hpp>
+#include <cmath>
+
 #include "kernels/attention_harness.hpp"
 
 namespace lcr::test {
@@ -150,6 +153,55 @@ TEST(AttentionErrors, ParameterBufferOfWrongSize) {
   ParamSet<double> params;  // empty: the sink needs H values
   auto out = make_outputs<double>(s, in);
   expect_error([&] { attention_forward<double>(s, in, params, out); }, "needs 4");
+}
+
+TEST(AttentionErrors, OffByOneNeedsZeroSinkLogitsAndNoLearnedSink) {
+  AttentionSpec s = spec_for(Scheme::NoPE);
+  s.numerics.off_by_one = true;
+  AttentionInputs<double> in;
+  in.q = View4<double>("q", 1, 5, 4, 32);
+  in.k = View4<double>("k", 1, 5, 2, 32);
+  in.v = View4<double>("v", 1, 5, 2, 32);
+  ParamSet<double> params(attention_param_layout(s), "params");
+  Kokkos::deep_copy(params.data, 0.25);
+  auto out = make_outputs<double>(s, in);
+  expect_error([&] { attention_forward<double>(s, in, params, out); },
+               "'sink' parameter of head 0 is 0.25");
+  s.numerics.sink = true;
+  expect_error([&] { validate(s); }, "choose one");
+}
+
+// Softmax-off-by-one is the softmax with 1 added to its denominator: against the plain
+// softmax of the same inputs, o' = o sigmoid(lse) and lse' = log(1 + e^lse) (float64, an
+// independent identity rather than the sink code path's own reference).
+TEST(OffByOne, IsThePlainSoftmaxWithAUnitInTheDenominator) {
+  AttentionSpec s = spec_for(Scheme::RoPE);
+  const int B = 2, L = 7;
+  View4<double> q("q", B, L, 4, 32), k("k", B, L, 2, 32), v("v", B, L, 2, 32);
+  Kokkos::Random_XorShift64_Pool<ExecSpace> pool(7);
+  for (auto* x : {&q, &k, &v}) Kokkos::fill_random(*x, pool, -2.0, 2.0);
+  AttentionInputs<double> in;
+  in.q = q;
+  in.k = k;
+  in.v = v;
+  ParamSet<double> plain_params(attention_param_layout(s), "plain");
+  auto plain = make_outputs<double>(s, in);
+  attention_forward<double>(s, in, plain_params, plain);
+  s.numerics.off_by_one = true;
+  ParamSet<double> obo_params(attention_param_layout(s), "obo");  // zero-initialised
+  auto obo = make_outputs<double>(s, in);
+  attention_forward<double>(s, in, obo_params, obo);
+  const auto o0 = Kokkos::create_mirror_view_and_copy(HostSpace(), plain.o);
+  const auto l0 = Kokkos::create_mirror_view_and_copy(HostSpace(), plain.lse);
+  const auto o1 = Kokkos::create_mirror_view_and_copy(HostSpace(), obo.o);
+  const auto l1 = Kokkos::create_mirror_view_and_copy(HostSpace(), obo.lse);
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < L; ++i)
+      for (int h = 0; h < 4; ++h) {
+        const double lse = l0(b, h, i), sg = 1 / (1 + std::exp(-lse));
+        EXPECT_NEAR(l1(b, h, i), std::log1p(std::exp(lse)), 1e-13);
+        for (int d = 0; d < 32; ++d) EXPECT_NEAR(o1(b, i, h, d), o0(b, i, h, d) * sg, 1e-13);
+      }
 }
 
 TEST(AttentionErrors, NegativeSoftcapRejected) {

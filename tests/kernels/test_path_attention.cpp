@@ -53,6 +53,9 @@ std::vector<PathCase> cases() {
   PathCase c = make("path_sink", P, 1, 33, 2, 1, 16, 8);
   c.spec.numerics.sink = true;
   all.push_back(c);
+  c = make("pathfox_off_by_one", F, 1, 33, 2, 1, 16, 8);
+  c.spec.numerics.off_by_one = true;
+  all.push_back(c);
   c = make("path_softcap", P, 1, 33, 2, 1, 16, 8);
   c.spec.numerics.softcap = 3.0;
   all.push_back(c);

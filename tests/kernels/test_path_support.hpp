@@ -88,6 +88,9 @@ inline PathProblem make_path_problem(const PathCase& c) {
     for (int64_t i = 0; i < e.size(); ++i)
       p.params.data(e.offset + i) =
           e.name.rfind("qk_norm.", 0) == 0 ? 1.0 + 0.2 * n01(rng) : 0.5 * n01(rng);
+  if (s.numerics.off_by_one)  // the sink logits are fixed at 0: not drawn, not perturbed
+    for (int64_t i = 0; i < p.params.layout.at("sink").size(); ++i)
+      p.params.data(p.params.layout.at("sink").offset + i) = 0;
   return p;
 }
 
@@ -97,7 +100,8 @@ inline std::vector<std::string> path_input_names(const PathProblem& p) {
     n.push_back("fox_cq");
     n.push_back("fox_ck");
   }
-  for (const auto& e : p.params.layout.entries()) n.push_back(e.name);
+  for (const auto& e : p.params.layout.entries())
+    if (!(p.c.spec.numerics.off_by_one && e.name == "sink")) n.push_back(e.name);
   return n;
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/model/model.hpp"
+#include "core/model/optimizer.hpp"
 #include "kernels/base/error.hpp"
 
 namespace lcr::test {
@@ -56,13 +57,16 @@ inline Batch random_batch(int64_t B, int64_t L, int V, uint64_t seed) {
 }
 
 // Adds U(-a, a) to every parameter, so no parameter sits at a special point of its init
-// (GOAT's zero w2, unit gains, zero sink) where a wrong gradient could still read zero.
+// (GOAT's zero w2, unit gains, zero sink) where a wrong gradient could still read zero;
+// frozen ones (off-by-one's sink, fixed at 0) stay.
 template <class T>
 void jitter_params(Model<T>& m, double a, uint64_t seed) {
   auto h = Kokkos::create_mirror_view_and_copy(HostSpace(), m.params());
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> u(-a, a);
   for (size_t i = 0; i < h.extent(0); ++i) h(i) += T(u(gen));
+  for (const auto& r : model_param_ranges(m.layout(), AdamWConfig{}))
+    for (int64_t i = 0; r.frozen && i < r.size; ++i) h(r.offset + i) = T(0);
   Kokkos::deep_copy(m.params(), h);
 }
 

@@ -1,11 +1,12 @@
-// AdamW against a hand-computed float64 step, the schedule's values, clipping, decay groups
-// and the PoPE-delta clamp.
+// AdamW against a hand-computed float64 step, the schedule's values, clipping, decay groups,
+// the PoPE-delta clamp and the frozen sink of softmax-off-by-one.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "core/model/optimizer.hpp"
 #include "kernels/base/error.hpp"
+#include "model_test_util.hpp"
 
 namespace lcr {
 namespace {
@@ -133,6 +134,36 @@ TEST(AdamW, NonFiniteGradientLeavesParametersUntouched) {
   EXPECT_THROW(opt.step(p, make({1.0, std::nan("")})), Error);
   EXPECT_EQ(read(p), (std::vector<double>{1.0, 2.0}));
   EXPECT_EQ(opt.steps_taken(), 0);
+}
+
+// Softmax-off-by-one's sink logits are a frozen range: its gradient is zeroed before the
+// step, so the value stays at its initial 0 while the other ranges move.
+TEST(AdamW, OffByOneSinkIsFrozenAtZero) {
+  ModelConfig cfg = test::tiny_config(Scheme::NoPE);
+  cfg.attention.numerics.off_by_one = true;
+  const ModelLayout layout(cfg);
+  const auto ranges = model_param_ranges(layout, AdamWConfig{});
+  int frozen = 0;
+  for (const auto& r : ranges) {
+    const bool sink = r.name.size() >= 5 && r.name.compare(r.name.size() - 5, 5, ".sink") == 0;
+    EXPECT_EQ(r.frozen, sink) << r.name;
+    frozen += r.frozen;
+  }
+  EXPECT_EQ(frozen, cfg.n_layers);
+  const int64_t n = layout.total();
+  View1<double> p("p", size_t(n)), g("g", size_t(n));
+  Kokkos::deep_copy(g, 0.5);
+  zero_frozen_grads(ranges, g);
+  AdamW<double> opt(AdamWConfig{}, ranges, n);
+  opt.step(p, g);
+  const auto hp = read(p);
+  for (const auto& r : ranges)
+    for (int64_t i = 0; i < r.size; ++i)
+      ASSERT_EQ(hp[size_t(r.offset + i)] == 0.0, r.frozen) << r.name << "[" << i << "]";
+  cfg.attention.numerics.off_by_one = false;
+  cfg.attention.numerics.sink = true;  // a learned sink is not frozen
+  for (const auto& r : model_param_ranges(ModelLayout(cfg), AdamWConfig{}))
+    EXPECT_FALSE(r.frozen) << r.name;
 }
 
 TEST(AdamW, RejectsBadConfigAndRanges) {

@@ -27,6 +27,7 @@ class GpuAdamW {
   double grad_norm(const float* grads);
 
   int64_t steps_taken() const { return t_; }
+  const std::vector<ParamRange>& ranges() const { return ranges_; }
   void download_state(AdamW<float>& host) const;  // m, v, update count -> host
   void upload_state(const AdamW<float>& host);    // host -> m, v, update count
 

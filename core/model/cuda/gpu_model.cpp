@@ -217,7 +217,7 @@ void GpuModel::ensure_buffers(int64_t B, int64_t L) {
       grow(path_dqn_, R * std::max(H, Hkv) * dq);
       grow(path_gain_part_, int64_t(lcr::cuda::lanes::position_chunks(int(L))) * H * dq);
     }
-    if (at.numerics.sink) grow(path_delta_, B * H * L);
+    if (at.numerics.has_sink()) grow(path_delta_, B * H * L);
   }
   grow(partial_, partial);
   B_ = B;
@@ -422,7 +422,7 @@ void GpuModel::layer_forward(int l, const float* x_in, float* x_out) {
       path_attn_[size_t(l)]->forward(path_args(B_, L_, a), a.o.data(), a.lse.data(), stream_);
     else
       runner_->path_forward(l, path_args(B_, L_, a), a.o.data(), a.lse.data(), stream_);
-    if (c.attention.numerics.sink) {  // a per-row rescale: the same for whole rows or shards
+    if (c.attention.numerics.has_sink()) {  // a per-row rescale: the same for whole rows or shards
       to_f32(R * H * dv, a.o.data(), o32_.data(), stream_);
       lcr::cuda::lanes::finish_output(int(B_), int(L_), int(H), int(dv),
                                       P + s.attn + layout_.attention().at("sink").offset,
@@ -538,7 +538,7 @@ void GpuModel::layer_backward(int l, const float* x_in) {
       const AttentionSpec& at = layout_.config().attention;
       const ParamLayout& pl = layout_.attention();
       LCR_CUDA_CHECK(cudaMemsetAsync(dparams_.data(), 0, size_t(dp.size) * 4, stream_));
-      if (at.numerics.sink) {  // dsink = -sum exp(sink - lse) <dO, O> (final lse and O)
+      if (at.numerics.has_sink()) {  // dsink = -sum exp(sink - lse) <dO, O> (final lse and O)
         lcr::cuda::sdpa_row_delta(int(B_), int(L_), int(H), int(dv), a.o.data(), dout16_.data(),
                                   path_delta_.data(), stream_);
         lcr::cuda::lanes::sink_backward(int(B_), int(L_), int(H), dp.data + pl.at("sink").offset,

@@ -129,10 +129,10 @@ RefOutputs<T> path_reference_forward(const AttentionSpec& spec, const PathRefInp
         }
         double mx = -std::numeric_limits<double>::infinity();
         for (const T& v : s) mx = std::max(mx, value(v));
-        if (spec.numerics.sink) mx = std::max(mx, value(in.params.v1("sink")(h)));
+        if (spec.numerics.has_sink()) mx = std::max(mx, value(in.params.v1("sink")(h)));
         T z = T(0);
         for (const T& v : s) z += exp(v - T(mx));
-        if (spec.numerics.sink) z += exp(in.params.v1("sink")(h) - T(mx));
+        if (spec.numerics.has_sink()) z += exp(in.params.v1("sink")(h) - T(mx));
         const T lse = T(mx) + log(z);
         out.lse(b, h, i) = lse;
         for (T& v : s) v = exp(v - lse);  // the probabilities, once per row

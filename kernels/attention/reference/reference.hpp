@@ -111,15 +111,15 @@ RefOutputs<T> reference_forward(const AttentionSpec& spec, const RefInputs<T>& i
         }
         double mx = -std::numeric_limits<double>::infinity();
         for (const T& x : s) mx = std::max(mx, value(x));
-        if (spec.numerics.sink) mx = std::max(mx, value(in.params.v1("sink")(h)));
-        if (s.empty() && !spec.numerics.sink) {
+        if (spec.numerics.has_sink()) mx = std::max(mx, value(in.params.v1("sink")(h)));
+        if (s.empty() && !spec.numerics.has_sink()) {
           out.lse(b, h, i) = T(-std::numeric_limits<double>::infinity());
           for (int c = 0; c < dv; ++c) out.o(b, i, h, c) = T(0);
           continue;
         }
         T z = T(0);
         for (const T& x : s) z += exp(x - T(mx));
-        if (spec.numerics.sink) z += exp(in.params.v1("sink")(h) - T(mx));
+        if (spec.numerics.has_sink()) z += exp(in.params.v1("sink")(h) - T(mx));
         const T lse = T(mx) + log(z);
         out.lse(b, h, i) = lse;
         // The probabilities once per row, not once per output column: the same values and

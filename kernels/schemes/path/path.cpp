@@ -146,7 +146,7 @@ template <class T>
 void attention_forward(const AttentionSpec& spec, const AttentionInputs<T>& in,
                        const ParamSet<T>& params, const AttentionOutputs<T>& out) {
   path_forward<T>(make_args(spec, in, params), out.o, out.lse);
-  if (spec.numerics.sink) sdpa_apply_sink<T>(params.v1("sink"), out.o, out.lse);
+  if (spec.numerics.has_sink()) sdpa_apply_sink<T>(params.v1("sink"), out.o, out.lse);
 }
 
 template <class T>
@@ -170,7 +170,7 @@ void attention_backward(const AttentionSpec& spec, const AttentionInputs<T>& in,
     dfk = g.dfox_ck;
   }
   path_backward<T>(a, out.lse, delta, dout, dq, dk, g.dv, g.dpath_w, g.dpath_beta, dfq, dfk);
-  if (spec.numerics.sink)
+  if (spec.numerics.has_sink())
     sdpa_sink_backward<T>(params.v1("sink"), out.lse, delta, g.dparams.v1("sink"));
   if (norm) {
     const T eps = T(spec.numerics.qk_norm_eps);

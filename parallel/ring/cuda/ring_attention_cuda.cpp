@@ -67,7 +67,7 @@ struct RingAttention::Impl {
     const int H = spec.heads, Hkv = spec.kv_heads, D2 = f.D;
     if (!ring)
       ring = std::make_unique<RingSdpa>(*comm, layout, B, H, Hkv, D2, spec.v_dim(), fox(),
-                                        spec.numerics.sink);
+                                        spec.numerics.has_sink());
     RingSdpaArgs a;
     a.B = B, a.H = H, a.Hkv = Hkv, a.D = D2, a.Dv = spec.v_dim();
     a.q = f.q, a.k = f.k, a.v = in.v;
@@ -87,7 +87,7 @@ struct RingAttention::Impl {
     a.pos0 = in.q_pos0;
     a.scale = f.scale, a.softcap = f.softcap, a.alibi_slopes = f.alibi_slopes;
     if (fox()) a.bias_q = in.fox_cq, a.bias_k = in.fox_ck;
-    if (spec.numerics.sink) a.sink = p.data + params.at("sink").offset;
+    if (spec.numerics.has_sink()) a.sink = p.data + params.at("sink").offset;
     return a;
   }
 };
@@ -149,7 +149,7 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
     rg.dbias_q = fox_total ? nullptr : (g.dfox_cq ? g.dfox_cq : m.dcq.data());
     rg.dbias_k = g.dfox_ck ? g.dfox_ck : m.dck.data();
   }
-  if (m.spec.numerics.sink) {
+  if (m.spec.numerics.has_sink()) {
     if (m.dsink.size() < size_t(H)) m.dsink = DeviceBuffer<float>(size_t(H));
     rg.dsink = m.dsink.data();
   }
@@ -157,7 +157,7 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
   if (fox_total && g.dfox_cq) {
     if (m.delta.size() < nb) m.delta = DeviceBuffer<float>(nb);
     sdpa_row_delta(B, int(m.Lr), H, m.spec.v_dim(), out.o, dout, m.delta.data(), stream);
-    const float* sink = m.spec.numerics.sink ? params.data + m.params.at("sink").offset : nullptr;
+    const float* sink = m.spec.numerics.has_sink() ? params.data + m.params.at("sink").offset : nullptr;
     lanes::fox_query_grad(B, int(m.Lr), H, m.delta.data(), out.lse, sink, g.dfox_cq, stream);
   }
 
@@ -196,7 +196,7 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
     m.comm->allreduce_sum_async(g.dparams, size_t(total), DType::F32);
     m.comm->join(stream);
   }
-  if (m.spec.numerics.sink)
+  if (m.spec.numerics.has_sink())
     LCR_CUDA_CHECK(cudaMemcpyAsync(g.dparams + m.params.at("sink").offset, m.dsink.data(),
                                    sizeof(float) * H, cudaMemcpyDeviceToDevice, stream));
   LCR_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -38,6 +38,11 @@ std::vector<RingCase> ring_cases() {
   c.push_back({"goat_sink_qknorm_softcap", with_numerics(test::tiny_config(Scheme::GOAT))});
   c.push_back({"path_sink_qknorm_softcap", with_numerics(test::tiny_config(Scheme::PaTH))});
   c.push_back({"path_fox_L7", test::tiny_config(Scheme::PaTHFoX), 7});
+  for (Scheme s : {Scheme::PoPE, Scheme::PaTHFoX}) {  // the sink fixed at 0
+    ModelConfig obo = test::tiny_config(s);
+    obo.attention.numerics.off_by_one = true;
+    c.push_back({std::string(scheme_name(s)) + "_off_by_one", obo});
+  }
   return c;
 }
 

@@ -245,7 +245,7 @@ std::string call_key(const AttentionSpec& s, const DeviceParams& p, const Attent
     << g.mlp_hidden << ' ' << g.feature_freqs << ' ' << g.train_len << ' ' << g.grid_width << ' '
     << g.y_modes << ' ' << int(g.recipe) << ' ' << g.query_gate << ' ' << s.pope.base << ' '
     << int(s.alibi.slopes) << ' ' << n.qk_norm << ' ' << n.qk_norm_eps << ' ' << n.softcap << ' '
-    << n.sink << ' ' << p.data << ' ' << p.size << ' ' << in.B << ' ' << in.Lq << ' ' << in.Lk
+    << n.has_sink() << ' ' << p.data << ' ' << p.size << ' ' << in.B << ' ' << in.Lq << ' ' << in.Lk
     << ' ' << in.q << ' ' << in.k << ' ' << in.v << ' ' << in.q_pos0 << ' ' << in.k_pos0 << ' '
     << in.fox_cq << ' ' << in.fox_ck << ' ' << w.generation(Slot::Q2) << ' '
     << w.generation(Slot::K2) << ' ' << w.generation(Slot::Alibi);
@@ -589,7 +589,7 @@ bool keeps_f32_output(const AttentionSpec& s) {
 // graph has no sink, whose rescale needs the fp32 output: an error names the choices.
 bool all_on_cudnn(const AttentionSpec& s, const Workspace& ws) {
   if (ws.sdpa_impl() != SdpaImpl::Cudnn) return false;
-  require(!s.numerics.sink,
+  require(!s.numerics.has_sink(),
           "cuda attention: impl = cudnn (train.cuda_attention = \"cudnn\") cannot run a sink "
           "(cuDNN's attention has none); use auto (cuDNN where it can, lcr's kernels here) or lcr");
   return true;
@@ -616,7 +616,7 @@ void attention_forward(const AttentionSpec& s, const DeviceParams& prm, const At
   // (bf16 o); lcr's kernels, with the fp32 output where the scheme keeps one, elsewhere.
   const bool keeps_f32 = keeps_f32_output(s);
   bool on_cudnn = false;
-  if (keeps_f32 && !s.numerics.sink && ws.sdpa_impl() == SdpaImpl::Auto) {
+  if (keeps_f32 && !s.numerics.has_sink() && ws.sdpa_impl() == SdpaImpl::Auto) {
     SdpaArgs a = P.sdpa;
     a.impl = SdpaImpl::Auto;
     on_cudnn = sdpa_forward_vendor(a, out.o, out.lse, st);
@@ -625,7 +625,7 @@ void attention_forward(const AttentionSpec& s, const DeviceParams& prm, const At
   if (f32_out) {
     float* of32 = w.get<float>(Slot::OF32, int64_t(in.B) * in.Lq * s.heads * s.v_dim());
     const float* sink =
-        s.numerics.sink ? slice(prm.data, attention_param_layout(s), "sink") : nullptr;
+        s.numerics.has_sink() ? slice(prm.data, attention_param_layout(s), "sink") : nullptr;
     // Without a sink the SDPA writes both outputs (o = o_f32 rounded to bf16), which saves
     // finish_output's pass over o; a sink rescales the rows there first.
     sdpa_forward(P.sdpa, sink ? nullptr : out.o, of32, out.lse, st);
@@ -664,7 +664,7 @@ void attention_backward(const AttentionSpec& s, const DeviceParams& prm, const A
   // cuDNN (impl cudnn / auto) forms delta from the bf16 o itself: offered only o's calls.
   if (!saved_out) a.impl = ws.sdpa_impl();
   const bool fox = uses_fox(s.scheme);
-  const float* sink = s.numerics.sink ? slice(prm.data, l, "sink") : nullptr;
+  const float* sink = s.numerics.has_sink() ? slice(prm.data, l, "sink") : nullptr;
   // All keys of the queries are in this call: GOAT's du sums to a known total unless softcap
   // bends the logits (goat_du_project).
   KeyTotal kt;
