@@ -201,7 +201,8 @@ void finish_ring_forward(const AttentionSpec& spec, const ParamSet<T>& params,
                          std::vector<RowSlot<View4<T>>>& o_acc,
                          std::vector<RowSlot<View3<T>>>& lse_acc) {
   for (size_t ai = 0; ai < o_acc.size(); ++ai) {
-    if (spec.numerics.has_sink()) sdpa_apply_sink<T>(params.v1("sink"), o_acc[ai].view, lse_acc[ai].view);
+    if (spec.numerics.has_sink())
+      sdpa_apply_sink<T>(params.v1("sink"), o_acc[ai].view, lse_acc[ai].view);
     o_acc[ai].flush();
     lse_acc[ai].flush();
   }
