@@ -157,7 +157,8 @@ RingStats RingAttention::backward(const DeviceParams& params, const AttentionInp
   if (fox_total && g.dfox_cq) {
     if (m.delta.size() < nb) m.delta = DeviceBuffer<float>(nb);
     sdpa_row_delta(B, int(m.Lr), H, m.spec.v_dim(), out.o, dout, m.delta.data(), stream);
-    const float* sink = m.spec.numerics.has_sink() ? params.data + m.params.at("sink").offset : nullptr;
+    const float* sink =
+        m.spec.numerics.has_sink() ? params.data + m.params.at("sink").offset : nullptr;
     lanes::fox_query_grad(B, int(m.Lr), H, m.delta.data(), out.lse, sink, g.dfox_cq, stream);
   }
 
