@@ -53,7 +53,7 @@ inline void write_set(const std::string& path, const std::vector<SetCell>& cells
     const h5::Location all = f.create_group("cells");
     for (size_t k = 0; k < cells.size(); ++k) {
       const SetCell& c = cells[k];
-      char name[16];
+      char name[24];  // room for any size_t: GCC checks the snprintf bound
       std::snprintf(name, sizeof name, "%06zu", k);
       const h5::Location g = all.create_group(name);
       g.set_attr("task", c.task);
