@@ -1,7 +1,6 @@
 #include "core/model/gemm.hpp"
 
 #include <cstring>
-#include <vector>
 
 #include "kernels/base/error.hpp"
 
@@ -144,29 +143,21 @@ template <class T, int Bytes, int NVMax>
 template <class T>
 using BlockFn = void (*)(const Problem<T>&, int64_t, int, int64_t, int);
 
-// One entry point a width and type: 16 vector registers (SSE2, AVX2) hold 4 x 2
-// accumulators, 2 loaded packs and a broadcast; AVX-512's 32 hold 4 x 4.
-void block_sse_f(const Problem<float>& p, int64_t i, int m, int64_t j, int n) {
-  block<float, 16, 2>(p, i, m, j, n);
+// One entry point a width (templates on the type): 16 vector registers (SSE2, AVX2) hold
+// 4 x 2 accumulators, 2 loaded packs and a broadcast; AVX-512's 32 hold 4 x 4.
+template <class T>
+void block_sse(const Problem<T>& p, int64_t i, int m, int64_t j, int n) {
+  block<T, 16, 2>(p, i, m, j, n);
 }
-void block_sse_d(const Problem<double>& p, int64_t i, int m, int64_t j, int n) {
-  block<double, 16, 2>(p, i, m, j, n);
+template <class T>
+__attribute__((target("avx2,fma"))) void block_avx2(const Problem<T>& p, int64_t i, int m,
+                                                    int64_t j, int n) {
+  block<T, 32, 2>(p, i, m, j, n);
 }
-__attribute__((target("avx2,fma"))) void block_avx2_f(const Problem<float>& p, int64_t i, int m,
-                                                      int64_t j, int n) {
-  block<float, 32, 2>(p, i, m, j, n);
-}
-__attribute__((target("avx2,fma"))) void block_avx2_d(const Problem<double>& p, int64_t i, int m,
-                                                      int64_t j, int n) {
-  block<double, 32, 2>(p, i, m, j, n);
-}
-__attribute__((target("avx512f"))) void block_avx512_f(const Problem<float>& p, int64_t i, int m,
-                                                       int64_t j, int n) {
-  block<float, 64, 4>(p, i, m, j, n);
-}
-__attribute__((target("avx512f"))) void block_avx512_d(const Problem<double>& p, int64_t i, int m,
-                                                       int64_t j, int n) {
-  block<double, 64, 4>(p, i, m, j, n);
+template <class T>
+__attribute__((target("avx512f"))) void block_avx512(const Problem<T>& p, int64_t i, int m,
+                                                     int64_t j, int n) {
+  block<T, 64, 4>(p, i, m, j, n);
 }
 
 bool cpu_has(GemmKernel k) {
@@ -204,50 +195,33 @@ HostKernel host_kernel() {
   }
 }
 
-BlockFn<float> block_fn(GemmKernel k, float) {
-  return k == GemmKernel::Avx512 ? block_avx512_f
-         : k == GemmKernel::Avx2 ? block_avx2_f
-                                 : block_sse_f;
+template <class T>
+BlockFn<T> block_fn(GemmKernel k) {
+  return k == GemmKernel::Avx512 ? block_avx512<T>
+         : k == GemmKernel::Avx2 ? block_avx2<T>
+                                 : block_sse<T>;
 }
-BlockFn<double> block_fn(GemmKernel k, double) {
-  return k == GemmKernel::Avx512 ? block_avx512_d
-         : k == GemmKernel::Avx2 ? block_avx2_d
-                                 : block_sse_d;
-}
-
-// Column blocks of the vector kernel: as many of max_packs packs as fit, then one of the
-// packs left; the last N mod W columns go to the portable kernel.
-struct ColBlock {
-  int64_t j0;
-  int packs;
-};
 
 // The vector kernel over the host backend's threads: one work item a (row block, column
-// block), i fastest as in MicroTiles. Returns the first column it did not cover.
+// block), i fastest as in MicroTiles. Column blocks: nfull of max_packs packs, then (when
+// any whole pack is left) one of the rest; the last N mod W columns go to the portable
+// kernel. Returns the first column it did not cover.
 template <class T>
 int64_t host_gemm(const Problem<T>& p, const HostKernel& hk) {
-  const int W = hk.bytes / int(sizeof(T));
-  std::vector<ColBlock> cols;
-  int64_t j = 0;
-  for (; j + int64_t(hk.max_packs) * W <= p.N; j += int64_t(hk.max_packs) * W)
-    cols.push_back({j, hk.max_packs});
-  if (const int rest = int((p.N - j) / W); rest > 0) {
-    cols.push_back({j, rest});
-    j += int64_t(rest) * W;
-  }
-  if (cols.empty()) return 0;
-  const BlockFn<T> fn = block_fn(hk.kind, T());
-  const int64_t tiles_m = (p.M + MR - 1) / MR, n = tiles_m * int64_t(cols.size());
-  const ColBlock* cb = cols.data();
-  Kokkos::parallel_for("lcr::gemm_host",
-                       Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, n),
-                       [=](int64_t t) {
-                         const int64_t i0 = (t % tiles_m) * MR;
-                         const ColBlock& c = cb[t / tiles_m];
-                         fn(p, i0, int(p.M - i0 < MR ? p.M - i0 : MR), c.j0, c.packs);
-                       });
-  Kokkos::fence();  // cols is read until the last block
-  return j;
+  const int W = hk.bytes / int(sizeof(T)), full = hk.max_packs;
+  const int64_t nfull = p.N / (int64_t(full) * W);
+  const int rest = int((p.N - nfull * full * W) / W);
+  const int64_t ncols = nfull + (rest > 0), tiles_m = (p.M + MR - 1) / MR;
+  if (ncols == 0) return 0;
+  const BlockFn<T> fn = block_fn<T>(hk.kind);
+  Kokkos::parallel_for(
+      "lcr::gemm_host",
+      Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<int64_t>>(0, tiles_m * ncols),
+      [=](int64_t t) {
+        const int64_t i0 = (t % tiles_m) * MR, c = t / tiles_m;
+        fn(p, i0, int(p.M - i0 < MR ? p.M - i0 : MR), c * full * W, c < nfull ? full : rest);
+      });
+  return (nfull * full + rest) * W;
 }
 
 }  // namespace

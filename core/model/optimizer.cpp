@@ -44,15 +44,12 @@ std::vector<ParamRange> model_param_ranges(const ModelLayout& layout, const Adam
     const ParamKind k = layout.kind(e);
     r.decay = k == ParamKind::Matrix || k == ParamKind::OutMatrix ||
               (k == ParamKind::Embedding && c.decay_embeddings);
-    const std::string suffix = "pope.delta";
-    if (e.name.size() >= suffix.size() &&
-        e.name.compare(e.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    if (ends_with(e.name, "pope.delta")) {
       r.clamp = true;  // DESIGN.md section 3: delta clamped to [-2 pi, 0]
       r.lo = -2.0 * M_PI;
       r.hi = 0.0;
     }
-    r.frozen = layout.config().attention.numerics.off_by_one && e.name.size() >= 5 &&
-               e.name.compare(e.name.size() - 5, 5, ".sink") == 0;
+    r.frozen = layout.config().attention.numerics.off_by_one && ends_with(e.name, ".sink");
     out.push_back(r);
   }
   return out;

@@ -79,12 +79,10 @@ ModelLayout::ModelLayout(const ModelConfig& cfg) : cfg_(cfg) {
   if (!cfg_.tie_embeddings) lm_head_ = add("lm_head", {D_, V_});
 }
 
-namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
-}  // namespace
 
 ParamKind ModelLayout::kind(const ParamEntry& e) const {
   const std::string& n = e.name;

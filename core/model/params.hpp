@@ -35,6 +35,9 @@ enum class ParamKind {
 };
 const char* param_kind_name(ParamKind k);
 
+// Whether a parameter name (a dotted path, "layers.0.attn.sink") ends with suffix.
+bool ends_with(const std::string& name, const std::string& suffix);
+
 // Offsets into the buffer of one layer's slices (-1 when absent).
 struct LayerSlices {
   int64_t attn_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1;

@@ -145,8 +145,7 @@ TEST(AdamW, OffByOneSinkIsFrozenAtZero) {
   const auto ranges = model_param_ranges(layout, AdamWConfig{});
   int frozen = 0;
   for (const auto& r : ranges) {
-    const bool sink = r.name.size() >= 5 && r.name.compare(r.name.size() - 5, 5, ".sink") == 0;
-    EXPECT_EQ(r.frozen, sink) << r.name;
+    EXPECT_EQ(r.frozen, ends_with(r.name, ".sink")) << r.name;
     frozen += r.frozen;
   }
   EXPECT_EQ(frozen, cfg.n_layers);

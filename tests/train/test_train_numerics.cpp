@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/io/checkpoint.hpp"
+#include "core/model/params.hpp"
 #include "train_test_util.hpp"
 
 namespace lcr::test {
@@ -22,7 +23,7 @@ std::vector<double> sink_values(const std::string& run_dir) {
   const auto& v = std::get<std::vector<double>>(p.values);
   std::vector<double> out;
   for (const auto& s : p.slices) {
-    if (s.name.size() < 5 || s.name.compare(s.name.size() - 5, 5, ".sink") != 0) continue;
+    if (!ends_with(s.name, ".sink")) continue;
     int64_t n = 1;
     for (int64_t d : s.shape) n *= d;
     out.insert(out.end(), v.begin() + s.offset, v.begin() + s.offset + n);
